@@ -1,0 +1,1 @@
+"""jaxgpt: the Sub3Min NanoGPT speedrun record in JAX/Flax."""

@@ -1,0 +1,231 @@
+"""Configuration of the model and of a training run, as frozen dataclasses.
+
+Every number of the Sub3Min record lives here once (see ../shared/spec/RECORD.md); the
+`record` preset reproduces it and the `tiny` preset shrinks the widths and lengths so that
+the same code runs on a CPU while every per-layer pattern (value-embedding slots, long and
+short windows, the layer without attention, the U-net skips) is still exercised.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Literal
+
+BLOCK_SIZE = 128  # FlexAttention's mask block: windows and sequence lengths count in these.
+EOT_ID = 50256  # GPT-2 `<|endoftext|>`; every document starts with it.
+GPT2_VOCAB_SIZE = 50257
+
+DTypePolicy = Literal["record", "fp32"]
+AttentionBackend = Literal["dense", "blocked", "pallas"]
+
+
+def next_multiple(value: int, multiple: int) -> int:
+    """Smallest multiple of `multiple` that is >= `value`."""
+    return -(-value // multiple) * multiple
+
+
+def _fail(field_name: str, message: str) -> None:
+    raise ValueError(f"invalid config field `{field_name}`: {message}")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The GPT of the record. Defaults are the 124M-class Sub3Min model.
+
+    dtype_policy:
+      "record": bf16 embeddings and activations, fp32 master weights cast to bf16 at use,
+                FP8 lm_head in training (plain bf16 head in eval), soft-cap and CE in fp32.
+      "fp32":   everything in fp32 and a plain fp32 head; for parity tests.
+    """
+
+    vocab_size: int = GPT2_VOCAB_SIZE
+    num_layers: int = 12
+    num_heads: int = 6
+    model_dim: int = 768
+    block_size: int = BLOCK_SIZE
+    eot_id: int = EOT_ID
+    attn_scale: float = 0.12  # fixed, not head_dim**-0.5
+    logit_cap: float = 30.0  # logits -> cap * sigmoid(z / cap_temperature)
+    logit_cap_temperature: float = 7.5
+    rope_max_len: int = 65536
+    mlp_ratio: int = 4
+    # Per-layer patterns, written for the record's 12 layers (RECORD.md 2.3).
+    value_embed_slots: tuple[int | None, ...] = (0, 1, 2, None, None, None, None, None, None, 0, 1, 2)
+    long_window_layers: tuple[int, ...] = (0, 4, 11)
+    attention_free_layers: tuple[int, ...] = (7,)
+    dtype_policy: DTypePolicy = "record"
+    attention_backend: AttentionBackend = "blocked"
+    # Largest window (in blocks) the blocked attention must support; the window itself is a
+    # traced value so that the window schedule never recompiles the step.
+    max_window_blocks: int = 14
+    # Cross-entropy over this many tokens at a time (None: all at once). Same mean either way.
+    loss_chunk_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "num_layers", "num_heads", "model_dim", "block_size", "rope_max_len"):
+            if getattr(self, name) <= 0:
+                _fail(name, f"must be positive, got {getattr(self, name)}")
+        if self.model_dim % self.num_heads:
+            _fail("num_heads", f"model_dim {self.model_dim} is not divisible by num_heads {self.num_heads}")
+        if self.head_dim % 4:
+            _fail("num_heads", f"head_dim {self.head_dim} must be a multiple of 4 (half-truncated rotary)")
+        if not 0 <= self.eot_id < self.vocab_size:
+            _fail("eot_id", f"{self.eot_id} is outside the vocabulary of {self.vocab_size}")
+        if self.num_layers % 2:
+            _fail("num_layers", f"the U-net pairs encoder and decoder layers; got odd {self.num_layers}")
+        if len(self.value_embed_slots) != self.num_layers:
+            _fail("value_embed_slots", f"has {len(self.value_embed_slots)} entries for {self.num_layers} layers")
+        for slot in self.value_embed_slots:
+            if slot is not None and not 0 <= slot < self.num_value_embeds:
+                _fail("value_embed_slots", f"slot {slot} out of range")
+        for name in ("long_window_layers", "attention_free_layers"):
+            for layer in getattr(self, name):
+                if not 0 <= layer < self.num_layers:
+                    _fail(name, f"layer {layer} out of range for {self.num_layers} layers")
+        if self.dtype_policy not in ("record", "fp32"):
+            _fail("dtype_policy", f"must be 'record' or 'fp32', got {self.dtype_policy!r}")
+        if self.attention_backend not in ("dense", "blocked", "pallas"):
+            _fail("attention_backend", f"must be 'dense', 'blocked' or 'pallas', got {self.attention_backend!r}")
+        if self.max_window_blocks < 1:
+            _fail("max_window_blocks", f"must be >= 1, got {self.max_window_blocks}")
+        if self.loss_chunk_tokens is not None and self.loss_chunk_tokens <= 0:
+            _fail("loss_chunk_tokens", f"must be positive or None, got {self.loss_chunk_tokens}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.model_dim // self.num_heads
+
+    @property
+    def padded_vocab_size(self) -> int:
+        """lm_head rows: the vocabulary padded to a multiple of 128 (50257 -> 50304)."""
+        return next_multiple(self.vocab_size, 128)
+
+    @property
+    def num_value_embeds(self) -> int:
+        return 1 + max((s for s in self.value_embed_slots if s is not None), default=-1)
+
+    @property
+    def num_encoder_layers(self) -> int:
+        return self.num_layers // 2
+
+    @property
+    def hidden_dim(self) -> int:
+        return self.mlp_ratio * self.model_dim
+
+    def has_attention(self, layer: int) -> bool:
+        return layer not in self.attention_free_layers
+
+    def uses_long_window(self, layer: int) -> bool:
+        return layer in self.long_window_layers
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """The record's optimizers (RECORD.md sections 5-7)."""
+
+    muon_lr: float = 0.05
+    muon_momentum_start: float = 0.85
+    muon_momentum_end: float = 0.95
+    muon_momentum_warmup_steps: int = 300
+    ns_steps: int = 5
+    # "bf16" as the record; "fp32" to check how much of a Muon mismatch is the bf16 NS.
+    ns_dtype: Literal["bf16", "fp32"] = "bf16"
+    head_lr: float = 0.008
+    embed_lr: float = 0.6
+    scalar_lr: float = 0.04
+    adam_b1: float = 0.8
+    adam_b2: float = 0.95
+    adam_eps: float = 1e-10
+    cooldown_frac: float = 0.4  # LR decays linearly over the last 40% of the steps ...
+    final_lr_frac: float = 0.1  # ... down to 0.1x
+    # The record keeps the embedding tables and their Adam moments in bf16.
+    # None: follow the model's dtype policy (bf16 under "record", fp32 under "fp32").
+    bf16_embeddings: bool | None = None
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.cooldown_frac <= 1.0:
+            _fail("cooldown_frac", f"must be in [0, 1], got {self.cooldown_frac}")
+        if self.ns_dtype not in ("bf16", "fp32"):
+            _fail("ns_dtype", f"must be 'bf16' or 'fp32', got {self.ns_dtype!r}")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One training run. `batch_tokens` is global; each device gets batch_tokens / devices
+    tokens as batch_tokens / (devices * seq_len) packed sequences of `seq_len` tokens."""
+
+    train_files: str = "data/fineweb10B/fineweb_train_*.bin"
+    val_files: str = "data/fineweb10B/fineweb_val_*.bin"
+    steps: int = 1393
+    batch_tokens: int = 8 * 64 * 1024
+    seq_len: int = 64 * 1024
+    val_every: int = 125
+    val_tokens: int = 10_485_760
+    window_max_tokens: int = 1728  # window at step s: 1728 * s / steps, rounded up to blocks
+    devices: int | None = None  # None: all visible devices
+    seed: int = 0
+    out_dir: str = "runs"
+    checkpoint_every: int = 0  # 0: only at the end when --save-checkpoint
+    keep_checkpoints: int = 3
+    cycle_data: bool = False
+
+    def __post_init__(self) -> None:
+        if self.seq_len <= 0 or self.seq_len % BLOCK_SIZE:
+            _fail("seq_len", f"must be a positive multiple of {BLOCK_SIZE}, got {self.seq_len}")
+        if self.batch_tokens <= 0 or self.batch_tokens % self.seq_len:
+            _fail("batch_tokens", f"{self.batch_tokens} is not a positive multiple of seq_len {self.seq_len}")
+        if self.steps < 0:
+            _fail("steps", f"must be >= 0, got {self.steps}")
+        if self.val_every <= 0:
+            _fail("val_every", f"must be positive, got {self.val_every}")
+        if self.val_tokens < 0:
+            _fail("val_tokens", f"must be >= 0, got {self.val_tokens}")
+
+    @property
+    def sequences_per_step(self) -> int:
+        return self.batch_tokens // self.seq_len
+
+
+@dataclass(frozen=True)
+class Preset:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+
+def record_preset() -> Preset:
+    """The Sub3Min record: 12 layers, 768 wide, 1393 steps of 524,288 tokens on 8 devices."""
+    return Preset()
+
+
+def tiny_preset() -> Preset:
+    """A CPU-sized run on the built-in sample shards; keeps all 12 layers' patterns."""
+    return Preset(
+        model=ModelConfig(num_heads=2, model_dim=128, max_window_blocks=8),
+        optim=OptimConfig(),
+        train=TrainConfig(
+            train_files="data/sample/sample_train_*.bin",
+            val_files="data/sample/sample_val_*.bin",
+            steps=200,
+            batch_tokens=8 * 1024,
+            seq_len=1024,
+            val_every=50,
+            val_tokens=64 * 1024,
+            window_max_tokens=1024,
+        ),
+    )
+
+
+PRESETS = {"record": record_preset, "tiny": tiny_preset}
+
+
+def get_preset(name: str) -> Preset:
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
+    return PRESETS[name]()
+
+
+def replace(config, **changes):
+    """dataclasses.replace that re-runs validation (frozen dataclasses re-validate on init)."""
+    return dataclasses.replace(config, **changes)
