@@ -1,5 +1,5 @@
 # Two commands do everything on a fresh machine: `make train` and `make test`.
-PYTHON ?= python3.11
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 # CPU build of PyTorch; a GPU user installs a CUDA build instead (see README).
@@ -10,7 +10,6 @@ SAMPLE := data/sample/.complete
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
 	$(PY) -m pip install --quiet -e ".[test]"
 	touch $@
