@@ -1,0 +1,228 @@
+"""Document-causal, block-windowed attention: one entry point, several backends.
+
+The allowed set is the record's (RECORD.md section 3): key k is visible to query q when
+k <= q, both are in the same document, and k's 128-token block is one of the query's own
+block and the w - 1 blocks before it (w = 0 acts as 1).
+
+Numerics follow FlexAttention's kernel as closely as plain JAX allows: scores q.k are
+accumulated in fp32 and scaled in fp32, softmax statistics (row max, row sum) are fp32, the
+unnormalised probabilities are cast to v's dtype for the PV matmul (fp32 accumulation), and
+the fp32 result is divided by the row sum before the cast to q's dtype.
+
+Backends:
+  dense:   (T, T) scores and mask; the reference, for tests and short sequences.
+  blocked: each query block sees a static window of `max_window_blocks` key blocks gathered
+           around it, so memory and FLOPs are O(T * max_window_blocks); the dynamic window,
+           causality and documents are applied as a mask inside that window.
+  pallas:  slot for a fused kernel (not implemented here).
+
+Shapes: B batch, T tokens, H heads, Dh head dim, N = T // block_size blocks,
+W = max_window_blocks, C query blocks per scan step.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from jaxgpt.config import BLOCK_SIZE
+from jaxgpt.masks import closed_form_mask
+
+Backend = Literal["dense", "blocked", "pallas"]
+
+# Query blocks per scan step of the blocked backend (upper bound; the largest divisor of N at
+# most this is used). Larger is faster on a CPU, smaller lowers peak memory.
+QUERY_BLOCKS_PER_STEP = 8
+
+
+def _validate(
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    doc_ids: jax.Array,
+    window_blocks: int | jax.Array,
+    block_size: int,
+    max_window_blocks: int,
+) -> None:
+    if q.ndim != 4:
+        raise ValueError(f"q must have shape (B, T, H, Dh), got {tuple(q.shape)}")
+    if k.shape != q.shape:
+        raise ValueError(f"k shape {tuple(k.shape)} differs from q shape {tuple(q.shape)}")
+    if v.ndim != 4 or v.shape[:3] != q.shape[:3]:
+        raise ValueError(f"v shape {tuple(v.shape)} must be (B, T, H, Dv) with (B, T, H) = {tuple(q.shape[:3])}")
+    if doc_ids.shape != q.shape[:2]:
+        raise ValueError(f"doc_ids shape {tuple(doc_ids.shape)} must be (B, T) = {tuple(q.shape[:2])}")
+    if not jnp.issubdtype(doc_ids.dtype, jnp.integer):
+        raise ValueError(f"doc_ids must be integers, got {doc_ids.dtype}")
+    if block_size <= 0:
+        raise ValueError(f"block_size must be positive, got {block_size}")
+    seq_len = q.shape[1]
+    if seq_len <= 0 or seq_len % block_size:
+        raise ValueError(f"sequence length T={seq_len} must be a positive multiple of block_size {block_size}")
+    if max_window_blocks < 1:
+        raise ValueError(f"max_window_blocks must be >= 1, got {max_window_blocks}")
+    if isinstance(window_blocks, int) and not 0 <= window_blocks <= max_window_blocks:
+        raise ValueError(f"window_blocks={window_blocks} is outside 0..max_window_blocks={max_window_blocks}")
+
+
+def _masked_softmax_pv(scores: jax.Array, allowed: jax.Array, v: jax.Array, out_dtype: jnp.dtype) -> jax.Array:
+    """Softmax over the last axis of fp32 `scores` where `allowed`, then times v.
+
+    scores: (..., H, Q, K) fp32; allowed: broadcastable to scores, bool, at least one True
+    per row; v: (..., K, H, Dv). Returns (..., Q, H, Dv) in out_dtype.
+    """
+    scores = jnp.where(allowed, scores, -jnp.inf)
+    row_max = jnp.max(scores, axis=-1, keepdims=True)
+    unnormalised = jnp.exp(scores - row_max)  # masked entries: exp(-inf) = 0
+    row_sum = jnp.sum(unnormalised, axis=-1)  # (..., H, Q) fp32
+    # FlexAttention feeds the probabilities to the PV matmul in the value dtype (bf16 in the
+    # record) with fp32 accumulation, and normalises the fp32 accumulator at the end.
+    weighted = jnp.einsum(
+        "...hqk,...khd->...qhd", unnormalised.astype(v.dtype), v, preferred_element_type=jnp.float32
+    )
+    normaliser = jnp.swapaxes(row_sum, -1, -2)[..., None]  # (..., Q, H, 1)
+    return (weighted / normaliser).astype(out_dtype)
+
+
+def _scores(q: jax.Array, k: jax.Array, scale: float) -> jax.Array:
+    """(..., Q, H, Dh) x (..., K, H, Dh) -> (..., H, Q, K) fp32 scaled scores."""
+    return jnp.einsum("...qhd,...khd->...hqk", q, k, preferred_element_type=jnp.float32) * jnp.float32(scale)
+
+
+def dense_attention(
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    doc_ids: jax.Array,
+    window_blocks: int | jax.Array,
+    *,
+    scale: float = 0.12,
+    block_size: int = BLOCK_SIZE,
+) -> jax.Array:
+    """Reference backend with a (B, T, T) mask from the closed form; O(T^2) memory."""
+    allowed = jax.vmap(lambda ids: closed_form_mask(ids, window_blocks, block_size=block_size))(doc_ids)
+    return _masked_softmax_pv(_scores(q, k, scale), allowed[:, None], v, q.dtype)
+
+
+def _largest_divisor_at_most(n: int, bound: int) -> int:
+    return max(d for d in range(1, min(n, bound) + 1) if n % d == 0)
+
+
+def blocked_attention(
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    doc_ids: jax.Array,
+    window_blocks: int | jax.Array,
+    *,
+    scale: float = 0.12,
+    block_size: int = BLOCK_SIZE,
+    max_window_blocks: int = 14,
+) -> jax.Array:
+    """Block-sparse backend: O(T * max_window_blocks) memory and FLOPs.
+
+    Keys, values and doc ids get W - 1 blocks of padding in front, so that query block i's
+    window is padded blocks i .. i + W - 1 (key blocks i - W + 1 .. i). A scan walks over
+    groups of C query blocks; each step slices its C + W - 1 key blocks with
+    lax.dynamic_slice and gathers every query block's W-block window from that slab. The scan
+    body is rematerialised in the backward pass, so only one group's scores live at a time.
+    """
+    batch, seq_len, heads, head_dim = q.shape
+    value_dim = v.shape[-1]
+    n_blocks = seq_len // block_size
+    window_cap = max_window_blocks
+    group = _largest_divisor_at_most(n_blocks, QUERY_BLOCKS_PER_STEP)
+    n_groups = n_blocks // group
+    slab_blocks = group + window_cap - 1
+    window = jnp.maximum(jnp.asarray(window_blocks, dtype=jnp.int32), 1)
+
+    pad_tokens = (window_cap - 1) * block_size
+    k_padded = jnp.pad(k, ((0, 0), (pad_tokens, 0), (0, 0), (0, 0)))
+    v_padded = jnp.pad(v, ((0, 0), (pad_tokens, 0), (0, 0), (0, 0)))
+    # -1 never equals a real document id (those are >= 0), so padded keys are never allowed.
+    ids_padded = jnp.pad(doc_ids.astype(jnp.int32), ((0, 0), (pad_tokens, 0)), constant_values=-1)
+
+    q_groups = q.reshape(batch, n_groups, group * block_size, heads, head_dim)
+    q_ids_groups = doc_ids.astype(jnp.int32).reshape(batch, n_groups, group * block_size)
+    q_groups = jnp.moveaxis(q_groups, 1, 0)  # scan over the leading axis
+    q_ids_groups = jnp.moveaxis(q_ids_groups, 1, 0)
+
+    # Static geometry of one group: query block c of the group takes slab blocks c .. c+W-1;
+    # slab block s sits (c + W - 1 - s) blocks before query block c.
+    window_slab_block = jnp.arange(group)[:, None] + jnp.arange(window_cap)[None, :]  # (C, W)
+    blocks_back = (window_cap - 1) - jnp.arange(window_cap)  # (W,), distance of window slot
+    in_block_q = jnp.arange(block_size)[:, None]
+    in_block_k = jnp.arange(block_size)[None, :]
+    # Within one window slot the key is causal-allowed unless it is the query's own block
+    # (blocks_back == 0) and lies after the query.
+    causal = (blocks_back[:, None, None] > 0) | (in_block_k <= in_block_q)[None]  # (W, bs, bs)
+
+    def one_group(group_index: jax.Array, q_group: jax.Array, q_ids: jax.Array) -> jax.Array:
+        start = group_index * group * block_size
+        slab_len = slab_blocks * block_size
+        k_slab = lax.dynamic_slice_in_dim(k_padded, start, slab_len, axis=1)
+        v_slab = lax.dynamic_slice_in_dim(v_padded, start, slab_len, axis=1)
+        ids_slab = lax.dynamic_slice_in_dim(ids_padded, start, slab_len, axis=1)
+        k_slab = k_slab.reshape(batch, slab_blocks, block_size, heads, head_dim)
+        v_slab = v_slab.reshape(batch, slab_blocks, block_size, heads, value_dim)
+        ids_slab = ids_slab.reshape(batch, slab_blocks, block_size)
+        # (B, C, W*bs, ...) windows, one per query block of the group.
+        k_win = k_slab[:, window_slab_block].reshape(batch, group, window_cap * block_size, heads, head_dim)
+        v_win = v_slab[:, window_slab_block].reshape(batch, group, window_cap * block_size, heads, value_dim)
+        ids_win = ids_slab[:, window_slab_block]  # (B, C, W, bs)
+
+        q_blocks = q_group.reshape(batch, group, block_size, heads, head_dim)
+        q_ids_blocks = q_ids.reshape(batch, group, block_size)
+        same_doc = q_ids_blocks[:, :, :, None, None] == ids_win[:, :, None, :, :]  # (B, C, bs, W, bs)
+        in_window = (blocks_back < window)[:, None, None]  # (W, 1, 1)
+        allowed = same_doc & jnp.moveaxis(causal & in_window, 0, 1)[None, None]  # (B, C, bs, W, bs)
+        allowed = allowed.reshape(batch, group, 1, block_size, window_cap * block_size)
+
+        out = _masked_softmax_pv(_scores(q_blocks, k_win, scale), allowed, v_win, q.dtype)
+        return out.reshape(batch, group * block_size, heads, value_dim)
+
+    group_fn = jax.checkpoint(one_group)
+
+    def scan_step(carry: None, inputs: tuple[jax.Array, jax.Array, jax.Array]) -> tuple[None, jax.Array]:
+        return carry, group_fn(*inputs)
+
+    _, outputs = lax.scan(scan_step, None, (jnp.arange(n_groups), q_groups, q_ids_groups))
+    return jnp.moveaxis(outputs, 0, 1).reshape(batch, seq_len, heads, value_dim)
+
+
+def attention(
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    doc_ids: jax.Array,
+    window_blocks: int | jax.Array,
+    *,
+    backend: Backend = "blocked",
+    scale: float = 0.12,
+    block_size: int = BLOCK_SIZE,
+    max_window_blocks: int = 14,
+) -> jax.Array:
+    """Document-causal block-window attention (the record's FlexAttention call).
+
+    q, k: (B, T, H, Dh); v: (B, T, H, Dv); doc_ids: (B, T) int32 document ids
+    (`jaxgpt.masks.document_ids`); window_blocks: window in 128-token blocks, a Python int in
+    0..max_window_blocks or a traced int32 scalar (a traced value above max_window_blocks is
+    treated as max_window_blocks by `blocked` but not by `dense`; 0 acts as 1).
+    Returns (B, T, H, Dv) in q's dtype. Scores and softmax are fp32.
+    """
+    _validate(q, k, v, doc_ids, window_blocks, block_size, max_window_blocks)
+    if backend == "dense":
+        return dense_attention(q, k, v, doc_ids, window_blocks, scale=scale, block_size=block_size)
+    if backend == "blocked":
+        return blocked_attention(
+            q, k, v, doc_ids, window_blocks, scale=scale, block_size=block_size, max_window_blocks=max_window_blocks
+        )
+    if backend == "pallas":
+        raise NotImplementedError(
+            "attention backend 'pallas' is a slot for a fused Pallas kernel that is not written yet "
+            "(a follow-up to issue 4); use backend='blocked'"
+        )
+    raise ValueError(f"unknown attention backend {backend!r}; choose 'dense', 'blocked' or 'pallas'")

@@ -1,0 +1,198 @@
+"""Document ids, the record's per-block key lists, and token-level masks.
+
+The record hands FlexAttention a BlockMask built from per-block lists (RECORD.md section 3):
+for each 128-token query block, the key blocks that are "full" (no token mask needed) and
+"partial" (the document-causal mask_mod applies), each listed nearest block first, and the
+sliding window is applied by truncating those lists. This module rebuilds the same lists in
+JAX, expands them into a token-level mask (`dense_mask`), and provides the closed form of the
+same allowed set (`closed_form_mask`) as an independent oracle.
+
+Every function here is jit-able; `window_blocks` may be a Python int or a traced int32 scalar.
+Sizes: T tokens, N = T // block_size blocks.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jaxgpt.config import BLOCK_SIZE, EOT_ID
+
+WindowBlocks = int | jax.Array
+
+
+class BlockLists(NamedTuple):
+    """Per-query-block key lists in the record's layout.
+
+    counts: (N,) int32, how many leading entries of each row of `indices` are used.
+    indices: (N, N) int32, a permutation of 0..N-1 per row: True key blocks in decreasing
+      block index (nearest first), then the False ones (also decreasing; never read).
+    """
+
+    partial_counts: jax.Array
+    partial_indices: jax.Array
+    full_counts: jax.Array
+    full_indices: jax.Array
+
+
+def num_blocks(seq_len: int, block_size: int = BLOCK_SIZE) -> int:
+    """N = seq_len // block_size; ValueError unless seq_len is a positive multiple of block_size."""
+    if seq_len <= 0 or seq_len % block_size:
+        raise ValueError(f"sequence length {seq_len} must be a positive multiple of the block size {block_size}")
+    return seq_len // block_size
+
+
+def _check_tokens_1d(tokens: jax.Array, block_size: int) -> int:
+    if tokens.ndim != 1:
+        raise ValueError(f"tokens must be a 1-D array of T token ids, got shape {tuple(tokens.shape)}")
+    return num_blocks(tokens.shape[0], block_size)
+
+
+def document_ids(tokens: jax.Array, eot_id: int = EOT_ID) -> jax.Array:
+    """Inclusive running count of EOT tokens along the last axis: int32, same shape as tokens.
+
+    EOT opens a document, so the EOT token carries the id of the document it starts and the
+    tokens before the first EOT get id 0.
+    """
+    tokens = jnp.asarray(tokens)
+    return jnp.cumsum(tokens == eot_id, axis=-1, dtype=jnp.int32)
+
+
+def block_doc_ranges(doc_ids: jax.Array, block_size: int = BLOCK_SIZE) -> tuple[jax.Array, jax.Array]:
+    """(low, high): document id at the first and the last token of each block; each (N,) int32.
+
+    doc_ids: (T,) int32, non-decreasing.
+    """
+    n = num_blocks(doc_ids.shape[-1], block_size)
+    per_block = doc_ids.reshape(n, block_size)
+    return per_block[:, 0], per_block[:, -1]
+
+
+def block_matrices(doc_ids: jax.Array, block_size: int = BLOCK_SIZE) -> tuple[jax.Array, jax.Array]:
+    """(partial, full): (N, N) bool block matrices, query block i by key block j.
+
+    full: i > j and both blocks lie inside one and the same document (no token mask needed).
+    partial: i >= j and the blocks' document ranges intersect, but not full; this includes
+    the diagonal block, which is never full.
+    """
+    low, high = block_doc_ranges(doc_ids, block_size)
+    n = low.shape[0]
+    q_block = jnp.arange(n)[:, None]
+    k_block = jnp.arange(n)[None, :]
+    docs_overlap = (low[:, None] <= high[None, :]) & (low[None, :] <= high[:, None])
+    single_doc = (low[:, None] == high[None, :]) & (low[None, :] == high[:, None])
+    any_allowed = (q_block >= k_block) & docs_overlap
+    full = (q_block > k_block) & single_doc
+    return any_allowed & ~full, full
+
+
+def nearest_first(block_matrix: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(counts, indices) of a boolean (N, N) block matrix, in the record's order.
+
+    counts: (N,) int32 number of True entries per row. indices: (N, N) int32, the stable
+    ascending argsort of each row reversed, i.e. True columns in decreasing index first.
+    `descending=True` would keep ties in increasing order instead (RECORD.md 11.3).
+    """
+    counts = jnp.sum(block_matrix, axis=-1, dtype=jnp.int32)
+    ascending = jnp.argsort(block_matrix.astype(jnp.int32), axis=-1, stable=True)
+    return counts, jnp.flip(ascending, axis=-1).astype(jnp.int32)
+
+
+def block_lists(tokens: jax.Array, *, block_size: int = BLOCK_SIZE, eot_id: int = EOT_ID) -> BlockLists:
+    """Untruncated partial and full block lists of a (T,) token array; see `BlockLists`."""
+    _check_tokens_1d(tokens, block_size)
+    partial, full = block_matrices(document_ids(tokens, eot_id), block_size)
+    partial_counts, partial_indices = nearest_first(partial)
+    full_counts, full_indices = nearest_first(full)
+    return BlockLists(partial_counts, partial_indices, full_counts, full_indices)
+
+
+def truncate_to_window(lists: BlockLists, window_blocks: WindowBlocks) -> BlockLists:
+    """The record's sliding window: only the counts change, exactly as the record computes them.
+
+    full kept = min(full_count, w - 1), which is -1 when w = 0 (the short window while
+    W_long = 1); partial kept = min(partial_count, max(w - full_count, 1)) with the
+    untruncated full count. Use `clamp_counts` before reading the lists.
+    """
+    w = jnp.asarray(window_blocks, dtype=jnp.int32)
+    full_kept = jnp.minimum(lists.full_counts, w - 1)
+    partial_kept = jnp.minimum(lists.partial_counts, jnp.maximum(w - lists.full_counts, 1))
+    return lists._replace(partial_counts=partial_kept, full_counts=full_kept)
+
+
+def clamp_counts(lists: BlockLists) -> BlockLists:
+    """Negative counts read as 0, as FlexAttention's CUDA loops do with a negative bound."""
+    return lists._replace(
+        partial_counts=jnp.maximum(lists.partial_counts, 0),
+        full_counts=jnp.maximum(lists.full_counts, 0),
+    )
+
+
+def windowed_block_lists(
+    tokens: jax.Array,
+    window_blocks: WindowBlocks,
+    *,
+    block_size: int = BLOCK_SIZE,
+    eot_id: int = EOT_ID,
+) -> BlockLists:
+    """Block lists of a (T,) token array truncated to `window_blocks`, counts clamped at 0."""
+    return clamp_counts(truncate_to_window(block_lists(tokens, block_size=block_size, eot_id=eot_id), window_blocks))
+
+
+def _listed_blocks(counts: jax.Array, indices: jax.Array) -> jax.Array:
+    """(N, N) bool: key block j is among the first counts[i] entries of row i of indices."""
+    n = indices.shape[0]
+    within_count = jnp.arange(n)[None, :] < counts[:, None]
+    rows = jnp.broadcast_to(jnp.arange(n)[:, None], indices.shape)
+    # Each row of indices is a permutation, so this scatter writes every cell exactly once.
+    return jnp.zeros((n, n), dtype=bool).at[rows, indices].set(within_count)
+
+
+def document_causal(doc_ids: jax.Array) -> jax.Array:
+    """The record's mask_mod on all token pairs: (T, T) bool, k <= q and same document."""
+    positions = jnp.arange(doc_ids.shape[-1])
+    causal = positions[None, :] <= positions[:, None]
+    return causal & (doc_ids[:, None] == doc_ids[None, :])
+
+
+def dense_mask(
+    tokens: jax.Array,
+    window_blocks: WindowBlocks,
+    *,
+    block_size: int = BLOCK_SIZE,
+    eot_id: int = EOT_ID,
+) -> jax.Array:
+    """(T, T) bool: may query q attend to key k under the record's BlockMask with this window.
+
+    Built the record's way: full blocks are allowed whole, partial blocks through the
+    document-causal mask_mod, each limited to the leading entries of its truncated list.
+    tokens: (T,) integer token ids, T a positive multiple of block_size.
+    """
+    tokens = jnp.asarray(tokens)
+    _check_tokens_1d(tokens, block_size)
+    lists = windowed_block_lists(tokens, window_blocks, block_size=block_size, eot_id=eot_id)
+    full_blocks = _listed_blocks(lists.full_counts, lists.full_indices)
+    partial_blocks = _listed_blocks(lists.partial_counts, lists.partial_indices)
+
+    def to_tokens(block_matrix: jax.Array) -> jax.Array:
+        return jnp.repeat(jnp.repeat(block_matrix, block_size, axis=0), block_size, axis=1)
+
+    in_partial = to_tokens(partial_blocks) & document_causal(document_ids(tokens, eot_id))
+    return to_tokens(full_blocks) | in_partial
+
+
+def closed_form_mask(doc_ids: jax.Array, window_blocks: WindowBlocks, *, block_size: int = BLOCK_SIZE) -> jax.Array:
+    """(T, T) bool: (k <= q) & same document & (q//bs - k//bs < max(w, 1)); RECORD.md section 3.
+
+    doc_ids: (T,) int32 document ids (see `document_ids`). Used as the test oracle and by the
+    dense attention backend.
+    """
+    if doc_ids.ndim != 1:
+        raise ValueError(f"doc_ids must be a 1-D array of T ids, got shape {tuple(doc_ids.shape)}")
+    num_blocks(doc_ids.shape[0], block_size)
+    block_of = jnp.arange(doc_ids.shape[0]) // block_size
+    window = jnp.maximum(jnp.asarray(window_blocks, dtype=jnp.int32), 1)
+    in_window = (block_of[:, None] - block_of[None, :]) < window
+    return document_causal(doc_ids) & in_window
