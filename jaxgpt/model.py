@@ -1,0 +1,436 @@
+"""The record's GPT in Flax NNX (RECORD.md section 2).
+
+Parameter paths joined with "." are the record's state-dict keys (`embed.weight`,
+`blocks.3.attn.qkv_w`, ...) and every matrix keeps the record's (out, in) layout, so a torch
+checkpoint converts by renaming and casting only (see `jaxgpt.convert`).
+
+Dtype policies (ModelConfig.dtype_policy):
+  "record": embedding tables stored bf16, linear weights fp32 and cast to bf16 at use,
+            activations bf16; rotary, RMSNorm, softmax, soft-cap and CE in fp32; FP8 head
+            when train=True, plain bf16 head otherwise.
+  "fp32":   everything fp32, plain fp32 head (parity tests).
+
+Shape legend: B batch, T tokens, D model dim, H heads, Dh head dim, F MLP hidden,
+V vocabulary rows of the embeddings, Vp padded vocabulary (lm_head rows), N = B*T.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from jaxgpt import attention as attention_lib
+from jaxgpt import masks
+from jaxgpt.config import ModelConfig
+
+WindowBlocks = int | jax.Array
+
+# torch's F.rms_norm default eps for fp32 and bf16 inputs alike (fp32 machine epsilon).
+RMS_NORM_EPS = 2.0**-23
+# The record's FP8 head scales (x_s, w_s, grad_s).
+FP8_X_SCALE = 2.0
+FP8_W_SCALE = 32.0
+FP8_GRAD_SCALE = 2.0**29
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure functions
+
+
+def compute_dtype(config: ModelConfig) -> jnp.dtype:
+    """Activation dtype of a policy: bf16 for "record", fp32 for "fp32"."""
+    return jnp.bfloat16 if config.dtype_policy == "record" else jnp.float32
+
+
+def rms_norm(x: jax.Array) -> jax.Array:
+    """x / sqrt(mean(x^2, -1) + 2^-23), computed in fp32 and cast back to x.dtype; no scale."""
+    x32 = x.astype(jnp.float32)
+    inv_rms = jax.lax.rsqrt(jnp.mean(jnp.square(x32), axis=-1, keepdims=True) + RMS_NORM_EPS)
+    return (x32 * inv_rms).astype(x.dtype)
+
+
+@functools.lru_cache(maxsize=8)
+def rotary_tables(head_dim: int, max_len: int) -> tuple[np.ndarray, np.ndarray]:
+    """(cos, sin), each (max_len, head_dim // 2) float32 numpy, built once per shape.
+
+    Frequencies: (1/1024) ** linspace(0, 1, head_dim // 4) in fp32, then head_dim // 4 zeros
+    (those dims pass through unrotated); angle t * freq in fp32 for t = 0..max_len-1.
+    """
+    if head_dim % 4:
+        raise ValueError(f"rotary needs head_dim divisible by 4, got {head_dim}")
+    quarter = head_dim // 4
+    exponents = np.linspace(0.0, 1.0, quarter, dtype=np.float32)
+    freq = np.power(np.float32(1.0 / 1024.0), exponents, dtype=np.float32)
+    freq = np.concatenate([freq, np.zeros(quarter, np.float32)])
+    theta = np.arange(max_len, dtype=np.float32)[:, None] * freq[None, :]
+    cos, sin = np.cos(theta).astype(np.float32), np.sin(theta).astype(np.float32)
+    cos.flags.writeable = False  # shared through the cache
+    sin.flags.writeable = False
+    return cos, sin
+
+
+def apply_rotary(x_BTHD: jax.Array, cos_TF: jax.Array, sin_TF: jax.Array) -> jax.Array:
+    """The record's half-split rotary: y1 = x1 c + x2 s, y2 = -x1 s + x2 c, in fp32.
+
+    x_BTHD: (B, T, H, Dh) any float dtype; cos_TF, sin_TF: (T, Dh // 2) fp32.
+    Returns (B, T, H, Dh) in x's dtype.
+    """
+    x32 = x_BTHD.astype(jnp.float32)
+    half = x32.shape[-1] // 2
+    x1, x2 = x32[..., :half], x32[..., half:]
+    cos, sin = cos_TF[None, :, None, :], sin_TF[None, :, None, :]
+    y1 = x1 * cos + x2 * sin
+    y2 = x2 * cos - x1 * sin
+    return jnp.concatenate([y1, y2], axis=-1).astype(x_BTHD.dtype)
+
+
+def relu_squared(x: jax.Array) -> jax.Array:
+    return jnp.square(jax.nn.relu(x))
+
+
+def soft_cap(logits: jax.Array, cap: float, temperature: float) -> jax.Array:
+    """cap * sigmoid(z / temperature) in fp32 (= the record's 15 tanh(z/15) + 15 for 30, 7.5)."""
+    return cap * jax.nn.sigmoid(logits.astype(jnp.float32) / temperature)
+
+
+def linear(x: jax.Array, weight_OI: jax.Array) -> jax.Array:
+    """x @ W^T with W (out, in) cast to x's dtype; fp32 accumulation, output in x's dtype.
+
+    fp32 inputs use full-precision matmul (no TF32 on GPUs), so the fp32 policy stays fp32.
+    """
+    w = weight_OI.astype(x.dtype)
+    precision = jax.lax.Precision.HIGHEST if x.dtype == jnp.float32 else None
+    y = jnp.einsum("...i,oi->...o", x, w, precision=precision, preferred_element_type=jnp.float32)
+    return y.astype(x.dtype)
+
+
+def _fp8_quantize(x_ND: jax.Array, w_VD: jax.Array) -> tuple[jax.Array, jax.Array]:
+    # Plain round-to-nearest-even casts of the scaled operands, no amax scaling (as the record).
+    x_q = (x_ND * jnp.asarray(FP8_X_SCALE, x_ND.dtype)).astype(jnp.float8_e4m3fn)
+    w_q = (w_VD.astype(jnp.float32) * FP8_W_SCALE).astype(jnp.float8_e4m3fn)
+    return x_q, w_q
+
+
+def _fp8_logits(x_q: jax.Array, w_q: jax.Array) -> jax.Array:
+    # FP8 values are exact in bf16, so a bf16 GEMM with fp32 accumulation computes the FP8
+    # product exactly (CPUs have no FP8 dot); the rescale by 1/(2*32) is a power of two.
+    acc = jnp.einsum("nd,vd->nv", x_q.astype(jnp.bfloat16), w_q.astype(jnp.bfloat16),
+                     preferred_element_type=jnp.float32)
+    return (acc * (1.0 / (FP8_X_SCALE * FP8_W_SCALE))).astype(jnp.bfloat16)
+
+
+@jax.custom_vjp
+def fp8_head(x_ND: jax.Array, w_VD: jax.Array) -> jax.Array:
+    """The record's FP8 lm_head matmul: (N, D) bf16 x (Vp, D) fp32 -> (N, Vp) bf16 logits.
+
+    Forward: e4m3fn(2 X) @ e4m3fn(32 W)^T / 64, fp32 accumulation, bf16 output.
+    Backward (G bf16): Gq = e5m2(2^29 G); dX = Gq @ Wq * 2^-29 / 32 (bf16),
+    dW = Gq^T @ Xq * 2^-29 / 2 (fp32), using the quantised forward operands.
+    """
+    return _fp8_logits(*_fp8_quantize(x_ND, w_VD))
+
+
+def _fp8_head_fwd(x_ND: jax.Array, w_VD: jax.Array):
+    x_q, w_q = _fp8_quantize(x_ND, w_VD)
+    return _fp8_logits(x_q, w_q), (x_q, w_q)
+
+
+def _fp8_head_bwd(residuals, g_NV: jax.Array):
+    x_q, w_q = residuals
+    g_scaled = g_NV.astype(jnp.bfloat16) * jnp.asarray(FP8_GRAD_SCALE, jnp.bfloat16)  # exact
+    g_q = g_scaled.astype(jnp.float8_e5m2).astype(jnp.bfloat16)
+    dx = jnp.einsum("nv,vd->nd", g_q, w_q.astype(jnp.bfloat16), preferred_element_type=jnp.float32)
+    dw = jnp.einsum("nv,nd->vd", g_q, x_q.astype(jnp.bfloat16), preferred_element_type=jnp.float32)
+    dx = (dx * (1.0 / (FP8_GRAD_SCALE * FP8_W_SCALE))).astype(jnp.bfloat16)
+    dw = dw * (1.0 / (FP8_GRAD_SCALE * FP8_X_SCALE))
+    return dx, dw
+
+
+fp8_head.defvjp(_fp8_head_fwd, _fp8_head_bwd)
+
+
+def head_logits(x_ND: jax.Array, w_VD: jax.Array, *, use_fp8: bool) -> jax.Array:
+    """lm_head logits (N, Vp) before the soft-cap: FP8 head or a plain linear in x's dtype."""
+    if use_fp8:
+        return fp8_head(x_ND.astype(jnp.bfloat16), w_VD)
+    return linear(x_ND, w_VD)
+
+
+def capped_cross_entropy_sum(
+    x_ND: jax.Array, w_VD: jax.Array, targets_N: jax.Array, *, use_fp8: bool, cap: float,
+    temperature: float,
+) -> jax.Array:
+    """Sum over N tokens of CE(soft_cap(head(x)), target) over all Vp classes; fp32 scalar."""
+    capped = soft_cap(head_logits(x_ND, w_VD, use_fp8=use_fp8), cap, temperature)
+    return optax.softmax_cross_entropy_with_integer_labels(capped, targets_N).sum()
+
+
+def head_loss(
+    x_ND: jax.Array, w_VD: jax.Array, targets_N: jax.Array, *, use_fp8: bool, cap: float,
+    temperature: float, chunk_tokens: int | None = None,
+) -> jax.Array:
+    """Mean soft-capped CE over N tokens, fp32 scalar; optionally `chunk_tokens` at a time.
+
+    Chunks run in a lax.map with jax.checkpoint, so neither the forward nor the backward ever
+    holds more than (chunk_tokens, Vp) fp32 logits; a remainder shorter than a chunk is done
+    separately. The mean is the same sum divided by N either way.
+    """
+    num_tokens = x_ND.shape[0]
+    piece = functools.partial(capped_cross_entropy_sum, use_fp8=use_fp8, cap=cap, temperature=temperature)
+    if chunk_tokens is None or chunk_tokens >= num_tokens:
+        return piece(x_ND, w_VD, targets_N) / num_tokens
+    piece = jax.checkpoint(piece)
+    num_chunks, tail = divmod(num_tokens, chunk_tokens)
+    body = num_chunks * chunk_tokens
+    x_CKD = x_ND[:body].reshape(num_chunks, chunk_tokens, -1)
+    t_CK = targets_N[:body].reshape(num_chunks, chunk_tokens)
+    total = jax.lax.map(lambda xt: piece(xt[0], w_VD, xt[1]), (x_CKD, t_CK)).sum()
+    if tail:
+        total = total + piece(x_ND[body:], w_VD, targets_N[body:])
+    return total / num_tokens
+
+
+# ---------------------------------------------------------------------------------------------
+# Modules
+
+
+def _uniform_init(key: jax.Array, shape: tuple[int, ...], fan_in: int) -> jax.Array:
+    # The record's linear init: U(-b, b), b = sqrt(3) * 0.5 / sqrt(fan_in).
+    bound = math.sqrt(3.0) * 0.5 / math.sqrt(fan_in)
+    return jax.random.uniform(key, shape, jnp.float32, -bound, bound)
+
+
+class Linear(nnx.Module):
+    """Bias-free linear layer; `weight` (out, in) fp32, cast to the input dtype at use."""
+
+    def __init__(self, in_features: int, out_features: int, *, zero_init: bool, rngs: nnx.Rngs):
+        shape = (out_features, in_features)
+        value = (jnp.zeros(shape, jnp.float32) if zero_init
+                 else _uniform_init(rngs.params(), shape, in_features))
+        self.weight = nnx.Param(value)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return linear(x, self.weight[...])
+
+
+class Embedding(nnx.Module):
+    """Token table `weight` (V, D), N(0, 1) init, stored in `dtype` (bf16 in the record)."""
+
+    def __init__(self, num_embeddings: int, dim: int, *, dtype: jnp.dtype, rngs: nnx.Rngs):
+        table = jax.random.normal(rngs.params(), (num_embeddings, dim), jnp.float32)
+        self.weight = nnx.Param(table.astype(dtype))
+
+    def __call__(self, ids: jax.Array) -> jax.Array:
+        return jnp.take(self.weight[...], ids, axis=0)
+
+
+class ValueEmbeddings(nnx.Module):
+    """The record's `value_embeds.embed.{k}` tables."""
+
+    def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+        dtype = compute_dtype(config)
+        self.embed = nnx.List([
+            Embedding(config.vocab_size, config.model_dim, dtype=dtype, rngs=rngs)
+            for _ in range(config.num_value_embeds)
+        ])
+
+
+class Attention(nnx.Module):
+    """Merged-QKV attention: qkv_w (3, D, D) as (q|k|v, out, in), lambdas (2,), c_proj (D, D)."""
+
+    def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+        dim = config.model_dim
+        self.config = config
+        self.qkv_w = nnx.Param(_uniform_init(rngs.params(), (3, dim, dim), dim))
+        self.lambdas = nnx.Param(jnp.array([0.5, 0.5], jnp.float32))
+        self.c_proj = Linear(dim, dim, zero_init=True, rngs=rngs)
+
+    def __call__(
+        self, h_BTD: jax.Array, ve_BTD: jax.Array | None, doc_ids_BT: jax.Array,
+        window_blocks: WindowBlocks, rotary: tuple[jax.Array, jax.Array],
+    ) -> jax.Array:
+        """h (B, T, D) normed input; ve (B, T, D) or None; returns (B, T, D) in h's dtype."""
+        cfg = self.config
+        batch, seq, dim = h_BTD.shape
+        heads = cfg.num_heads
+        qkv = linear(h_BTD, self.qkv_w[...].reshape(3 * dim, dim))
+        qkv = qkv.reshape(batch, seq, 3 * heads, cfg.head_dim)
+        q, k, v = qkv[:, :, :heads], qkv[:, :, heads:2 * heads], qkv[:, :, 2 * heads:]
+        # Scalars are rounded to the activation dtype first, as torch does for a 0-dim tensor.
+        lam = self.lambdas[...].astype(h_BTD.dtype)
+        v = lam[0] * v
+        if ve_BTD is not None:
+            v = v + lam[1] * ve_BTD.reshape(v.shape)
+        q, k = rms_norm(q), rms_norm(k)
+        q, k = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
+        y = attention_lib.attention(
+            q, k, v, doc_ids_BT, window_blocks, backend=cfg.attention_backend,
+            scale=cfg.attn_scale, block_size=cfg.block_size, max_window_blocks=cfg.max_window_blocks,
+        )
+        return self.c_proj(y.reshape(batch, seq, dim))
+
+
+class MLP(nnx.Module):
+    """c_fc (F, D) -> relu^2 -> c_proj (D, F), c_proj zero-initialised."""
+
+    def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+        self.c_fc = Linear(config.model_dim, config.hidden_dim, zero_init=False, rngs=rngs)
+        self.c_proj = Linear(config.hidden_dim, config.model_dim, zero_init=True, rngs=rngs)
+
+    def __call__(self, h_BTD: jax.Array) -> jax.Array:
+        return self.c_proj(relu_squared(self.c_fc(h_BTD)))
+
+
+class Block(nnx.Module):
+    """x = l0 x + l1 x0; x += attn(norm(x)) (unless attention-free); x += mlp(norm(x))."""
+
+    def __init__(self, config: ModelConfig, layer: int, *, rngs: nnx.Rngs):
+        self.attn = Attention(config, rngs=rngs) if config.has_attention(layer) else None
+        self.mlp = MLP(config, rngs=rngs)
+        self.lambdas = nnx.Param(jnp.array([1.0, 0.0], jnp.float32))
+
+    def __call__(
+        self, x_BTD: jax.Array, ve_BTD: jax.Array | None, x0_BTD: jax.Array, doc_ids_BT: jax.Array,
+        window_blocks: WindowBlocks, rotary: tuple[jax.Array, jax.Array],
+    ) -> jax.Array:
+        lam = self.lambdas[...].astype(x_BTD.dtype)
+        x = lam[0] * x_BTD + lam[1] * x0_BTD
+        if self.attn is not None:
+            x = x + self.attn(rms_norm(x), ve_BTD, doc_ids_BT, window_blocks, rotary)
+        return x + self.mlp(rms_norm(x))
+
+
+class GPT(nnx.Module):
+    """The Sub3Min GPT. Parameter paths are the record's state-dict keys (module docstring)."""
+
+    def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+        self.config = config
+        dtype = compute_dtype(config)
+        # Construction order follows the record's (embed, value embeds, blocks, lm_head).
+        self.embed = Embedding(config.vocab_size, config.model_dim, dtype=dtype, rngs=rngs)
+        self.value_embeds = ValueEmbeddings(config, rngs=rngs)
+        self.blocks = nnx.List([Block(config, layer, rngs=rngs) for layer in range(config.num_layers)])
+        self.skip_weights = nnx.Param(jnp.ones((config.num_encoder_layers,), jnp.float32))
+        self.lm_head = Linear(config.model_dim, config.padded_vocab_size, zero_init=True, rngs=rngs)
+
+    def _check_inputs(self, input_ids: jax.Array, target_ids: jax.Array | None = None) -> None:
+        cfg = self.config
+        if input_ids.ndim != 2:
+            raise ValueError(f"input_ids must be (B, T), got shape {input_ids.shape}")
+        if not jnp.issubdtype(input_ids.dtype, jnp.integer):
+            raise ValueError(f"input_ids must be integers, got {input_ids.dtype}")
+        seq = input_ids.shape[1]
+        if seq == 0 or seq % cfg.block_size:
+            raise ValueError(f"sequence length {seq} is not a positive multiple of {cfg.block_size}")
+        if seq > cfg.rope_max_len:
+            raise ValueError(f"sequence length {seq} exceeds rope_max_len {cfg.rope_max_len}")
+        if target_ids is not None and target_ids.shape != input_ids.shape:
+            raise ValueError(f"target_ids shape {target_ids.shape} != input_ids shape {input_ids.shape}")
+
+    def hidden(self, input_ids: jax.Array, window_blocks: WindowBlocks) -> jax.Array:
+        """Final normed activations (B, T, D) in the policy's activation dtype."""
+        self._check_inputs(input_ids)
+        cfg = self.config
+        seq = input_ids.shape[1]
+        cos, sin = rotary_tables(cfg.head_dim, cfg.rope_max_len)
+        rotary = (jnp.asarray(cos[:seq]), jnp.asarray(sin[:seq]))
+        doc_ids = masks.document_ids(input_ids, cfg.eot_id)
+        long_window = window_blocks
+        short_window = window_blocks // 2
+
+        x = x0 = rms_norm(self.embed(input_ids))
+        tables = [table(input_ids) for table in self.value_embeds.embed]
+        skips = []
+        for layer, block in enumerate(self.blocks):
+            decoder_step = layer - cfg.num_encoder_layers
+            if decoder_step >= 0:  # U-net: decoder layer j adds the (L/2 - 1 - j)th encoder output
+                skip_w = self.skip_weights[...][decoder_step].astype(x.dtype)
+                x = x + skip_w * skips.pop()
+            slot = cfg.value_embed_slots[layer]
+            ve = None if slot is None else tables[slot]
+            window = long_window if cfg.uses_long_window(layer) else short_window
+            x = block(x, ve, x0, doc_ids, window, rotary)
+            if decoder_step < 0:
+                skips.append(x)
+        return rms_norm(x)
+
+    def logits(self, input_ids: jax.Array, window_blocks: WindowBlocks, *, train: bool = False) -> jax.Array:
+        """(B, T, Vp) lm_head logits before the soft-cap: bf16 (record) or fp32 (fp32 policy).
+
+        train=True under the record policy uses the FP8 head, otherwise the plain head.
+        """
+        x = self.hidden(input_ids, window_blocks)
+        batch, seq, dim = x.shape
+        use_fp8 = train and self.config.dtype_policy == "record"
+        out = head_logits(x.reshape(batch * seq, dim), self.lm_head.weight[...], use_fp8=use_fp8)
+        return out.reshape(batch, seq, -1)
+
+    def __call__(
+        self, input_ids: jax.Array, target_ids: jax.Array, window_blocks: WindowBlocks, *,
+        train: bool = True,
+    ) -> jax.Array:
+        """Mean cross-entropy (fp32 scalar) of the soft-capped logits over all B*T tokens.
+
+        input_ids, target_ids: (B, T) int; window_blocks: W_long (W_short = W_long // 2).
+        """
+        self._check_inputs(input_ids, target_ids)
+        cfg = self.config
+        x = self.hidden(input_ids, window_blocks)
+        batch, seq, dim = x.shape
+        return head_loss(
+            x.reshape(batch * seq, dim), self.lm_head.weight[...], target_ids.reshape(-1),
+            use_fp8=train and cfg.dtype_policy == "record", cap=cfg.logit_cap,
+            temperature=cfg.logit_cap_temperature, chunk_tokens=cfg.loss_chunk_tokens,
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameters by record name
+
+
+def path_to_name(path: tuple) -> str:
+    """NNX state path (e.g. ('blocks', 3, 'attn', 'qkv_w')) -> record key 'blocks.3.attn.qkv_w'."""
+    return ".".join(str(part) for part in path)
+
+
+def param_dict(model: nnx.Module) -> dict[str, jax.Array]:
+    """All nnx.Param values keyed by record name, in the model's dtypes."""
+    flat = nnx.to_flat_state(nnx.state(model, nnx.Param))
+    return {path_to_name(path): variable.get_value() for path, variable in flat}
+
+
+def param_shapes(config: ModelConfig) -> dict[str, jax.ShapeDtypeStruct]:
+    """Name -> shape/dtype of every parameter of GPT(config), without allocating anything."""
+    abstract = nnx.eval_shape(lambda: GPT(config, rngs=nnx.Rngs(0)))
+    return {name: jax.ShapeDtypeStruct(value.shape, value.dtype) for name, value in param_dict(abstract).items()}
+
+
+def load_param_dict(model: nnx.Module, params: dict[str, jax.Array | np.ndarray]) -> None:
+    """Set every parameter of `model` from `params` (record names), cast to the model's dtypes.
+
+    Raises ValueError listing all missing, unknown and mis-shaped names.
+    """
+    state = nnx.state(model, nnx.Param)
+    flat = nnx.to_flat_state(state)
+    expected = {path_to_name(path): variable for path, variable in flat}
+    missing = sorted(set(expected) - set(params))
+    unknown = sorted(set(params) - set(expected))
+    misshaped = sorted(
+        f"{name}: got {tuple(np.shape(params[name]))}, expected {tuple(expected[name].get_value().shape)}"
+        for name in set(expected) & set(params)
+        if tuple(np.shape(params[name])) != tuple(expected[name].get_value().shape)
+    )
+    if missing or unknown or misshaped:
+        raise ValueError(
+            "parameters do not match the model: "
+            f"missing {missing}; unknown {unknown}; mis-shaped {misshaped}"
+        )
+    for name, variable in expected.items():
+        variable.set_value(jnp.asarray(params[name]).astype(variable.get_value().dtype))
+    nnx.update(model, nnx.from_flat_state(flat))
