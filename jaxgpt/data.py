@@ -1,0 +1,430 @@
+"""The record's token shards and its batch generator, for JAX hosts (RECORD.md section 8).
+
+Shard format (`.bin`): a 1024-byte header of 256 little-endian int32 values
+([0] magic 20240520, [1] version 1, [2] token count n, the rest zero), then n uint16 tokens.
+`read_shard` / `write_shard` are numpy-only so that `torch_ref.data` can reuse them.
+
+Batches follow RECORD.md 8.3, generalised from one sequence per rank to S = batch_tokens /
+seq_len packed sequences per step: global sequence i of a step is
+`tokens[pos + i*T : pos + i*T + T + 1]` (inputs are its first T tokens, targets its last T).
+Before every batch, including the first, a shard with `pos + batch_tokens + 1 >= len` is left
+for the next one (its tail is dropped), and `pos` advances by `batch_tokens` after each batch.
+Host p of P gets sequences [p*S/P, (p+1)*S/P) and reads only that slice of the memmap.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import queue
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+SHARD_MAGIC = 20240520
+SHARD_VERSION = 1
+HEADER_INT32S = 256
+HEADER_BYTES = HEADER_INT32S * 4
+TOKEN_DTYPE = np.dtype("<u2")
+_HEADER_DTYPE = np.dtype("<i4")
+SEQ_LEN_MULTIPLE = 128  # the attention's mask block; sequences are whole blocks
+
+
+# --------------------------------------------------------------------------------------
+# Shard format
+
+
+def read_shard_header(path: str | os.PathLike) -> int:
+    """Validate the header and size of a shard and return its token count n.
+
+    Raises FileNotFoundError (with the path) for a missing file and ValueError naming the
+    file for a short header, wrong magic or version, or a body that is not exactly 2n bytes.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"shard file not found: {path}")
+    file_bytes = path.stat().st_size
+    if file_bytes < HEADER_BYTES:
+        raise ValueError(f"{path}: header is {file_bytes} bytes, expected at least {HEADER_BYTES}")
+    with path.open("rb") as f:
+        header = np.frombuffer(f.read(HEADER_BYTES), dtype=_HEADER_DTYPE)
+    magic, version, num_tokens = (int(v) for v in header[:3])
+    if magic != SHARD_MAGIC:
+        raise ValueError(f"{path}: magic number {magic} is not {SHARD_MAGIC}; not a token shard")
+    if version != SHARD_VERSION:
+        raise ValueError(f"{path}: shard version {version} is not supported (expected {SHARD_VERSION})")
+    if num_tokens < 0:
+        raise ValueError(f"{path}: header claims a negative token count {num_tokens}")
+    body_bytes = file_bytes - HEADER_BYTES
+    expected = num_tokens * TOKEN_DTYPE.itemsize
+    if body_bytes != expected:
+        kind = "truncated" if body_bytes < expected else "longer than its header says"
+        raise ValueError(
+            f"{path}: body is {kind}: header claims {num_tokens} tokens ({expected} bytes) "
+            f"but {body_bytes} bytes follow the header"
+        )
+    return num_tokens
+
+
+def read_shard(path: str | os.PathLike) -> np.ndarray:
+    """Tokens of a shard: a read-only (n,) uint16 np.memmap over the body (no copy).
+
+    Errors as in `read_shard_header`.
+    """
+    num_tokens = read_shard_header(path)
+    if num_tokens == 0:  # np.memmap refuses empty maps
+        return np.zeros((0,), dtype=TOKEN_DTYPE)
+    return np.memmap(path, dtype=TOKEN_DTYPE, mode="r", offset=HEADER_BYTES, shape=(num_tokens,))
+
+
+def write_shard(path: str | os.PathLike, tokens: Any) -> None:
+    """Write 1-D integer `tokens` (each in [0, 2**16)) as a shard, atomically.
+
+    The file appears complete or not at all: it is written to a temporary file in the same
+    folder, flushed with fsync, then renamed over `path`. Raises ValueError for tokens out of
+    the uint16 range, non-integer or non-1-D input.
+    """
+    path = Path(path)
+    array = np.asarray(tokens)
+    if array.ndim != 1:
+        raise ValueError(f"{path}: tokens must be 1-D, got shape {array.shape}")
+    if array.size and not np.issubdtype(array.dtype, np.integer):
+        raise ValueError(f"{path}: tokens must be integers, got dtype {array.dtype}")
+    if array.size and (int(array.min()) < 0 or int(array.max()) >= 2**16):
+        raise ValueError(
+            f"{path}: tokens must lie in [0, 65536) to fit uint16; got min {int(array.min())}, "
+            f"max {int(array.max())}"
+        )
+    if array.size >= 2**31:
+        raise ValueError(f"{path}: {array.size} tokens do not fit the int32 count of the header")
+    header = np.zeros(HEADER_INT32S, dtype=_HEADER_DTYPE)
+    header[:3] = (SHARD_MAGIC, SHARD_VERSION, array.size)
+    body = array.astype(TOKEN_DTYPE, copy=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(header.tobytes())
+            f.write(body.tobytes())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+
+
+# --------------------------------------------------------------------------------------
+# Shard lists and errors
+
+
+class NoShardsError(FileNotFoundError):
+    """No file matches a shard glob pattern."""
+
+
+class ShardsExhaustedError(RuntimeError):
+    """The shards of a pattern ran out and cycling was not requested."""
+
+
+def list_shards(pattern: str) -> list[Path]:
+    """Files matching the glob `pattern` (relative to the cwd unless absolute), sorted by name.
+
+    Sorting by name is numeric order for the record's 6-digit zero-padded shard numbers.
+    Raises NoShardsError showing the pattern and the cwd when nothing matches.
+    """
+    files = sorted(Path(name) for name in glob.glob(os.fspath(pattern)) if os.path.isfile(name))
+    if not files:
+        raise NoShardsError(f"no shard files match {pattern!r} (relative to cwd {os.getcwd()})")
+    return files
+
+
+def exhausted_message(pattern: str, num_shards: int) -> str:
+    return (
+        f"ran out of data: all {num_shards} shard(s) matching {pattern!r} were used; "
+        "add shards, train fewer steps, or enable cycling (cycle=True) for multi-epoch use"
+    )
+
+
+def too_short_message(path: Path, num_tokens: int, batch_tokens: int) -> str:
+    return (
+        f"{path}: {num_tokens} tokens cannot hold one batch of {batch_tokens} tokens "
+        f"(the advance rule needs at least batch + 2 = {batch_tokens + 2})"
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Batches for JAX hosts
+
+
+@dataclass(frozen=True)
+class DataPosition:
+    """Where the next batch is read from: `shard_index` into the sorted shard list and the
+    token offset `pos` in that shard (before the shard-advance check). Saving the position
+    after a batch and resuming from it reproduces the uninterrupted batch stream exactly."""
+
+    shard_index: int = 0
+    pos: int = 0
+
+    def __post_init__(self) -> None:
+        if self.shard_index < 0 or self.pos < 0:
+            raise ValueError(f"DataPosition fields must be >= 0, got {self}")
+
+    def to_dict(self) -> dict[str, int]:
+        return {"shard_index": self.shard_index, "pos": self.pos}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DataPosition:
+        return cls(shard_index=int(data["shard_index"]), pos=int(data["pos"]))
+
+
+class Batch(NamedTuple):
+    """One host's share of a step: `inputs` and `targets`, each (S_local, T) int32."""
+
+    inputs: np.ndarray
+    targets: np.ndarray
+
+
+def check_batch_layout(batch_tokens: int, seq_len: int, process_count: int = 1) -> int:
+    """Validate the batch geometry and return S_local, the sequences per host."""
+    if seq_len <= 0 or seq_len % SEQ_LEN_MULTIPLE:
+        raise ValueError(f"seq_len must be a positive multiple of {SEQ_LEN_MULTIPLE}, got {seq_len}")
+    if process_count <= 0:
+        raise ValueError(f"process_count must be positive, got {process_count}")
+    if batch_tokens <= 0 or batch_tokens % (seq_len * process_count):
+        raise ValueError(
+            f"batch_tokens {batch_tokens} must be a positive multiple of seq_len * process_count "
+            f"= {seq_len} * {process_count} = {seq_len * process_count}"
+        )
+    return batch_tokens // (seq_len * process_count)
+
+
+def _host_batch(tokens: np.ndarray, pos: int, first_seq: int, num_seqs: int, seq_len: int) -> Batch:
+    """Sequences [first_seq, first_seq + num_seqs) of the step starting at `pos`."""
+    start = pos + first_seq * seq_len
+    span = np.asarray(tokens[start : start + num_seqs * seq_len + 1], dtype=np.int32)
+    # Sequence i's inputs and targets are the same tokens shifted by one.
+    inputs = span[:-1].reshape(num_seqs, seq_len)
+    targets = span[1:].reshape(num_seqs, seq_len)
+    return Batch(inputs, targets)
+
+
+def _batch_stream(
+    files: list[Path],
+    pattern: str,
+    batch_tokens: int,
+    seq_len: int,
+    process_index: int,
+    process_count: int,
+    cycle: bool,
+    start: DataPosition,
+) -> Iterator[tuple[Batch, DataPosition]]:
+    """Synchronous generator of (this host's batch, position after it)."""
+    local_seqs = batch_tokens // (seq_len * process_count)
+    first_seq = process_index * local_seqs
+    shard_index, pos = start.shard_index, start.pos
+    tokens = read_shard(files[shard_index])
+    while True:
+        if pos + batch_tokens + 1 >= len(tokens):
+            shard_index += 1
+            if shard_index == len(files):
+                if not cycle:
+                    raise ShardsExhaustedError(exhausted_message(pattern, len(files)))
+                shard_index = 0
+            tokens, pos = read_shard(files[shard_index]), 0
+            if pos + batch_tokens + 1 >= len(tokens):
+                raise ValueError(too_short_message(files[shard_index], len(tokens), batch_tokens))
+        batch = _host_batch(tokens, pos, first_seq, local_seqs, seq_len)
+        pos += batch_tokens
+        yield batch, DataPosition(shard_index, pos)
+
+
+class _Failure(NamedTuple):
+    error: BaseException
+
+
+def _put_unless_stopped(out: queue.Queue, item: Any, stop: threading.Event) -> bool:
+    """Put `item`, polling so that a stop request is seen even while the queue is full."""
+    while not stop.is_set():
+        try:
+            out.put(item, timeout=0.05)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
+def _produce(stream: Iterator[Any], out: queue.Queue, stop: threading.Event) -> None:
+    """Prefetch thread body: move items of `stream` into `out`; hand any error over as a _Failure."""
+    try:
+        for item in stream:
+            if not _put_unless_stopped(out, item, stop):
+                return
+    except BaseException as error:  # re-raised by the consumer's next()
+        _put_unless_stopped(out, _Failure(error), stop)
+
+
+class BatchLoader:
+    """Iterator over this host's batches of the record's data stream, prefetched in a thread.
+
+    Args:
+      pattern: glob of shard files (sorted by name).
+      batch_tokens: global tokens per step, Bg; S = Bg / seq_len sequences per step.
+      seq_len: T, tokens per sequence, a multiple of 128.
+      process_index, process_count: this host p of P; it gets sequences [p*S/P, (p+1)*S/P).
+      cycle: wrap around to the first shard instead of raising ShardsExhaustedError.
+      position: resume point (from `loader.position` of an earlier run); default the start.
+      prefetch: batches kept ready by the background thread (0: no thread, read on demand).
+
+    Yields `Batch(inputs, targets)`, each (S/P, T) int32 numpy arrays. `position` is the
+    DataPosition after the last batch returned (save it with a checkpoint). Errors raised
+    while reading (bad shard, data exhausted) are re-raised by `next()`. Call `close()` (or
+    use `with`) to stop the thread; it is a daemon, so a forgotten loader never blocks exit.
+    """
+
+    def __init__(
+        self,
+        pattern: str,
+        batch_tokens: int,
+        seq_len: int,
+        *,
+        process_index: int = 0,
+        process_count: int = 1,
+        cycle: bool = False,
+        position: DataPosition | None = None,
+        prefetch: int = 2,
+    ) -> None:
+        check_batch_layout(batch_tokens, seq_len, process_count)
+        if not 0 <= process_index < process_count:
+            raise ValueError(f"process_index {process_index} is outside [0, {process_count})")
+        if prefetch < 0:
+            raise ValueError(f"prefetch must be >= 0, got {prefetch}")
+        self.pattern = pattern
+        self.files = list_shards(pattern)
+        position = position or DataPosition()
+        if position.shard_index >= len(self.files):
+            raise ValueError(
+                f"resume position {position} points past the {len(self.files)} shard(s) matching {pattern!r}"
+            )
+        self.batch_tokens, self.seq_len = batch_tokens, seq_len
+        self.process_index, self.process_count = process_index, process_count
+        self._position = position
+        self._stream = _batch_stream(
+            self.files, pattern, batch_tokens, seq_len, process_index, process_count, cycle, position
+        )
+        self._failure: BaseException | None = None
+        self._stop = threading.Event()
+        self._queue: queue.Queue | None = None
+        self._thread: threading.Thread | None = None
+        if prefetch:
+            self._queue = queue.Queue(maxsize=prefetch)
+            # The thread gets no reference to `self`, so a dropped loader is collected and stops it.
+            self._thread = threading.Thread(
+                target=_produce, args=(self._stream, self._queue, self._stop), name="BatchLoader-prefetch", daemon=True
+            )
+            self._thread.start()
+
+    @property
+    def position(self) -> DataPosition:
+        """Position after the last batch returned by `next()` (the start before any)."""
+        return self._position
+
+    def __iter__(self) -> BatchLoader:
+        return self
+
+    def __next__(self) -> Batch:
+        if self._failure is not None:
+            raise self._failure
+        if self._stop.is_set():
+            raise StopIteration
+        if self._queue is None:
+            try:
+                batch, self._position = next(self._stream)
+            except BaseException as error:
+                self._failure = error
+                raise
+            return batch
+        item = self._queue.get()
+        if isinstance(item, _Failure):
+            self._failure = item.error
+            self.close()
+            raise item.error
+        batch, self._position = item
+        return batch
+
+    def close(self) -> None:
+        """Stop the prefetch thread and wait for it; further next() calls raise StopIteration."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def __enter__(self) -> BatchLoader:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        stop = getattr(self, "_stop", None)
+        if stop is not None:
+            stop.set()
+
+
+def num_val_batches(val_tokens: int, batch_tokens: int) -> int:
+    """Batches of one evaluation; val_tokens must be a multiple of batch_tokens (as the record asserts)."""
+    if batch_tokens <= 0 or val_tokens < 0 or val_tokens % batch_tokens:
+        raise ValueError(f"val_tokens {val_tokens} must be a non-negative multiple of batch_tokens {batch_tokens}")
+    return val_tokens // batch_tokens
+
+
+def val_batches(
+    pattern: str,
+    val_tokens: int,
+    batch_tokens: int,
+    seq_len: int,
+    *,
+    process_index: int = 0,
+    process_count: int = 1,
+    prefetch: int = 2,
+) -> Iterator[Batch]:
+    """One evaluation's batches: a fresh stream over the val shards, val_tokens // batch_tokens
+    batches, so every evaluation covers exactly the first `val_tokens` tokens (as the record).
+
+    Yields `Batch` like `BatchLoader` (each (S/P, T) int32). Geometry and file errors are
+    raised at the call, before the first batch is requested.
+    """
+    count = num_val_batches(val_tokens, batch_tokens)
+    loader = BatchLoader(
+        pattern,
+        batch_tokens,
+        seq_len,
+        process_index=process_index,
+        process_count=process_count,
+        prefetch=min(prefetch, count),
+    )
+    return _take(loader, count)
+
+
+def _take(loader: BatchLoader, count: int) -> Iterator[Batch]:
+    try:
+        for _ in range(count):
+            yield next(loader)
+    finally:
+        loader.close()
+
+
+def to_global_arrays(batch: Batch, sharding: Any) -> tuple[Any, Any]:
+    """This host's `Batch` as global jax.Arrays of shape (S, T), laid out by `sharding`
+    (for example NamedSharding(mesh, P("data"))); the analogue of the record's
+    non-blocking host-to-device copies."""
+    import jax  # local: the shard functions above stay numpy-only
+
+    def put(local: np.ndarray) -> Any:
+        global_shape = (local.shape[0] * jax.process_count(), local.shape[1])
+        return jax.make_array_from_process_local_data(sharding, local, global_shape)
+
+    return put(batch.inputs), put(batch.targets)

@@ -1,0 +1,336 @@
+"""Shard format and batch generators (RECORD.md 8.1 and 8.3) on tiny hand-checkable shards."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from jaxgpt import data
+from jaxgpt.data import (
+    HEADER_BYTES,
+    SHARD_MAGIC,
+    BatchLoader,
+    DataPosition,
+    NoShardsError,
+    ShardsExhaustedError,
+    read_shard,
+    val_batches,
+    write_shard,
+)
+from torch_ref.data import distributed_data_generator
+from torch_ref.data import val_batches as torch_val_batches
+
+
+def write_counting_shards(folder: Path, lengths: list[int], prefix: str = "t") -> str:
+    """Shard k holds k*1000 + arange(n), so every token tells which shard and offset it came from."""
+    for k, length in enumerate(lengths):
+        write_shard(folder / f"{prefix}_{k:06d}.bin", k * 1000 + np.arange(length))
+    return str(folder / f"{prefix}_*.bin")
+
+
+def raw_shard(path: Path, header_values: list[int], body: bytes, header_bytes: int = HEADER_BYTES) -> Path:
+    header = np.zeros(header_bytes // 4, dtype="<i4")
+    header[: len(header_values)] = header_values
+    path.write_bytes(header.tobytes() + body)
+    return path
+
+
+# ---------------------------------------------------------------------------- shard format
+
+
+@pytest.mark.parametrize("length", [0, 1, 7, 1000])
+def test_round_trip(tmp_path: Path, length: int) -> None:
+    tokens = np.random.default_rng(length).integers(0, 2**16, size=length)
+    path = tmp_path / "x.bin"
+    write_shard(path, tokens)
+    loaded = read_shard(path)
+    assert loaded.dtype == np.uint16 and loaded.shape == (length,)
+    np.testing.assert_array_equal(loaded, tokens)
+    assert path.stat().st_size == HEADER_BYTES + 2 * length
+    assert [p.name for p in tmp_path.iterdir()] == ["x.bin"]  # no temp file left behind
+
+
+def test_file_layout_is_the_records(tmp_path: Path) -> None:
+    path = tmp_path / "x.bin"
+    write_shard(path, [50256, 1, 65535])
+    raw = path.read_bytes()
+    header = np.frombuffer(raw[:HEADER_BYTES], dtype="<i4")
+    assert header[:3].tolist() == [20240520, 1, 3] and not header[3:].any()
+    assert raw[HEADER_BYTES:] == np.array([50256, 1, 65535], dtype="<u2").tobytes()
+
+
+def test_read_is_a_memmap_without_copy(tmp_path: Path) -> None:
+    path = tmp_path / "x.bin"
+    write_shard(path, np.arange(100))
+    loaded = read_shard(path)
+    assert isinstance(loaded, np.memmap) and loaded.offset == HEADER_BYTES
+    assert not loaded.flags.writeable
+
+
+@pytest.mark.parametrize(
+    "header, body, header_bytes, message",
+    [
+        ([123, 1, 4], b"\0" * 8, HEADER_BYTES, "magic number 123"),
+        ([SHARD_MAGIC, 2, 4], b"\0" * 8, HEADER_BYTES, "version 2"),
+        ([SHARD_MAGIC, 1, 4], b"\0" * 7, HEADER_BYTES, "truncated"),
+        ([SHARD_MAGIC, 1, 4], b"\0" * 6, HEADER_BYTES, "truncated"),
+        ([SHARD_MAGIC, 1, 4], b"\0" * 10, HEADER_BYTES, "longer than its header"),
+        ([SHARD_MAGIC, 1, -1], b"", HEADER_BYTES, "negative"),
+        ([SHARD_MAGIC, 1, 0], b"", 1020, "header is 1020 bytes"),
+    ],
+)
+def test_bad_shards_raise_value_error_naming_the_file(
+    tmp_path: Path, header: list[int], body: bytes, header_bytes: int, message: str
+) -> None:
+    path = raw_shard(tmp_path / "bad_shard.bin", header, body, header_bytes)
+    with pytest.raises(ValueError, match=message) as info:
+        read_shard(path)
+    assert "bad_shard.bin" in str(info.value)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="nowhere.bin"):
+        read_shard(tmp_path / "nowhere.bin")
+
+
+@pytest.mark.parametrize("tokens", [[0, 65536], [-1, 5], np.zeros((2, 2), np.int32), [0.5, 1.0]])
+def test_write_rejects_bad_tokens(tmp_path: Path, tokens) -> None:
+    with pytest.raises(ValueError, match="bad.bin"):
+        write_shard(tmp_path / "bad.bin", tokens)
+    assert not list(tmp_path.iterdir())
+
+
+def test_failed_write_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken_fsync(fd: int) -> None:
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(os, "fsync", broken_fsync)
+    with pytest.raises(OSError, match="disk gone"):
+        write_shard(tmp_path / "x.bin", [1, 2, 3])
+    assert not list(tmp_path.iterdir())
+
+
+# ---------------------------------------------------------------------------- torch generator
+
+# Shards of 50 and 49 tokens, global batch 16 over 4 ranks (Bl = 4). In the 50-token shard the
+# batches start at pos 0, 16, 32 (32 + 16 + 1 = 49 < 50); in the 49-token shard 49 >= 49, so
+# only pos 0 and 16 are used. Rank r reads tokens[pos + 4r : pos + 4r + 5].
+HAND_RANK1_INPUTS = [
+    [4, 5, 6, 7], [20, 21, 22, 23], [36, 37, 38, 39],  # shard 0 (values 0..49)
+    [1004, 1005, 1006, 1007], [1020, 1021, 1022, 1023],  # shard 1 (values 1000..1048)
+    [2004, 2005, 2006, 2007],  # shard 2 (values 2000..2049)
+]  # fmt: skip
+
+
+def test_torch_generator_hand_computed(tmp_path: Path) -> None:
+    pattern = write_counting_shards(tmp_path, [50, 49, 50])
+    generator = distributed_data_generator(pattern, 16, 1, 4)
+    for expected in HAND_RANK1_INPUTS:
+        inputs, targets = next(generator)
+        assert inputs.dtype == torch.int32 and targets.dtype == torch.int64
+        assert inputs.tolist() == expected
+        assert targets.tolist() == [t + 1 for t in expected]
+    # Rank 3 of the last batch of shard 0 ends on token 48, the one shard 0's rule keeps.
+    rank3 = distributed_data_generator(pattern, 16, 3, 4)
+    batches = [next(rank3) for _ in range(3)]
+    assert batches[2][0].tolist() == [44, 45, 46, 47] and batches[2][1].tolist() == [45, 46, 47, 48]
+
+
+def test_torch_ranks_tile_the_global_batch(tmp_path: Path) -> None:
+    pattern = write_counting_shards(tmp_path, [50])
+    per_rank = [next(distributed_data_generator(pattern, 16, r, 4)) for r in range(4)]
+    assert torch.cat([inputs for inputs, _ in per_rank]).tolist() == list(range(16))
+    assert torch.cat([targets for _, targets in per_rank]).tolist() == list(range(1, 17))
+
+
+def test_torch_exhausted_error_names_pattern_and_count(tmp_path: Path) -> None:
+    pattern = write_counting_shards(tmp_path, [50, 49])
+    generator = distributed_data_generator(pattern, 16, 0, 4)
+    for _ in range(5):
+        next(generator)
+    with pytest.raises(ShardsExhaustedError, match=r"all 2 shard\(s\) matching .*t_\*\.bin"):
+        next(generator)
+
+
+def test_torch_cycle_wraps_to_first_shard(tmp_path: Path) -> None:
+    pattern = write_counting_shards(tmp_path, [50, 49])
+    generator = distributed_data_generator(pattern, 16, 1, 4, cycle=True)
+    seen = [next(generator)[0].tolist() for _ in range(8)]
+    assert seen[:5] == HAND_RANK1_INPUTS[:5]
+    assert seen[5:] == HAND_RANK1_INPUTS[:3]
+
+
+def test_torch_no_files(tmp_path: Path) -> None:
+    with pytest.raises(NoShardsError, match="nothing_\\*.bin"):
+        distributed_data_generator(str(tmp_path / "nothing_*.bin"), 16, 0, 4)
+
+
+def test_torch_bad_arguments(tmp_path: Path) -> None:
+    pattern = write_counting_shards(tmp_path, [50])
+    with pytest.raises(ValueError, match="multiple of world_size"):
+        distributed_data_generator(pattern, 18, 0, 4)
+    with pytest.raises(ValueError, match="rank 4"):
+        distributed_data_generator(pattern, 16, 4, 4)
+
+
+def test_shard_too_short_for_one_batch(tmp_path: Path) -> None:
+    pattern = write_counting_shards(tmp_path, [50, 17])  # 17 < 16 + 2
+    generator = distributed_data_generator(pattern, 16, 0, 4)
+    for _ in range(3):
+        next(generator)
+    with pytest.raises(ValueError, match="t_000001.bin: 17 tokens cannot hold"):
+        next(generator)
+
+
+def test_torch_val_batches(tmp_path: Path) -> None:
+    pattern = write_counting_shards(tmp_path, [50])
+    batches = list(torch_val_batches(pattern, 32, 16, 2, 4))
+    assert [inputs.tolist() for inputs, _ in batches] == [[8, 9, 10, 11], [24, 25, 26, 27]]
+    with pytest.raises(ValueError, match="multiple of batch_size"):
+        torch_val_batches(pattern, 40, 16, 0, 4)
+
+
+# ---------------------------------------------------------------------------- JAX loader
+
+# Shards of 600, 513 and 600 tokens, global batch 256 = 2 sequences of 128. Shard 0 serves
+# pos 0 and 256 (512 + 257 >= 600); shard 1 only pos 0 (256 + 257 = 513 >= 513).
+HAND_BATCH_STARTS = [(0, 0), (0, 256), (1, 0), (2, 0), (2, 256)]
+
+
+def expected_sequence(shard: int, start: int) -> np.ndarray:
+    return shard * 1000 + start + np.arange(129)
+
+
+def test_loader_hand_computed(tmp_path: Path) -> None:
+    pattern = write_counting_shards(tmp_path, [600, 513, 600])
+    with BatchLoader(pattern, 256, 128) as loader:
+        for shard, pos in HAND_BATCH_STARTS:
+            inputs, targets = next(loader)
+            assert inputs.dtype == np.int32 and targets.dtype == np.int32
+            assert inputs.shape == targets.shape == (2, 128)
+            for i in range(2):
+                sequence = expected_sequence(shard, pos + 128 * i)
+                np.testing.assert_array_equal(inputs[i], sequence[:-1])
+                np.testing.assert_array_equal(targets[i], sequence[1:])
+            assert loader.position == DataPosition(shard, pos + 256)
+        with pytest.raises(ShardsExhaustedError, match=r"all 3 shard\(s\)"):
+            next(loader)
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_host_slices_equal_global_split(tmp_path: Path, prefetch: int) -> None:
+    pattern = write_counting_shards(tmp_path, [1100, 700, 1100])
+    kwargs = dict(batch_tokens=512, seq_len=128, prefetch=prefetch)
+    with BatchLoader(pattern, **kwargs) as whole:
+        hosts = [BatchLoader(pattern, process_index=p, process_count=2, **kwargs) for p in range(2)]
+        for _ in range(4):
+            global_inputs, global_targets = next(whole)
+            local = [next(host) for host in hosts]
+            assert local[0].inputs.shape == (2, 128)
+            np.testing.assert_array_equal(np.concatenate([b.inputs for b in local]), global_inputs)
+            np.testing.assert_array_equal(np.concatenate([b.targets for b in local]), global_targets)
+        for host in hosts:
+            host.close()
+
+
+def test_resume_from_position_continues_the_stream(tmp_path: Path) -> None:
+    pattern = write_counting_shards(tmp_path, [600, 513, 600])
+    with BatchLoader(pattern, 256, 128) as loader:
+        stream = [next(loader).inputs for _ in range(5)]
+        with BatchLoader(pattern, 256, 128, prefetch=0) as first_two:
+            next(first_two), next(first_two)
+            saved = DataPosition.from_dict(first_two.position.to_dict())
+    assert saved == DataPosition(0, 512)  # advance happens at the next batch, not before
+    with BatchLoader(pattern, 256, 128, position=saved) as resumed:
+        for expected in stream[2:]:
+            np.testing.assert_array_equal(next(resumed).inputs, expected)
+
+
+def test_loader_cycle(tmp_path: Path) -> None:
+    pattern = write_counting_shards(tmp_path, [600, 513])
+    with BatchLoader(pattern, 256, 128, cycle=True) as loader:
+        firsts = [int(next(loader).inputs[0, 0]) for _ in range(6)]
+    assert firsts == [0, 256, 1000, 0, 256, 1000]
+
+
+def test_prefetch_thread_reraises_errors_and_stops(tmp_path: Path) -> None:
+    pattern = write_counting_shards(tmp_path, [600, 600])
+    raw_shard(tmp_path / "t_000001.bin", [999, 1, 600], b"\0" * 1200)  # corrupt the second shard
+    loader = BatchLoader(pattern, 256, 128, prefetch=1)
+    next(loader), next(loader)
+    with pytest.raises(ValueError, match="t_000001.bin: magic number 999"):
+        next(loader)
+    with pytest.raises(ValueError, match="magic number 999"):  # stays failed
+        next(loader)
+    assert loader._thread is not None and not loader._thread.is_alive()
+
+
+def test_close_stops_a_blocked_thread(tmp_path: Path) -> None:
+    pattern = write_counting_shards(tmp_path, [5000])
+    before = threading.active_count()
+    loader = BatchLoader(pattern, 256, 128, prefetch=1)
+    next(loader)  # the thread now waits on a full queue
+    loader.close()
+    assert threading.active_count() == before
+    with pytest.raises(StopIteration):
+        next(loader)
+
+
+@pytest.mark.parametrize(
+    "batch_tokens, seq_len, process_count, message",
+    [
+        (1000, 100, 1, "seq_len must be a positive multiple of 128"),
+        (384, 256, 1, "multiple of seq_len \\* process_count"),
+        (384, 128, 2, "= 128 \\* 2 = 256"),
+    ],
+)
+def test_loader_rejects_bad_geometry(tmp_path: Path, batch_tokens, seq_len, process_count, message) -> None:
+    pattern = write_counting_shards(tmp_path, [600])
+    with pytest.raises(ValueError, match=message):
+        BatchLoader(pattern, batch_tokens, seq_len, process_count=process_count)
+
+
+def test_loader_no_files_message_shows_glob_and_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(NoShardsError, match=f"'missing/x_\\*.bin' \\(relative to cwd {tmp_path}\\)"):
+        BatchLoader("missing/x_*.bin", 256, 128)
+
+
+def test_relative_glob_is_resolved_from_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "shards").mkdir()
+    write_counting_shards(tmp_path / "shards", [600])
+    monkeypatch.chdir(tmp_path)
+    with BatchLoader("shards/t_*.bin", 256, 128) as loader:
+        assert int(next(loader).inputs[1, 0]) == 128
+
+
+def test_val_batches_cover_the_first_val_tokens(tmp_path: Path) -> None:
+    pattern = write_counting_shards(tmp_path, [2000])
+    for _ in range(2):  # a fresh stream at every evaluation
+        batches = list(val_batches(pattern, 1024, 512, 128))
+        assert len(batches) == 2
+        inputs = np.concatenate([b.inputs for b in batches]).reshape(-1)
+        np.testing.assert_array_equal(inputs, np.arange(1024))
+    hosts = [list(val_batches(pattern, 1024, 512, 128, process_index=p, process_count=2)) for p in range(2)]
+    np.testing.assert_array_equal(hosts[1][0].inputs.reshape(-1), np.arange(256, 512))
+
+
+def test_val_batches_reject_partial_batches(tmp_path: Path) -> None:
+    pattern = write_counting_shards(tmp_path, [2000])
+    with pytest.raises(ValueError, match="val_tokens 1000 must be a non-negative multiple of batch_tokens 512"):
+        val_batches(pattern, 1000, 512, 128)
+
+
+def test_data_position_validation() -> None:
+    with pytest.raises(ValueError, match="DataPosition"):
+        DataPosition(-1, 0)
+
+
+def test_format_functions_do_not_need_torch() -> None:
+    source = Path(data.__file__).read_text()
+    assert "import torch" not in source and "from torch" not in source
