@@ -1,0 +1,371 @@
+"""The Sub3Min record's GPT in PyTorch (RECORD.md section 2), kept recognisable to a reader of the record.
+
+Same constructor, parameter names, registration order, shapes, init (and RNG consumption order) as
+the record. `GPT(...)` builds every parameter in fp32; `cast_embeddings_to_bf16(model)` then applies
+the record's precision policy (bf16 embedding tables, hence bf16 activations, fp32 weights cast to
+bf16 at use). Left in fp32, the same model runs all-fp32 (the parity policy).
+
+Attention backends (constructor option `attention`):
+- "flex": compiled flex_attention with the record's BlockMask (what the record runs on CUDA);
+- "sdpa": scaled_dot_product_attention with an explicit (T, T) boolean mask equal to the BlockMask's
+  allowed set (the CPU path: eager flex_attention ignores the window and has no CPU backward);
+- "auto": "flex" on CUDA, "sdpa" elsewhere, decided per call from the input's device.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Iterable, Literal, Mapping
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from jaxgpt.config import BLOCK_SIZE, EOT_ID, ModelConfig, next_multiple
+from torch_ref import masks as masks_lib
+from torch_ref.fp8 import GRAD_SCALE, FP8Backend, lm_head_fp8
+
+__all__ = [
+    "RMS_EPS",
+    "ATTN_SCALE",
+    "AttentionImpl",
+    "norm",
+    "rotary_tables",
+    "CastedLinear",
+    "Rotary",
+    "CausalSelfAttention",
+    "MLP",
+    "Block",
+    "ValueEmbedding",
+    "GPT",
+    "soft_cap",
+    "cast_embeddings_to_bf16",
+    "load_record_state_dict",
+]
+
+# The record calls rms_norm without eps; in its PyTorch that means fp32's machine epsilon (2^-23)
+# for fp32 and bf16 inputs alike (RECORD.md 2.4), so it is spelled out here.
+RMS_EPS = torch.finfo(torch.float32).eps
+ATTN_SCALE = 0.12  # fixed attention scale of the record, not head_dim ** -0.5
+LOGIT_CAP = 30.0
+LOGIT_CAP_TEMPERATURE = 7.5
+
+AttentionImpl = Literal["auto", "flex", "sdpa"]
+_RECORD = ModelConfig()  # the record's per-layer patterns (value embeddings, windows, layer 7)
+
+
+def norm(x: Tensor) -> Tensor:
+    """Parameter-free RMSNorm over the last axis with eps 2^-23 (computed in fp32); keeps x's dtype."""
+    return F.rms_norm(x, (x.size(-1),), eps=RMS_EPS)
+
+
+def rotary_tables(head_dim: int, max_len: int, device: torch.device | str | None = None) -> tuple[Tensor, Tensor]:
+    """Half-truncated rotary tables: (cos, sin), each (max_len, head_dim // 2) fp32.
+
+    Angular frequencies: head_dim // 4 values (1/1024) ** linspace(0, 1) followed by head_dim // 4
+    zeros (those dims pass through unrotated); theta = outer(t, freq) in fp32.
+    """
+    if head_dim % 4:
+        raise ValueError(f"head_dim must be a multiple of 4 for the half-truncated rotary, got {head_dim}")
+    quarter = head_dim // 4
+    freq = (1 / 1024) ** torch.linspace(0, 1, steps=quarter, dtype=torch.float32, device=device)
+    freq = torch.cat([freq, torch.zeros(quarter, dtype=torch.float32, device=device)])
+    positions = torch.arange(max_len, dtype=torch.float32, device=device)
+    theta = torch.outer(positions, freq)
+    return theta.cos(), theta.sin()
+
+
+class CastedLinear(nn.Linear):
+    """Bias-free linear layer whose fp32 weight is cast to the input's dtype at every call.
+
+    Init: U(-b, b) with b = sqrt(3) * 0.5 / sqrt(in_features) (the record's std 0.5 / sqrt(in)).
+    """
+
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__(in_features, out_features, bias=False)
+
+    def reset_parameters(self) -> None:
+        bound = 3**0.5 * 0.5 * self.in_features**-0.5
+        with torch.no_grad():
+            self.weight.uniform_(-bound, bound)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.linear(x, self.weight.type_as(x))
+
+
+class Rotary(nn.Module):
+    """Applies the record's rotary embedding to (B, T, H, Dh) tensors; tables are non-persistent buffers."""
+
+    def __init__(self, cos: Tensor, sin: Tensor):
+        super().__init__()
+        self.cos = nn.Buffer(cos, persistent=False)
+        self.sin = nn.Buffer(sin, persistent=False)
+
+    def forward(self, x_BTHD: Tensor) -> Tensor:
+        seq_len = x_BTHD.size(-3)
+        if seq_len > self.cos.size(0):
+            raise ValueError(f"sequence of {seq_len} tokens exceeds the rotary table length {self.cos.size(0)}")
+        cos = self.cos[None, :seq_len, None, :]
+        sin = self.sin[None, :seq_len, None, :]
+        x1, x2 = x_BTHD.float().chunk(2, dim=-1)  # half split: dim j pairs with dim j + Dh/2
+        # The record's sign: a rotation by -theta in the usual rotate-half convention.
+        y1 = x1 * cos + x2 * sin
+        y2 = x2 * cos - x1 * sin
+        return torch.cat([y1, y2], dim=-1).type_as(x_BTHD)
+
+
+@functools.cache
+def _compiled_flex_attention():
+    # Compiled once per process: eager flex_attention would ignore the block lists (CPU_NOTES.md).
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return torch.compile(flex_attention, dynamic=False)
+
+
+def _attend(q: Tensor, k: Tensor, v: Tensor, mask) -> Tensor:
+    """q, k, v (1, H, T, Dh) -> (1, H, T, Dh); mask is a BlockMask (flex) or a (T, T) bool tensor (SDPA)."""
+    if isinstance(mask, Tensor):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=ATTN_SCALE)
+    return _compiled_flex_attention()(q, k, v, block_mask=mask, scale=ATTN_SCALE)
+
+
+class CausalSelfAttention(nn.Module):
+    """Merged-QKV attention with QK-norm, rotary, value-embedding mixing and a zero-init projection."""
+
+    def __init__(self, dim: int, num_heads: int, cos: Tensor, sin: Tensor):
+        super().__init__()
+        if dim % num_heads:
+            raise ValueError(f"model_dim {dim} is not divisible by num_heads {num_heads}")
+        self.num_heads = num_heads
+        bound = 3**0.5 * 0.5 * dim**-0.5
+        # (3, D, D): query, key, value matrices in (out, in) layout, orthogonalised separately by Muon.
+        self.qkv_w = nn.Parameter(torch.empty(3, dim, dim).uniform_(-bound, bound))
+        self.lambdas = nn.Parameter(torch.tensor([0.5, 0.5]))
+        self.rotary = Rotary(cos, sin)
+        self.c_proj = CastedLinear(dim, dim)
+        self.c_proj.weight.detach().zero_()  # zero init (after consuming RNG, as the record)
+
+    def forward(self, x: Tensor, ve: Tensor | None, mask) -> Tensor:
+        """x (1, T, D) normed input, ve (T, D) or None -> (1, T, D) in x's dtype."""
+        batch, seq_len, dim = x.shape
+        qkv = F.linear(x, self.qkv_w.flatten(end_dim=1).type_as(x))
+        q, k, v = qkv.view(batch, seq_len, 3 * self.num_heads, -1).chunk(3, dim=-2)
+        if ve is None:
+            v = self.lambdas[0] * v  # lambdas[1] unused here: its gradient stays 0
+        else:
+            v = self.lambdas[0] * v + self.lambdas[1] * ve.view_as(v)
+        q, k = self.rotary(norm(q)), self.rotary(norm(k))
+        y = _attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), mask)
+        y = y.transpose(1, 2).reshape(batch, seq_len, dim)
+        return self.c_proj(y)
+
+
+class MLP(nn.Module):
+    """D -> 4D -> relu^2 -> D, output projection zero-initialised."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.c_fc = CastedLinear(dim, 4 * dim)
+        self.c_proj = CastedLinear(4 * dim, dim)
+        self.c_proj.weight.detach().zero_()
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.c_proj(F.relu(self.c_fc(x)).square())
+
+
+class Block(nn.Module):
+    """x <- l0*x + l1*x0; x += attn(norm(x)) (if any); x += mlp(norm(x))."""
+
+    def __init__(self, dim: int, num_heads: int, has_attention: bool, cos: Tensor, sin: Tensor):
+        super().__init__()
+        self.attn = CausalSelfAttention(dim, num_heads, cos, sin) if has_attention else None
+        self.mlp = MLP(dim)
+        self.lambdas = nn.Parameter(torch.tensor([1.0, 0.0]))
+
+    def forward(self, x: Tensor, ve: Tensor | None, x0: Tensor, mask) -> Tensor:
+        x = self.lambdas[0] * x + self.lambdas[1] * x0
+        if self.attn is not None:
+            x = x + self.attn(norm(x), ve, mask)
+        return x + self.mlp(norm(x))
+
+
+class ValueEmbedding(nn.Module):
+    """Token value embeddings: `len(set of slots)` tables, handed out per layer by `slots`."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, slots: tuple[int | None, ...]):
+        super().__init__()
+        num_tables = 1 + max((s for s in slots if s is not None), default=-1)
+        self.slots = slots
+        self.embed = nn.ModuleList([nn.Embedding(num_embeddings, embedding_dim) for _ in range(num_tables)])
+
+    def forward(self, input_seq: Tensor) -> list[Tensor | None]:
+        """(T,) -> one (T, D) table lookup or None per layer (012 ... 012 in the record)."""
+        tables = [table(input_seq) for table in self.embed]
+        return [None if slot is None else tables[slot] for slot in self.slots]
+
+
+def soft_cap(logits: Tensor) -> Tensor:
+    """30 * sigmoid(z / 7.5) in fp32 (= 15 tanh(z / 15) + 15): any shape -> fp32, same shape."""
+    return LOGIT_CAP * torch.sigmoid(logits.float() / LOGIT_CAP_TEMPERATURE)
+
+
+class GPT(nn.Module):
+    """The record's model. All parameters fp32 at construction (see `cast_embeddings_to_bf16`).
+
+    Keyword options (defaults = the record): `attention` backend, `fp8_head` (training mode uses the
+    FP8 lm_head; the fp32 policy turns it off), `fp8_backend`, `fp8_grad_scale` (the record's 2^29
+    suits a loss averaged over 65536 tokens; scale it by T / 65536 for fewer, see fp8.py), `rotary_max_len`, `eot_id`, and the
+    per-layer patterns `value_embed_slots`, `long_window_layers`, `attention_free_layers`.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_layers: int,
+        num_heads: int,
+        model_dim: int,
+        *,
+        attention: AttentionImpl = "auto",
+        fp8_head: bool = True,
+        fp8_backend: FP8Backend = "auto",
+        fp8_grad_scale: float = GRAD_SCALE,
+        rotary_max_len: int = _RECORD.rope_max_len,
+        eot_id: int = EOT_ID,
+        value_embed_slots: tuple[int | None, ...] = _RECORD.value_embed_slots,
+        long_window_layers: Iterable[int] = _RECORD.long_window_layers,
+        attention_free_layers: Iterable[int] = _RECORD.attention_free_layers,
+    ):
+        super().__init__()
+        if attention not in ("auto", "flex", "sdpa"):
+            raise ValueError(f"attention must be 'auto', 'flex' or 'sdpa', got {attention!r}")
+        if num_layers % 2:
+            raise ValueError(f"the U-net pairs encoder and decoder layers; got odd num_layers {num_layers}")
+        if len(value_embed_slots) != num_layers:
+            raise ValueError(f"value_embed_slots has {len(value_embed_slots)} entries for {num_layers} layers")
+        if model_dim % num_heads:
+            raise ValueError(f"model_dim {model_dim} is not divisible by num_heads {num_heads}")
+        self.attention = attention
+        self.fp8_head = fp8_head
+        self.fp8_backend = fp8_backend
+        self.fp8_grad_scale = fp8_grad_scale
+        self.eot_id = eot_id
+        self.long_window_layers = frozenset(long_window_layers)
+        attention_free = frozenset(attention_free_layers)
+
+        self.embed = nn.Embedding(vocab_size, model_dim)
+        self.value_embeds = ValueEmbedding(vocab_size, model_dim, tuple(value_embed_slots))
+        # One pair of tables shared by every layer (identical in the record, which builds 11 copies).
+        cos, sin = rotary_tables(model_dim // num_heads, rotary_max_len)
+        self.blocks = nn.ModuleList(
+            [Block(model_dim, num_heads, i not in attention_free, cos, sin) for i in range(num_layers)]
+        )
+        self.num_encoder_layers = num_layers // 2
+        self.num_decoder_layers = num_layers - self.num_encoder_layers
+        self.skip_weights = nn.Parameter(torch.ones(self.num_decoder_layers))
+        # Only the head is padded (50257 -> 50304); the embedding tables keep vocab_size rows.
+        self.lm_head = CastedLinear(model_dim, next_multiple(vocab_size, 128))
+        self.lm_head.weight.detach().zero_()
+
+    # --- masks -------------------------------------------------------------------------------
+    def _use_flex(self, device: torch.device) -> bool:
+        return self.attention == "flex" or (self.attention == "auto" and device.type == "cuda")
+
+    def attention_masks(self, input_seq: Tensor, sliding_window_num_blocks: int | Tensor) -> tuple:
+        """(long, short) masks for W_long and W_long // 2: BlockMasks (flex) or (T, T) bool tensors (SDPA)."""
+        docs = masks_lib.document_ids(input_seq, self.eot_id, BLOCK_SIZE)
+        lists = masks_lib.block_lists(docs, BLOCK_SIZE)
+        w_long = int(sliding_window_num_blocks)
+        if w_long < 0:
+            raise ValueError(f"sliding_window_num_blocks must be >= 0, got {w_long}")
+        truncated = [masks_lib.truncate_to_window(lists, w) for w in (w_long, w_long // 2)]
+        if self._use_flex(input_seq.device):
+            return tuple(masks_lib.build_block_mask(t, docs, BLOCK_SIZE) for t in truncated)
+        return tuple(masks_lib.allowed_mask_from_block_lists(t, docs, BLOCK_SIZE) for t in truncated)
+
+    # --- forward -----------------------------------------------------------------------------
+    def _check_inputs(self, input_seq: Tensor, target_seq: Tensor | None = None) -> None:
+        if input_seq.ndim != 1:
+            raise ValueError(f"input_seq must be 1-D (one packed sequence), got shape {tuple(input_seq.shape)}")
+        if input_seq.is_floating_point() or input_seq.is_complex():
+            raise ValueError(f"input_seq must hold integer token ids, got {input_seq.dtype}")
+        if input_seq.numel() == 0 or input_seq.numel() % BLOCK_SIZE:
+            raise ValueError(f"sequence length {input_seq.numel()} must be a positive multiple of {BLOCK_SIZE}")
+        if target_seq is not None and target_seq.shape != input_seq.shape:
+            raise ValueError(f"target_seq shape {tuple(target_seq.shape)} != input_seq shape {tuple(input_seq.shape)}")
+
+    def final_hidden(self, input_seq: Tensor, sliding_window_num_blocks: int | Tensor) -> Tensor:
+        """(T,) int tokens -> (1, T, D) final normed activations, in the embeddings' dtype."""
+        self._check_inputs(input_seq)
+        long_mask, short_mask = self.attention_masks(input_seq, sliding_window_num_blocks)
+        x = x0 = norm(self.embed(input_seq)[None])
+        value_embeds = self.value_embeds(input_seq)
+        skips = []
+        for i, block in enumerate(self.blocks):
+            if i >= self.num_encoder_layers:  # decoder: U-net skip from the mirrored encoder layer
+                x = x + self.skip_weights[i - self.num_encoder_layers] * skips.pop()
+            mask = long_mask if i in self.long_window_layers else short_mask
+            x = block(x, value_embeds[i], x0, mask)
+            if i < self.num_encoder_layers:
+                skips.append(x)
+        return norm(x)
+
+    def head(self, x: Tensor) -> Tensor:
+        """(..., D) -> (..., Vp) logits before the soft-cap: FP8 in training (if enabled), plain otherwise."""
+        if self.training and self.fp8_head:
+            return lm_head_fp8(x, self.lm_head.weight, self.fp8_backend, self.fp8_grad_scale)
+        return self.lm_head(x)
+
+    def logits(self, input_seq: Tensor, sliding_window_num_blocks: int | Tensor) -> Tensor:
+        """(T,) int tokens -> (T, Vp) logits BEFORE the soft-cap, in the activations' dtype."""
+        return self.head(self.final_hidden(input_seq, sliding_window_num_blocks))[0]
+
+    def forward(self, input_seq: Tensor, target_seq: Tensor, sliding_window_num_blocks: int | Tensor) -> Tensor:
+        """(T,) int inputs, (T,) int targets, W_long -> fp32 scalar: mean CE over all Vp classes."""
+        self._check_inputs(input_seq, target_seq)
+        capped = soft_cap(self.logits(input_seq, sliding_window_num_blocks))
+        return F.cross_entropy(capped, target_seq.long())
+
+
+def cast_embeddings_to_bf16(model: nn.Module) -> nn.Module:
+    """The record's precision policy: every nn.Embedding to bf16 (round to nearest even), in place."""
+    for module in model.modules():
+        if isinstance(module, nn.Embedding):
+            module.bfloat16()
+    return model
+
+
+_COMPILE_PREFIX = "_orig_mod."
+
+
+def load_record_state_dict(model: nn.Module, state_dict: Mapping[str, Tensor]) -> nn.Module:
+    """Load a record-format state dict into `model`, in place.
+
+    Strips torch.compile's `_orig_mod.` prefixes and casts each tensor to the dtype and device of the
+    model's own tensor (bf16 <-> fp32). Raises ValueError listing missing, unexpected and mis-shaped keys.
+    """
+    own = model.state_dict()
+    renamed: dict[str, Tensor] = {}
+    for key, value in state_dict.items():
+        name = key
+        while name.startswith(_COMPILE_PREFIX):
+            name = name[len(_COMPILE_PREFIX):]
+        renamed[name] = value
+    missing = sorted(set(own) - set(renamed))
+    unexpected = sorted(set(renamed) - set(own))
+    misshaped = sorted(
+        f"{k}: checkpoint {tuple(renamed[k].shape)} vs model {tuple(own[k].shape)}"
+        for k in set(own) & set(renamed)
+        if tuple(renamed[k].shape) != tuple(own[k].shape)
+    )
+    if missing or unexpected or misshaped:
+        problems = []
+        if missing:
+            problems.append(f"missing keys: {missing}")
+        if unexpected:
+            problems.append(f"unexpected keys: {unexpected}")
+        if misshaped:
+            problems.append(f"mis-shaped keys: {misshaped}")
+        raise ValueError("state dict does not match the model; " + "; ".join(problems))
+    converted = {k: v.detach().to(dtype=own[k].dtype, device=own[k].device) for k, v in renamed.items()}
+    model.load_state_dict(converted, strict=True)
+    return model
