@@ -1,0 +1,152 @@
+"""Text to shards (RECORD.md 8.4) with an injected encoder, and the GPT-2 encoders."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jaxgpt import corpus
+from jaxgpt.corpus import ByteGPT2, encode_document, encode_documents, gpt2_byte_token_ids, write_shards
+from jaxgpt.data import read_shard
+
+E = 50256
+REPO = Path(__file__).resolve().parents[1]
+
+
+def letters(text: str) -> list[int]:
+    """Tiny injected encoder: a=1, b=2, ..."""
+    return [ord(c) - ord("a") + 1 for c in text]
+
+
+def shard_contents(folder: Path) -> dict[str, list[int]]:
+    """Shard name -> tokens, in shard-index order (by name, val_000000 would sort after train)."""
+    return {p.name: read_shard(p).tolist() for p in sorted(folder.glob("*.bin"), key=lambda p: p.stem[-6:])}
+
+
+def test_eot_is_prepended() -> None:
+    assert encode_document("abc", letters).tolist() == [E, 1, 2, 3]
+    assert encode_document("", letters).tolist() == [E]
+
+
+def test_documents_split_across_shards_first_is_val(tmp_path: Path) -> None:
+    docs = encode_documents(["ab", "cde", "f"], letters)  # E1 2 E3 4 5 E6 = 9 tokens
+    paths = write_shards(docs, tmp_path, "toy", shard_size=4, progress=False)
+    assert [p.name for p in paths] == ["toy_val_000000.bin", "toy_train_000001.bin", "toy_train_000002.bin"]
+    assert shard_contents(tmp_path) == {
+        "toy_val_000000.bin": [E, 1, 2, E],
+        "toy_train_000001.bin": [3, 4, 5, E],
+        "toy_train_000002.bin": [6],
+    }
+
+
+def test_exact_fill_and_document_longer_than_a_shard(tmp_path: Path) -> None:
+    docs = encode_documents(["ab", "cdefghi"], letters)  # E1 2 | E3 4 | 5 6 7 | 8 9
+    write_shards(docs, tmp_path, "toy", shard_size=3, progress=False)
+    assert list(shard_contents(tmp_path).values()) == [[E, 1, 2], [E, 3, 4], [5, 6, 7], [8, 9]]
+
+
+def test_separate_val_shard_size(tmp_path: Path) -> None:
+    docs = encode_documents(["abcdefg"], letters)
+    write_shards(docs, tmp_path, "toy", shard_size=3, val_shard_size=5, progress=False)
+    assert list(shard_contents(tmp_path).values()) == [[E, 1, 2, 3, 4], [5, 6, 7]]
+
+
+def test_ids_outside_uint16_are_rejected() -> None:
+    with pytest.raises(ValueError, match="65536"):
+        encode_document("x", lambda text: [70000])
+
+
+def test_text_sources(tmp_path: Path) -> None:
+    (tmp_path / "b.jsonl").write_text(json.dumps({"text": "second"}) + "\n\n" + json.dumps({"text": "third"}) + "\n")
+    (tmp_path / "a.txt").write_text("first\nstill first")
+    files = corpus.local_text_files(tmp_path)
+    texts = [t for f in files for t in corpus.iter_text_file_documents(f)]
+    assert texts == ["first\nstill first", "second", "third"]
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"body": "x"}) + "\n")
+    with pytest.raises(ValueError, match="bad.jsonl:1: no string field 'text'"):
+        list(corpus.iter_text_file_documents(tmp_path / "bad.jsonl"))
+    with pytest.raises(FileNotFoundError, match="nope"):
+        corpus.local_text_files(tmp_path / "nope")
+
+
+def test_missing_datasets_package_is_explained(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "datasets", None)  # makes `import datasets` fail
+    with pytest.raises(RuntimeError, match="pip install datasets"):
+        next(corpus.iter_hf_documents("someone/some-dataset"))
+
+
+def test_cli_with_pool_matches_in_process(tmp_path: Path) -> None:
+    source = tmp_path / "texts"
+    source.mkdir()
+    for i in range(40):
+        (source / f"doc{i:02d}.txt").write_text(f"document {i} " + "é" * i)
+    out = tmp_path / "out"
+    command = [sys.executable, str(REPO / "scripts/make_shards.py"), str(source), "--out", str(out)]
+    command += ["--prefix", "p", "-s", "300", "--workers", "2", "--encoding", "gpt2-bytes"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    expected_dir = tmp_path / "expected"
+    texts = [(source / f"doc{i:02d}.txt").read_text() for i in range(40)]
+    write_shards(encode_documents(texts, ByteGPT2()), expected_dir, "p", 300, progress=False)
+    assert shard_contents(out) == shard_contents(expected_dir)
+    assert "p_val_000000.bin" in shard_contents(out)
+
+
+def test_cli_reports_bad_source(tmp_path: Path) -> None:
+    command = [sys.executable, str(REPO / "scripts/make_shards.py"), str(tmp_path / "x.csv"), "--out", str(tmp_path)]
+    (tmp_path / "x.csv").write_text("a,b")
+    result = subprocess.run(command + ["--encoding", "gpt2-bytes"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and "expected a .txt or .jsonl file" in result.stderr
+
+
+# ---------------------------------------------------------------------------- GPT-2 encoders
+
+
+def test_byte_token_ids_known_values() -> None:
+    ids = gpt2_byte_token_ids()
+    assert sorted(ids.tolist()) == list(range(256))  # a bijection onto GPT-2's first 256 ids
+    # Well-known GPT-2 ids: '!' 0, 'A' 32, 'a' 64, '\n' 198, ' ' 220; NUL is the first non-printable.
+    assert [ids[b] for b in b"!Aa\n "] == [0, 32, 64, 198, 220]
+    assert ids[0] == 188
+
+
+def test_byte_token_ids_follow_the_printable_rule() -> None:
+    # Independent restatement: printable, non-space characters first in byte order, then the rest.
+    printable = [b for b in range(256) if chr(b).isprintable() and chr(b) != " "]
+    order = printable + [b for b in range(256) if b not in printable]
+    np.testing.assert_array_equal(gpt2_byte_token_ids()[order], np.arange(256))
+
+
+def test_byte_encoder_matches_tiktoken_single_bytes_when_cached() -> None:
+    if not corpus.gpt2_tiktoken_available_offline():
+        pytest.skip("tiktoken's gpt2 files are not cached on this machine (no download in tests)")
+    import tiktoken
+
+    ids = gpt2_byte_token_ids()
+
+    encoding = tiktoken.get_encoding("gpt2")
+    for b in range(256):
+        assert encoding.encode_single_token(bytes([b])) == ids[b]
+
+
+def test_tiktoken_offline_detection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    assert not corpus.gpt2_tiktoken_available_offline()  # empty cache
+    fake = {f"https://example.invalid/{name}": b"content of " + name.encode() for name in ("a", "b")}
+    for url, content in fake.items():
+        (tmp_path / hashlib.sha1(url.encode()).hexdigest()).write_bytes(content)
+    hashes = {url: hashlib.sha256(content).hexdigest() for url, content in fake.items()}
+    monkeypatch.setattr(corpus, "_GPT2_FILES", hashes)
+    assert corpus.gpt2_tiktoken_available_offline()
+    monkeypatch.setattr(corpus, "_GPT2_FILES", {url: "0" * 64 for url in fake})  # corrupted cache
+    assert not corpus.gpt2_tiktoken_available_offline()
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")  # caching disabled: loading would download
+    monkeypatch.setattr(corpus, "_GPT2_FILES", hashes)
+    assert not corpus.gpt2_tiktoken_available_offline()
+    assert isinstance(corpus.gpt2_encoder(), ByteGPT2)
