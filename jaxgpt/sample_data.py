@@ -1,0 +1,177 @@
+"""The built-in sample corpus: small record-format shards made from text every Python has.
+
+Why: `make train` and the tests need real token shards on a fresh machine with no network.
+The text is the documentation of the running Python's standard library: for each module
+(sorted by dotted name; test packages left out) one document with the module docstring and
+the signature and docstring of each documented class and function, read from the source
+with `ast` (no module is imported, so nothing runs); then each help topic of
+`pydoc_data.topics` (the language reference behind `help('if')`) as one document. Every
+document gets the record's EOT prefix. Same Python version, same bytes out.
+
+Encoding: tiktoken's GPT-2 when its files are cached (no download is attempted), otherwise
+GPT-2's 256 single-byte tokens; `meta.json` says which. Layout in the output folder:
+`sample_val_000000.bin` (VAL_SHARD_TOKENS tokens), `sample_train_000001.bin`, ...
+(TRAIN_SHARD_TOKENS each, the last one shorter), `meta.json`, and `.complete` written last.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import sys
+import sysconfig
+from collections.abc import Iterator
+from pathlib import Path
+
+from jaxgpt import corpus
+from jaxgpt.data import read_shard
+
+PREFIX = "sample"
+VAL_SHARD_TOKENS = 2**17  # the tiny preset's 64 Ki val tokens need >= 65,538 (advance rule)
+TRAIN_SHARD_TOKENS = 2**20
+COMPLETE_MARKER = ".complete"
+META_FILE = "meta.json"
+_SKIPPED_PARTS = {"test", "tests", "idle_test", "__pycache__", "site-packages"}
+
+
+def stdlib_module_sources(limit_modules: int | None = None) -> list[tuple[str, Path]]:
+    """(dotted name, source path) of the standard library's pure-Python modules, sorted by
+    name; only top-level names in sys.stdlib_module_names, test packages excluded."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    modules = []
+    for folder, subfolders, files in os.walk(root):
+        # Prune in place so that the large test packages are never walked.
+        subfolders[:] = [d for d in subfolders if d not in _SKIPPED_PARTS]
+        for file_name in files:
+            if not file_name.endswith(".py"):
+                continue
+            parts = (Path(folder) / file_name).relative_to(root).with_suffix("").parts
+            if parts[0] not in sys.stdlib_module_names:
+                continue
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            modules.append((name, Path(folder) / file_name))
+    modules.sort()
+    return modules[:limit_modules] if limit_modules is not None else modules
+
+
+def _signature(node: ast.AST) -> str:
+    if isinstance(node, ast.ClassDef):
+        bases = ", ".join(ast.unparse(base) for base in node.bases)
+        return f"class {node.name}({bases})" if bases else f"class {node.name}"
+    prefix = "async def" if isinstance(node, ast.AsyncFunctionDef) else "def"
+    return f"{prefix} {node.name}({ast.unparse(node.args)})"
+
+
+def _documented_definitions(body: list[ast.stmt], indent: str) -> Iterator[str]:
+    for node in body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            doc = ast.get_docstring(node)
+            inner = list(_documented_definitions(node.body, indent + "    "))
+            if doc or inner:
+                text = _signature(node)
+                if doc:
+                    text += "\n" + "\n".join(indent + "    " + line if line else "" for line in doc.splitlines())
+                yield indent + text
+                yield from inner
+
+
+def module_document(name: str, source: str) -> str | None:
+    """One module's documentation as plain text (None when it has no docstrings at all)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    sections = []
+    doc = ast.get_docstring(tree)
+    if doc:
+        sections.append(doc)
+    sections.extend(_documented_definitions(tree.body, ""))
+    if not sections:
+        return None
+    return f"Module {name}\n\n" + "\n\n".join(sections) + "\n"
+
+
+def help_topic_documents() -> list[str]:
+    """The interactive-help topics of `pydoc_data.topics`, sorted by topic name."""
+    from pydoc_data.topics import topics
+
+    return [f"Help topic {key}\n\n{topics[key]}" for key in sorted(topics)]
+
+
+def sample_texts(limit_modules: int | None = None) -> list[str]:
+    """All documents of the sample corpus, in shard order. With `limit_modules`, only that
+    many modules and no help topics (a quick subset for tests)."""
+    texts = []
+    for name, path in stdlib_module_sources(limit_modules):
+        document = module_document(name, path.read_text(encoding="utf-8", errors="replace"))
+        if document:
+            texts.append(document)
+    if limit_modules is None:
+        texts.extend(help_topic_documents())
+    return texts
+
+
+def _sha256_of_files(paths: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def is_complete(out_dir: str | os.PathLike) -> bool:
+    return (Path(out_dir) / COMPLETE_MARKER).is_file()
+
+
+def build_sample_data(
+    out_dir: str | os.PathLike = "data/sample",
+    *,
+    limit_modules: int | None = None,
+    val_shard_tokens: int = VAL_SHARD_TOKENS,
+    train_shard_tokens: int = TRAIN_SHARD_TOKENS,
+    encoder: corpus.Encoder | None = None,
+    force: bool = False,
+    progress: bool = False,
+) -> dict:
+    """Write the sample shards, meta.json and the `.complete` marker (last) into `out_dir`.
+
+    Idempotent: returns the existing meta.json when `.complete` is present, unless `force`.
+    Old shards of this prefix are removed first, so a rebuild never mixes two corpora.
+    `encoder` defaults to `corpus.gpt2_encoder()` (tiktoken if cached, else GPT-2 bytes).
+    Returns the metadata dict (also written to meta.json).
+    """
+    out = Path(out_dir)
+    if is_complete(out) and not force:
+        return json.loads((out / META_FILE).read_text())
+    out.mkdir(parents=True, exist_ok=True)
+    (out / COMPLETE_MARKER).unlink(missing_ok=True)
+    for stale in out.glob(f"{PREFIX}_*.bin"):
+        stale.unlink()
+    encoder = encoder or corpus.gpt2_encoder()
+    texts = sample_texts(limit_modules)
+    documents = corpus.encode_documents(texts, encoder)
+    paths = corpus.write_shards(
+        documents, out, PREFIX, train_shard_tokens, val_shard_size=val_shard_tokens, progress=progress
+    )
+    counts = {path.name: int(len(read_shard(path))) for path in paths}
+    meta = {
+        "encoding": getattr(encoder, "name", repr(encoder)),
+        "source": (
+            f"Python {sys.version.split()[0]} standard library documentation: docstrings of "
+            f"{'the first ' + str(limit_modules) if limit_modules is not None else 'all'} pure-Python "
+            "modules (read with ast, sorted by name)"
+            + ("" if limit_modules is not None else ", then pydoc_data.topics help topics")
+            + "; one EOT-prefixed document each"
+        ),
+        "python_version": sys.version.split()[0],
+        "num_documents": len(texts),
+        "val_tokens": sum(n for name, n in counts.items() if "_val_" in name),
+        "train_tokens": sum(n for name, n in counts.items() if "_train_" in name),
+        "shards": counts,
+        "sha256": _sha256_of_files(paths),
+    }
+    (out / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+    (out / COMPLETE_MARKER).write_text(meta["sha256"] + "\n")
+    return meta

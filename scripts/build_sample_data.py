@@ -1,0 +1,36 @@
+#!/usr/bin/env python
+"""Build the built-in sample shards (Python standard-library documentation, a few M tokens)
+into --out (default data/sample); a no-op when <out>/.complete exists. See docs/DATA.md."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without install
+
+from jaxgpt import sample_data  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", default="data/sample", help="output folder (default data/sample)")
+    parser.add_argument("--force", action="store_true", help="rebuild even if .complete exists")
+    parser.add_argument("--limit-modules", type=int, default=None, help="only the first N modules (quick subset)")
+    args = parser.parse_args(argv)
+    if sample_data.is_complete(args.out) and not args.force:
+        print(f"sample data already built in {args.out} (delete it or pass --force to rebuild)")
+        return 0
+    start = time.perf_counter()
+    meta = sample_data.build_sample_data(args.out, limit_modules=args.limit_modules, force=True, progress=True)
+    print(
+        f"wrote {len(meta['shards'])} shards to {args.out} in {time.perf_counter() - start:.1f}s: "
+        f"{meta['val_tokens']:,} val + {meta['train_tokens']:,} train tokens, encoding {meta['encoding']}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
