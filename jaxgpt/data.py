@@ -17,8 +17,8 @@ from __future__ import annotations
 import glob
 import os
 import queue
-import tempfile
 import threading
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,7 +106,9 @@ def write_shard(path: str | os.PathLike, tokens: Any) -> None:
     header[:3] = (SHARD_MAGIC, SHARD_VERSION, array.size)
     body = array.astype(TOKEN_DTYPE, copy=False)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    # Not tempfile.mkstemp: its 0600 mode would survive the rename; os.open applies the umask.
+    tmp_name = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
+    fd = os.open(tmp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(header.tobytes())

@@ -53,6 +53,9 @@ def test_round_trip(tmp_path: Path, length: int) -> None:
     np.testing.assert_array_equal(loaded, tokens)
     assert path.stat().st_size == HEADER_BYTES + 2 * length
     assert [p.name for p in tmp_path.iterdir()] == ["x.bin"]  # no temp file left behind
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # an ordinary file, not a 0600 temp
 
 
 def test_file_layout_is_the_records(tmp_path: Path) -> None:
@@ -334,3 +337,19 @@ def test_data_position_validation() -> None:
 def test_format_functions_do_not_need_torch() -> None:
     source = Path(data.__file__).read_text()
     assert "import torch" not in source and "from torch" not in source
+
+
+def test_to_global_arrays_shards_rows_over_devices(tmp_path: Path) -> None:
+    import jax
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    pattern = write_counting_shards(tmp_path, [3000])
+    devices = np.array(jax.devices()[:8])
+    sharding = NamedSharding(Mesh(devices, ("data",)), PartitionSpec("data"))
+    with BatchLoader(pattern, 128 * len(devices), 128) as loader:
+        batch = next(loader)
+    inputs, targets = data.to_global_arrays(batch, sharding)
+    assert inputs.shape == (len(devices), 128) and inputs.dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(targets), batch.targets)
+    for shard in inputs.addressable_shards:  # device d holds sequence d
+        np.testing.assert_array_equal(np.asarray(shard.data), batch.inputs[shard.index])
