@@ -1,0 +1,167 @@
+"""Training checkpoints with orbax, and export to the record's torch format.
+
+A checkpoint directory holds one orbax step folder per saved step (orbax writes to a temporary
+folder and renames it when complete, so a crash never leaves a half-written step that looks
+finished). Each step folder has two items:
+
+  state:  the pytree {"params": ..., "opt_state": ...} as saved by orbax's StandardSave
+  meta:   JSON {"step": int, "data_position": {...}, "config": {...}}
+
+`step` counts the optimizer updates already applied, so a run resumed from step s continues
+with iteration s of the training loop. The config is the full Preset as nested JSON; resuming
+under a different config is refused with the list of fields that differ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import jax
+import orbax.checkpoint as ocp
+
+from jaxgpt.config import ModelConfig, OptimConfig, Preset, TrainConfig
+
+# Fields that only say where and how often to write output; changing them cannot change the
+# trajectory of a resumed run, so they may differ between the saved run and the resumed one.
+RESUME_IGNORED_FIELDS = frozenset({"train.out_dir", "train.checkpoint_every", "train.keep_checkpoints"})
+
+
+def config_to_json(preset: Preset) -> dict[str, Any]:
+    """The preset as plain JSON data (tuples become lists), the form stored in checkpoints."""
+    return json.loads(json.dumps(dataclasses.asdict(preset)))
+
+
+def preset_from_json(data: dict[str, Any]) -> Preset:
+    """Inverse of `config_to_json` (lists turn back into the tuples the dataclasses expect)."""
+
+    def build(cls, values: dict[str, Any]):
+        kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+        return cls(**kwargs)
+
+    return Preset(
+        model=build(ModelConfig, data["model"]),
+        optim=build(OptimConfig, data["optim"]),
+        train=build(TrainConfig, data["train"]),
+    )
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """Human-readable `field: saved -> current` lines for every field that differs, ignoring
+    the output-only fields of RESUME_IGNORED_FIELDS. Empty when the configs agree."""
+    old, new = _flatten(saved), _flatten(current)
+    lines = []
+    for name in sorted(old.keys() | new.keys()):
+        if name in RESUME_IGNORED_FIELDS:
+            continue
+        before, after = old.get(name, "<absent>"), new.get(name, "<absent>")
+        if before != after:
+            lines.append(f"{name}: {before!r} -> {after!r}")
+    return lines
+
+
+class Checkpointer:
+    """Saves and restores training state in one directory, keeping the newest `max_to_keep`.
+
+    Saving is asynchronous where orbax supports it: `save` returns once the arrays are copied
+    off the devices and the files are written in a background thread; `wait` blocks until the
+    last save is on disk (call it before reading the directory or exiting).
+    """
+
+    def __init__(self, directory: str | Path, *, max_to_keep: int = 3, async_save: bool = True) -> None:
+        if max_to_keep < 1:
+            raise ValueError(f"keep_checkpoints must be >= 1, got {max_to_keep}")
+        self.directory = Path(directory).absolute()
+        options = ocp.CheckpointManagerOptions(
+            max_to_keep=max_to_keep, enable_async_checkpointing=async_save, create=True
+        )
+        self._manager = ocp.CheckpointManager(self.directory, options=options)
+
+    def latest_step(self) -> int | None:
+        return self._manager.latest_step()
+
+    def all_steps(self) -> list[int]:
+        return sorted(self._manager.all_steps())
+
+    def save(self, step: int, state: Any, *, data_position: dict[str, Any], config: dict[str, Any]) -> None:
+        """Save `state` (a pytree of jax arrays) after `step` updates, with the loader position
+        and config as JSON. A step that is already saved is left as it is."""
+        if step in self._manager.all_steps():
+            return
+        meta = {"step": int(step), "data_position": data_position, "config": config}
+        self._manager.save(
+            step,
+            args=ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)),
+        )
+
+    def read_meta(self, step: int | None = None) -> dict[str, Any]:
+        """The JSON item of `step` (default: the newest step)."""
+        step = self._require_step(step)
+        restored = self._manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
+        return restored.meta
+
+    def restore(self, abstract_state: Any, *, config: dict[str, Any], step: int | None = None) -> tuple[Any, dict[str, Any]]:
+        """Restore the state saved at `step` (default: newest) into the structure, dtypes and
+        shardings of `abstract_state` (a pytree of jax.ShapeDtypeStruct or arrays).
+
+        Returns (state, meta). Raises ValueError listing the differing fields when the saved
+        config is not `config`."""
+        meta = self.read_meta(step)
+        differences = config_differences(meta["config"], config)
+        if differences:
+            raise ValueError(
+                f"checkpoint in {self.directory} was saved by a run with a different config; "
+                "differing fields (saved -> now):\n  " + "\n  ".join(differences)
+            )
+        target = jax.tree.map(_abstract, abstract_state)
+        restored = self._manager.restore(
+            meta["step"], args=ocp.args.Composite(state=ocp.args.StandardRestore(target))
+        )
+        return restored.state, meta
+
+    def wait(self) -> None:
+        self._manager.wait_until_finished()
+
+    def close(self) -> None:
+        self._manager.wait_until_finished()
+        self._manager.close()
+
+    def _require_step(self, step: int | None) -> int:
+        if step is None:
+            step = self._manager.latest_step()
+            if step is None:
+                raise FileNotFoundError(f"no checkpoint found in {self.directory}")
+        elif step not in self._manager.all_steps():
+            raise FileNotFoundError(f"no checkpoint for step {step} in {self.directory}")
+        return step
+
+
+def _abstract(leaf: Any) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=getattr(leaf, "sharding", None))
+
+
+def export_torch(params: dict[str, Any], path: str | Path) -> Path:
+    """Write `params` ({record key: array}, dtypes kept: bf16 tables stay bf16) to `path` as the
+    record's `{"model": state_dict}` torch file, loadable by torch_ref and the record's code."""
+    import torch  # torch only when exporting
+
+    from jaxgpt import convert
+
+    state_dict = convert.params_to_torch_state_dict(params)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"model": state_dict}, path)
+    return path
