@@ -556,6 +556,8 @@ def train(preset: cfg.Preset, options: RunOptions = RunOptions()) -> RunResult:
     run_id = options.run_id or str(uuid.uuid4())
     checkpointer, start_step, position, saved_meta = open_checkpoints(preset, options, run_id)
     preset, graph, host_params = build_model(preset, options)
+    if saved_meta is not None:
+        refuse_config_change(saved_meta, preset, checkpointer.directory)
     check_run(preset, len(devices), jax.process_count(), start_step, position)
     total_steps, train_cfg = preset.train.steps, preset.train
     optimizer = optim.record_optimizer(preset.optim, total_steps, axis_name=AXIS)
@@ -621,6 +623,15 @@ def open_checkpoints(preset: cfg.Preset, options: RunOptions, run_id: str):
         directory = Path(train_cfg.out_dir) / "checkpoints" / run_id
         return checkpoint.Checkpointer(directory, max_to_keep=train_cfg.keep_checkpoints), 0, DataPosition(), None
     return None, 0, DataPosition(), None
+
+
+def refuse_config_change(saved_meta: dict[str, Any], preset: cfg.Preset, directory: Path) -> None:
+    differences = checkpoint.config_differences(saved_meta["config"], checkpoint.config_to_json(preset))
+    if differences:
+        raise ValueError(
+            f"cannot resume from {directory}: it was saved by a run with a different config; "
+            "differing fields (saved -> now):\n  " + "\n  ".join(differences)
+        )
 
 
 def checkpoint_due(step: int, start_step: int, train_cfg: cfg.TrainConfig, options: RunOptions) -> bool:
