@@ -61,6 +61,11 @@ class ModelConfig:
     max_window_blocks: int = 14
     # Cross-entropy over this many tokens at a time (None: all at once). Same mean either way.
     loss_chunk_tokens: int | None = None
+    # FP8 head: gradients are multiplied by this before the e5m2 cast (the record's 2^29, sized
+    # for a per-rank mean over 65,536 tokens). A loss averaged over k times as many tokens should
+    # use 2^29 * k so that the quantised gradients are the record's; fewer than ~8.7k tokens per
+    # mean can overflow e5m2 (max 57344; rounds to inf from 61440) at init.
+    fp8_grad_scale: float = 2.0**29
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "num_layers", "num_heads", "model_dim", "block_size", "rope_max_len"):
@@ -91,6 +96,8 @@ class ModelConfig:
             _fail("max_window_blocks", f"must be >= 1, got {self.max_window_blocks}")
         if self.loss_chunk_tokens is not None and self.loss_chunk_tokens <= 0:
             _fail("loss_chunk_tokens", f"must be positive or None, got {self.loss_chunk_tokens}")
+        if not self.fp8_grad_scale > 0:
+            _fail("fp8_grad_scale", f"must be positive, got {self.fp8_grad_scale}")
 
     @property
     def head_dim(self) -> int:

@@ -125,55 +125,60 @@ def _fp8_logits(x_q: jax.Array, w_q: jax.Array) -> jax.Array:
     return (acc * (1.0 / (FP8_X_SCALE * FP8_W_SCALE))).astype(jnp.bfloat16)
 
 
-@jax.custom_vjp
-def fp8_head(x_ND: jax.Array, w_VD: jax.Array) -> jax.Array:
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
+def fp8_head(x_ND: jax.Array, w_VD: jax.Array, grad_scale: float = FP8_GRAD_SCALE) -> jax.Array:
     """The record's FP8 lm_head matmul: (N, D) bf16 x (Vp, D) fp32 -> (N, Vp) bf16 logits.
 
     Forward: e4m3fn(2 X) @ e4m3fn(32 W)^T / 64, fp32 accumulation, bf16 output.
-    Backward (G bf16): Gq = e5m2(2^29 G); dX = Gq @ Wq * 2^-29 / 32 (bf16),
-    dW = Gq^T @ Xq * 2^-29 / 2 (fp32), using the quantised forward operands.
+    Backward (G bf16, s = grad_scale, 2^29 in the record): Gq = e5m2(s G);
+    dX = Gq @ Wq / (32 s) (bf16), dW = Gq^T @ Xq / (2 s) (fp32), reusing the quantised
+    forward operands Xq, Wq. No saturation: |s G| must stay below 61440 (e5m2 -> inf).
     """
     return _fp8_logits(*_fp8_quantize(x_ND, w_VD))
 
 
-def _fp8_head_fwd(x_ND: jax.Array, w_VD: jax.Array):
+def _fp8_head_fwd(x_ND: jax.Array, w_VD: jax.Array, grad_scale: float):
     x_q, w_q = _fp8_quantize(x_ND, w_VD)
     return _fp8_logits(x_q, w_q), (x_q, w_q)
 
 
-def _fp8_head_bwd(residuals, g_NV: jax.Array):
+def _fp8_head_bwd(grad_scale: float, residuals, g_NV: jax.Array):
     x_q, w_q = residuals
-    g_scaled = g_NV.astype(jnp.bfloat16) * jnp.asarray(FP8_GRAD_SCALE, jnp.bfloat16)  # exact
+    # bf16 * Python float as torch computes it: in fp32, rounded to bf16 (exact for 2^k).
+    g_scaled = (g_NV.astype(jnp.float32) * grad_scale).astype(jnp.bfloat16)
     g_q = g_scaled.astype(jnp.float8_e5m2).astype(jnp.bfloat16)
     dx = jnp.einsum("nv,vd->nd", g_q, w_q.astype(jnp.bfloat16), preferred_element_type=jnp.float32)
     dw = jnp.einsum("nv,nd->vd", g_q, x_q.astype(jnp.bfloat16), preferred_element_type=jnp.float32)
-    dx = (dx * (1.0 / (FP8_GRAD_SCALE * FP8_W_SCALE))).astype(jnp.bfloat16)
-    dw = dw * (1.0 / (FP8_GRAD_SCALE * FP8_X_SCALE))
+    dx = (dx * (1.0 / (grad_scale * FP8_W_SCALE))).astype(jnp.bfloat16)
+    dw = dw * (1.0 / (grad_scale * FP8_X_SCALE))
     return dx, dw
 
 
 fp8_head.defvjp(_fp8_head_fwd, _fp8_head_bwd)
 
 
-def head_logits(x_ND: jax.Array, w_VD: jax.Array, *, use_fp8: bool) -> jax.Array:
+def head_logits(
+    x_ND: jax.Array, w_VD: jax.Array, *, use_fp8: bool, fp8_grad_scale: float = FP8_GRAD_SCALE
+) -> jax.Array:
     """lm_head logits (N, Vp) before the soft-cap: FP8 head or a plain linear in x's dtype."""
     if use_fp8:
-        return fp8_head(x_ND.astype(jnp.bfloat16), w_VD)
+        return fp8_head(x_ND.astype(jnp.bfloat16), w_VD, fp8_grad_scale)
     return linear(x_ND, w_VD)
 
 
 def capped_cross_entropy_sum(
     x_ND: jax.Array, w_VD: jax.Array, targets_N: jax.Array, *, use_fp8: bool, cap: float,
-    temperature: float,
+    temperature: float, fp8_grad_scale: float = FP8_GRAD_SCALE,
 ) -> jax.Array:
     """Sum over N tokens of CE(soft_cap(head(x)), target) over all Vp classes; fp32 scalar."""
-    capped = soft_cap(head_logits(x_ND, w_VD, use_fp8=use_fp8), cap, temperature)
+    logits = head_logits(x_ND, w_VD, use_fp8=use_fp8, fp8_grad_scale=fp8_grad_scale)
+    capped = soft_cap(logits, cap, temperature)
     return optax.softmax_cross_entropy_with_integer_labels(capped, targets_N).sum()
 
 
 def head_loss(
     x_ND: jax.Array, w_VD: jax.Array, targets_N: jax.Array, *, use_fp8: bool, cap: float,
-    temperature: float, chunk_tokens: int | None = None,
+    temperature: float, chunk_tokens: int | None = None, fp8_grad_scale: float = FP8_GRAD_SCALE,
 ) -> jax.Array:
     """Mean soft-capped CE over N tokens, fp32 scalar; optionally `chunk_tokens` at a time.
 
@@ -182,7 +187,9 @@ def head_loss(
     separately. The mean is the same sum divided by N either way.
     """
     num_tokens = x_ND.shape[0]
-    piece = functools.partial(capped_cross_entropy_sum, use_fp8=use_fp8, cap=cap, temperature=temperature)
+    piece = functools.partial(
+        capped_cross_entropy_sum, use_fp8=use_fp8, cap=cap, temperature=temperature, fp8_grad_scale=fp8_grad_scale
+    )
     if chunk_tokens is None or chunk_tokens >= num_tokens:
         return piece(x_ND, w_VD, targets_N) / num_tokens
     piece = jax.checkpoint(piece)
@@ -368,7 +375,8 @@ class GPT(nnx.Module):
         x = self.hidden(input_ids, window_blocks)
         batch, seq, dim = x.shape
         use_fp8 = train and self.config.dtype_policy == "record"
-        out = head_logits(x.reshape(batch * seq, dim), self.lm_head.weight[...], use_fp8=use_fp8)
+        out = head_logits(x.reshape(batch * seq, dim), self.lm_head.weight[...], use_fp8=use_fp8,
+                          fp8_grad_scale=self.config.fp8_grad_scale)
         return out.reshape(batch, seq, -1)
 
     def __call__(
@@ -387,6 +395,7 @@ class GPT(nnx.Module):
             x.reshape(batch * seq, dim), self.lm_head.weight[...], target_ids.reshape(-1),
             use_fp8=train and cfg.dtype_policy == "record", cap=cfg.logit_cap,
             temperature=cfg.logit_cap_temperature, chunk_tokens=cfg.loss_chunk_tokens,
+            fp8_grad_scale=cfg.fp8_grad_scale,
         )
 
 

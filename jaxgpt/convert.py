@@ -1,0 +1,171 @@
+"""Record-format (PyTorch) state dicts <-> jaxgpt parameters.
+
+jaxgpt's parameter names and layouts are the record's (see jaxgpt.model), so conversion is
+stripping `torch.compile`'s `_orig_mod.` prefix, moving tensors to numpy (bf16 stays bf16,
+bit for bit, through ml_dtypes) and checking every key and shape.
+
+torch is imported only inside the functions that need it, so jaxgpt imports without torch.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+from flax import nnx
+
+from jaxgpt import model as model_lib
+from jaxgpt.config import ModelConfig, next_multiple, replace
+
+COMPILE_PREFIX = "_orig_mod."
+DEFAULT_HEAD_DIM = 128
+# Per-layer patterns are only known for the record's depth; other depths need an explicit config.
+RECORD_NUM_LAYERS = 12
+
+_BLOCK_KEY = re.compile(r"^blocks\.(\d+)\.")
+
+
+def _is_torch_tensor(value: Any) -> bool:
+    return type(value).__module__.startswith("torch")
+
+
+def _to_numpy(value: Any) -> np.ndarray:
+    """A torch tensor or array-like as numpy, keeping fp32 as fp32 and bf16 as ml_dtypes bf16."""
+    if _is_torch_tensor(value):
+        import torch  # lazy: only callers that pass torch tensors need torch
+
+        tensor = value.detach().cpu()
+        if tensor.dtype == torch.bfloat16:
+            return tensor.contiguous().view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+        return tensor.contiguous().numpy()
+    return np.asarray(value)
+
+
+def strip_compile_prefix(state_dict: Mapping[str, Any]) -> dict[str, Any]:
+    """Drop `_orig_mod.` (torch.compile's wrapper) from every key that has it."""
+    return {key.removeprefix(COMPILE_PREFIX): value for key, value in state_dict.items()}
+
+
+def config_from_state_dict(
+    state_dict: Mapping[str, Any], *, head_dim: int = DEFAULT_HEAD_DIM, **overrides: Any
+) -> ModelConfig:
+    """ModelConfig whose parameter shapes are those of `state_dict` (record keys).
+
+    D and V come from `embed.weight` (V, D); layers from the `blocks.{i}` indices; heads =
+    D // head_dim; layers without `attn.*` keys are attention-free; the number of value tables
+    from `value_embeds.embed.{k}`. The per-layer window/value-embedding patterns are the
+    record's, so only 12-layer checkpoints are accepted. `overrides` set any other field
+    (e.g. dtype_policy="fp32").
+    """
+    keys = strip_compile_prefix(state_dict)
+    if "embed.weight" not in keys:
+        raise ValueError("state dict has no `embed.weight`; cannot infer the model dims")
+    vocab_size, model_dim = (int(n) for n in np.shape(_shape_source(keys["embed.weight"])))
+    if model_dim % head_dim:
+        raise ValueError(f"model_dim {model_dim} (from embed.weight) is not divisible by head_dim {head_dim}")
+    layers = sorted({int(m.group(1)) for key in keys if (m := _BLOCK_KEY.match(key))})
+    if not layers or layers != list(range(len(layers))):
+        raise ValueError(f"block indices must be 0..L-1, found {layers}")
+    num_layers = len(layers)
+    if num_layers != RECORD_NUM_LAYERS:
+        raise ValueError(
+            f"found {num_layers} blocks; the per-layer patterns are only known for the record's "
+            f"{RECORD_NUM_LAYERS} layers; pass a ModelConfig explicitly"
+        )
+    attention_free = tuple(i for i in layers if f"blocks.{i}.attn.qkv_w" not in keys)
+    num_tables = len({key for key in keys if key.startswith("value_embeds.embed.")})
+    base = ModelConfig()
+    if num_tables != base.num_value_embeds:
+        raise ValueError(f"found {num_tables} value-embedding tables, the record has {base.num_value_embeds}")
+    fields = dict(
+        vocab_size=vocab_size, model_dim=model_dim, num_heads=model_dim // head_dim,
+        attention_free_layers=attention_free,
+    )
+    fields.update(overrides)
+    return replace(base, **fields)
+
+
+def _shape_source(value: Any) -> Any:
+    return value if hasattr(value, "shape") else np.asarray(value)
+
+
+def _check_against(params: Mapping[str, Any], config: ModelConfig) -> None:
+    expected = {name: tuple(s.shape) for name, s in model_lib.param_shapes(config).items()}
+    missing = sorted(set(expected) - set(params))
+    unknown = sorted(set(params) - set(expected))
+    misshaped = sorted(
+        f"{name}: got {tuple(np.shape(_shape_source(params[name])))}, expected {expected[name]}"
+        for name in set(expected) & set(params)
+        if tuple(np.shape(_shape_source(params[name]))) != expected[name]
+    )
+    if missing or unknown or misshaped:
+        raise ValueError(
+            "state dict does not match the model "
+            f"(vocab {config.vocab_size}, padded {config.padded_vocab_size}, dim {config.model_dim}, "
+            f"layers {config.num_layers}): missing {missing}; unknown {unknown}; mis-shaped {misshaped}"
+        )
+
+
+def torch_state_dict_to_params(
+    state_dict: Mapping[str, Any], config: ModelConfig | None = None, *, head_dim: int = DEFAULT_HEAD_DIM
+) -> dict[str, np.ndarray]:
+    """Record state dict (torch tensors or arrays, fp32 or bf16) -> {record name: numpy array}.
+
+    Keys may carry `_orig_mod.`. Dtypes are kept (bf16 as ml_dtypes.bfloat16); the model casts
+    on load. With config=None the dims are inferred (`config_from_state_dict`). Raises
+    ValueError listing every missing, unknown and mis-shaped key.
+    """
+    keys = strip_compile_prefix(state_dict)
+    if len(keys) != len(state_dict):
+        raise ValueError("state dict has a key both with and without the `_orig_mod.` prefix")
+    if config is None:
+        config = config_from_state_dict(keys, head_dim=head_dim)
+    _check_against(keys, config)
+    return {name: _to_numpy(value) for name, value in keys.items()}
+
+
+def params_to_torch_state_dict(params: Mapping[str, Any]) -> dict[str, Any]:
+    """{record name: array} -> {record name: torch tensor}, same dtypes (bf16 bit-exact)."""
+    import torch  # lazy: see module docstring
+
+    state_dict = {}
+    for name, value in params.items():
+        array = np.asarray(value)
+        if array.dtype == ml_dtypes.bfloat16:
+            tensor = torch.from_numpy(np.ascontiguousarray(array).view(np.int16).copy()).view(torch.bfloat16)
+        elif array.dtype in (np.float32, np.float64, np.float16, np.int32, np.int64):
+            tensor = torch.from_numpy(np.array(array, copy=True))
+        else:
+            raise ValueError(f"parameter {name!r} has dtype {array.dtype} with no torch equivalent here")
+        state_dict[name] = tensor
+    return state_dict
+
+
+def load_params(model: nnx.Module, params: Mapping[str, Any]) -> None:
+    """Write `params` (record names, any float dtype) into an NNX GPT, cast to its dtypes.
+
+    Raises ValueError listing every missing, unknown and mis-shaped name.
+    """
+    model_lib.load_param_dict(model, {name: _to_numpy(value) for name, value in params.items()})
+
+
+def model_from_state_dict(
+    state_dict: Mapping[str, Any], *, head_dim: int = DEFAULT_HEAD_DIM, **config_overrides: Any
+) -> model_lib.GPT:
+    """A jaxgpt GPT holding the weights of a record state dict (dims inferred from shapes)."""
+    config = config_from_state_dict(state_dict, head_dim=head_dim, **config_overrides)
+    params = torch_state_dict_to_params(state_dict, config)
+    model = nnx.eval_shape(lambda: model_lib.GPT(config, rngs=nnx.Rngs(0)))
+    model = _materialize(model)
+    load_params(model, params)
+    return model
+
+
+def _materialize(abstract_model: model_lib.GPT) -> model_lib.GPT:
+    """Zeros in place of an nnx.eval_shape model's abstract leaves (nothing is sampled)."""
+    graphdef, state = nnx.split(abstract_model)
+    return nnx.merge(graphdef, jax.tree.map(lambda leaf: jnp.zeros(leaf.shape, leaf.dtype), state))
