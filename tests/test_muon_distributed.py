@@ -1,0 +1,133 @@
+"""Distributed Muon under jax.shard_map on 8 virtual CPU devices (conftest sets the count).
+
+The split transform must give the same numbers as the single-device one, and must actually
+split: each device's Newton-Schulz batch holds ceil(n / 8) matrices of a shape group, not n.
+"""
+
+import jax
+import jax.extend
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
+
+from jaxgpt.config import OptimConfig
+from jaxgpt.muon import muon
+from jaxgpt.optim import muon_momentum_schedule, record_optimizer
+
+AXIS = "data"
+D = 16
+WORLD = 8
+
+
+@pytest.fixture(scope="module")
+def mesh():
+    if len(jax.devices()) < WORLD:
+        pytest.fail(f"needs {WORLD} devices (conftest.py sets 8 virtual CPU devices), found {len(jax.devices())}")
+    return Mesh(np.array(jax.devices()[:WORLD]), (AXIS,))
+
+
+def _hidden_params(seed=0, layers=9, attention_layers=(0, 4)):
+    """The record's Muon leaves at width D for `layers` MLPs and a few attention layers.
+    Default groups: 9 c_fc (4D, D) and 9 mlp c_proj (D, 4D) (two rounds over 8 devices, 7
+    padding slots), 2 qkv (3, D, D) and 2 attention c_proj (D, D) (one round, 6 padding)."""
+    rng = np.random.default_rng(seed)
+    r = lambda *shape: jnp.asarray(rng.standard_normal(shape).astype(np.float32))
+    blocks = {}
+    for i in range(layers):
+        block = {"mlp": {"c_fc": {"weight": r(4 * D, D)}, "c_proj": {"weight": r(D, 4 * D)}}}
+        if i in attention_layers:
+            block["attn"] = {"qkv_w": r(3, D, D), "c_proj": {"weight": r(D, D)}}
+        blocks[str(i)] = block
+    return {"blocks": blocks}
+
+
+def _run(tx, params, grads_seq, mesh=None, check_vma=True):
+    """Apply `tx` for len(grads_seq) steps, inside shard_map (replicated everything) if mesh."""
+
+    def step(params, state, grads):
+        updates, state = tx.update(grads, state, params)
+        return optax.apply_updates(params, updates), state
+
+    if mesh is not None:
+        step = jax.shard_map(step, mesh=mesh, in_specs=(P(), P(), P()), out_specs=(P(), P()), check_vma=check_vma)
+    step = jax.jit(step)
+    state = tx.init(params)
+    for grads in grads_seq:
+        params, state = step(params, state, grads)
+    return params, state
+
+
+def _grads_seq(params, steps):
+    return [
+        jax.tree.map(lambda p, s=s: jnp.asarray(np.random.default_rng(100 + s).standard_normal(p.shape).astype(np.float32)), params)
+        for s in range(steps)
+    ]
+
+
+def _assert_trees_equal(a, b):
+    for (path, x), y in zip(jax.tree_util.tree_flatten_with_path(a)[0], jax.tree.leaves(b)):
+        # Bitwise: every NS input is computed by the same elementwise code on every device, and a
+        # matrix's NS does not depend on the batch it is stacked in (checked in test_muon.py).
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y), err_msg=jax.tree_util.keystr(path))
+
+
+@pytest.mark.parametrize("collective, check_vma", [("psum", True), pytest.param("all_gather", False, marks=pytest.mark.slow)])
+def test_split_muon_equals_single_device_over_three_steps(mesh, collective, check_vma):
+    params = _hidden_params()
+    grads = _grads_seq(params, 3)
+    momentum = muon_momentum_schedule()
+    single = _run(muon(0.05, momentum), params, grads)
+    split = _run(muon(0.05, momentum, axis_name=AXIS, collective=collective), params, grads, mesh, check_vma)
+    _assert_trees_equal(single[0], split[0])  # parameters
+    _assert_trees_equal(single[1], split[1])  # count and momentum buffers
+
+
+def _matrices_multiplied(jaxpr) -> int:
+    """Sum over matmuls of the number of matrices each multiplies (product of batch dims)."""
+    return sum(
+        int(np.prod(eqn.outvars[0].aval.shape[:-2], dtype=np.int64))
+        for eqn in _all_eqns(jaxpr.jaxpr)
+        if eqn.primitive.name == "dot_general"
+    )
+
+
+def test_ns_work_is_split_across_devices(mesh):
+    params = _hidden_params()
+    grads = _grads_seq(params, 1)[0]
+    split_tx, single_tx = muon(0.05, 0.95, axis_name=AXIS), muon(0.05, 0.95)
+    state = single_tx.init(params)
+    sharded = jax.shard_map(lambda g, s: split_tx.update(g, s)[0], mesh=mesh, in_specs=(P(), P()), out_specs=P())
+    per_device = _matrices_multiplied(jax.make_jaxpr(sharded)(grads, state))
+    single = _matrices_multiplied(jax.make_jaxpr(lambda g, s: single_tx.update(g, s)[0])(grads, state))
+    matmuls_per_ns = 3  # A = X X^T, (cA) A, B X: the loop body appears once in the jaxpr
+    # Single device: 9 + 9 MLP matrices, 2 qkv x 3 slices, 2 attention c_proj.
+    assert single == matmuls_per_ns * (9 + 9 + 2 * 3 + 2)
+    # Per device: ceil(9/8) = 2 of each MLP group, ceil(2/8) = 1 qkv (3 slices), 1 c_proj.
+    assert per_device == matmuls_per_ns * (2 + 2 + 3 + 1)
+
+
+def _all_eqns(jaxpr):
+    """Every equation of a jaxpr and of the jaxprs nested in it (shard_map, pjit bodies)."""
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+            yield from _all_eqns(sub)
+
+
+@pytest.mark.slow
+def test_record_optimizer_split_equals_single_device(mesh):
+    """The whole optimizer (Muon + three Adam groups), 3 steps, bf16 NS as the record."""
+    rng = np.random.default_rng(3)
+    r = lambda *shape: jnp.asarray(rng.standard_normal(shape).astype(np.float32) * 0.1)
+    params = _hidden_params(seed=1, layers=2, attention_layers=(0,))
+    params.update({"embed": {"weight": r(40, D)}, "lm_head": {"weight": r(48, D)}, "skip_weights": r(1)})
+    params["blocks"]["0"]["lambdas"] = r(2)
+    grads = _grads_seq(params, 3)
+    config = OptimConfig()
+    single = _run(record_optimizer(config, total_steps=3), params, grads)
+    split = _run(record_optimizer(config, total_steps=3, axis_name=AXIS), params, grads, mesh)
+    _assert_trees_equal(single[0], split[0])
+    _assert_trees_equal(single[1], split[1])
