@@ -403,7 +403,7 @@ class ModelGraph:
         """A GPT module over `params` (usable inside jit: no copies, no checks)."""
         from flax import nnx
 
-        state = nnx.State.from_flat_path({self.paths[name]: value for name, value in params.items()})
+        state = nnx.from_flat_state({self.paths[name]: value for name, value in params.items()})
         return nnx.merge(self.graphdef, state)
 
 
@@ -495,6 +495,15 @@ def compile_steps(mesh: Any, graph: ModelGraph, optimizer: Any) -> CompiledSteps
     )
 
 
+def make_optimizer(preset: cfg.Preset) -> Any:
+    """The record's optimizer for a mesh step; bf16 embedding moments follow the dtype policy
+    unless OptimConfig.bf16_embeddings says otherwise."""
+    bf16_embeddings = preset.optim.bf16_embeddings
+    if bf16_embeddings is None:
+        bf16_embeddings = preset.model.dtype_policy == "record"
+    return optim.record_optimizer(preset.optim, preset.train.steps, axis_name=AXIS, bf16_embeddings=bf16_embeddings)
+
+
 def replicate(tree: Any, sharding: Any) -> Any:
     """Host arrays -> global arrays replicated over the mesh (works on several hosts too)."""
     import jax
@@ -560,7 +569,7 @@ def train(preset: cfg.Preset, options: RunOptions = RunOptions()) -> RunResult:
         refuse_config_change(saved_meta, preset, checkpointer.directory)
     check_run(preset, len(devices), jax.process_count(), start_step, position)
     total_steps, train_cfg = preset.train.steps, preset.train
-    optimizer = optim.record_optimizer(preset.optim, total_steps, axis_name=AXIS)
+    optimizer = make_optimizer(preset)
     steps = compile_steps(mesh, graph, optimizer)
     params = replicate(host_params, steps.replicated)
     opt_state = jax.jit(optimizer.init, out_shardings=steps.replicated)(params)
