@@ -564,10 +564,10 @@ def train(preset: cfg.Preset, options: RunOptions = RunOptions()) -> RunResult:
     mesh = Mesh(np.array(devices), (AXIS,))
     run_id = options.run_id or str(uuid.uuid4())
     checkpointer, start_step, position, saved_meta = open_checkpoints(preset, options, run_id)
+    check_run(preset, len(devices), jax.process_count(), start_step, position)
     preset, graph, host_params = build_model(preset, options)
     if saved_meta is not None:
         refuse_config_change(saved_meta, preset, checkpointer.directory)
-    check_run(preset, len(devices), jax.process_count(), start_step, position)
     total_steps, train_cfg = preset.train.steps, preset.train
     optimizer = make_optimizer(preset)
     steps = compile_steps(mesh, graph, optimizer)
