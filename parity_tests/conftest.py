@@ -1,0 +1,120 @@
+"""Shared set-up for cross-framework parity tests: one seeded torch_ref model, its weights
+perturbed so that every path carries signal, converted into jaxgpt.
+
+Helpers are plain functions (usable from any parity test) plus a few fixtures built on them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from flax import nnx
+
+from jaxgpt import convert
+from jaxgpt import model as jax_model
+from jaxgpt.config import ModelConfig, replace
+from torch_ref import model as torch_model
+
+# 12 layers (the record's per-layer patterns), 2 heads of 64, a small vocabulary whose padding
+# (1000 -> 1024) still exercises the padded classes, and a window of up to 14 blocks.
+PARITY_CONFIG = ModelConfig(
+    vocab_size=1000, eot_id=999, num_heads=2, model_dim=128, dtype_policy="fp32",
+    attention_backend="blocked", max_window_blocks=14,
+)
+PARITY_SEQ_LEN = 128 * 16  # long enough that a 14-block window differs from 13 and from full causal
+
+
+def seeded_torch_model(config: ModelConfig, seed: int = 0, *, perturb: bool = True) -> torch_model.GPT:
+    """torch_ref GPT for `config` built under torch.manual_seed(seed), in `config.dtype_policy`.
+
+    perturb=True adds noise to every parameter (the zero-initialised projections and head
+    included) so that no path is silent. "record" policy: bf16 embeddings, CPU-emulated FP8
+    head in train mode with config.fp8_grad_scale; "fp32": everything fp32, no FP8.
+    SDPA attention with an explicit mask (eager flex_attention ignores windows on the CPU).
+    """
+    torch.manual_seed(seed)
+    model = torch_model.GPT(
+        config.vocab_size, config.num_layers, config.num_heads, config.model_dim,
+        attention="sdpa", fp8_head=config.dtype_policy == "record", fp8_backend="emulated",
+        fp8_grad_scale=config.fp8_grad_scale, rotary_max_len=config.rope_max_len, eot_id=config.eot_id,
+        value_embed_slots=config.value_embed_slots, long_window_layers=config.long_window_layers,
+        attention_free_layers=config.attention_free_layers,
+    )
+    if perturb:
+        perturb_parameters(model, seed)
+    if config.dtype_policy == "record":
+        torch_model.cast_embeddings_to_bf16(model)
+    return model
+
+
+@torch.no_grad()
+def perturb_parameters(model: torch.nn.Module, seed: int) -> None:
+    """Matrices get N(0, (0.5/sqrt(fan_in))^2) added (the init's scale), scalars N(0, 0.1^2)."""
+    generator = torch.Generator().manual_seed(seed + 1)
+    for name, param in model.named_parameters():
+        noise = torch.randn(param.shape, generator=generator, dtype=torch.float32)
+        if param.ndim >= 2 and "embed" not in name:
+            param.add_(noise * (0.5 / math.sqrt(param.shape[-1])))
+        elif param.ndim == 1:
+            param.add_(noise * 0.1)
+        # Embedding tables are already N(0, 1): left as sampled.
+
+
+def jax_model_from_torch(torch_gpt: torch.nn.Module, config: ModelConfig) -> jax_model.GPT:
+    """jaxgpt GPT(config) holding torch_gpt's weights (through jaxgpt.convert)."""
+    params = convert.torch_state_dict_to_params(torch_gpt.state_dict(), config)
+    model = jax_model.GPT(config, rngs=nnx.Rngs(0))
+    convert.load_params(model, params)
+    return model
+
+
+def document_layout(name: str, seq_len: int, *, vocab_size: int, eot_id: int, seed: int = 0) -> np.ndarray:
+    """(seq_len,) int32 tokens with a named document layout (EOT opens every document).
+
+    "one_doc": no EOT at all; "record_like": EOT at 0 and random document lengths (mean ~300);
+    "block_aligned": documents starting exactly on 128-token block edges, plus one inside a block;
+    "many_short": a document every 37 tokens or so (many documents per block).
+    """
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(0, eot_id, size=seq_len).astype(np.int32)
+    tokens[tokens == eot_id] = 0
+    if name == "one_doc":
+        starts = []
+    elif name == "record_like":
+        starts = [0] + list(np.cumsum(rng.geometric(1 / 300, size=seq_len // 50)))
+    elif name == "block_aligned":
+        starts = [0, 128 * 3, 128 * 4, 128 * 4 + 61, 128 * 9]
+    elif name == "many_short":
+        starts = list(np.cumsum(rng.integers(1, 75, size=seq_len)))
+    else:
+        raise ValueError(f"unknown document layout {name!r}")
+    starts = [s for s in starts if s < seq_len]
+    tokens[starts] = eot_id
+    return tokens
+
+
+DOCUMENT_LAYOUTS = ("one_doc", "record_like", "block_aligned", "many_short")
+
+
+@pytest.fixture(scope="session")
+def parity_config() -> ModelConfig:
+    return PARITY_CONFIG
+
+
+@pytest.fixture(scope="session")
+def fp32_model_pair() -> tuple[torch_model.GPT, jax_model.GPT]:
+    """(torch_ref GPT, jaxgpt GPT) with the same perturbed weights, all-fp32 policy, eval mode."""
+    torch_gpt = seeded_torch_model(PARITY_CONFIG, seed=0).eval()
+    return torch_gpt, jax_model_from_torch(torch_gpt, PARITY_CONFIG)
+
+
+@pytest.fixture(scope="session")
+def record_model_pair() -> tuple[torch_model.GPT, jax_model.GPT]:
+    """Same as fp32_model_pair under the record's bf16 policy (FP8 head when train mode is used)."""
+    config = replace(PARITY_CONFIG, dtype_policy="record",
+                     fp8_grad_scale=2.0**29 * PARITY_SEQ_LEN / 65536)  # same |G * scale| as the record
+    torch_gpt = seeded_torch_model(config, seed=0).eval()
+    return torch_gpt, jax_model_from_torch(torch_gpt, config)
