@@ -127,9 +127,13 @@ def truncate_to_window(lists: BlockLists, window_blocks: int | Tensor) -> BlockL
     Counts may come out negative (w = 0, the short window while W_long = 1); `clamp_counts` gives
     what the kernel effectively uses. Index lists are unchanged.
     """
+    if isinstance(window_blocks, Tensor):
+        # Kept a tensor (no host sync), so that a compiled model does not specialise on the window.
+        if window_blocks.ndim != 0:
+            raise ValueError(f"window_blocks must be a scalar, got shape {tuple(window_blocks.shape)}")
+    elif int(window_blocks) < 0:
+        raise ValueError(f"window_blocks must be non-negative, got {window_blocks!r}")
     w = torch.as_tensor(window_blocks, dtype=torch.int32, device=lists.kv_num_blocks.device)
-    if w.ndim != 0 or int(w) < 0:
-        raise ValueError(f"window_blocks must be a non-negative scalar, got {window_blocks!r}")
     partial_kept = torch.clamp_max(lists.kv_num_blocks, torch.clamp_min(w - lists.full_kv_num_blocks, 1))
     full_kept = torch.clamp_max(lists.full_kv_num_blocks, w - 1)
     return BlockLists(partial_kept, lists.kv_indices, full_kept, lists.full_kv_indices)
@@ -148,7 +152,7 @@ def window_block_lists(
 ) -> tuple[BlockLists, BlockLists]:
     """(long, short) raw truncated lists for W_long = window_blocks and W_short = window_blocks // 2."""
     lists = block_lists(document_ids(input_seq, eot_id, block_size), block_size)
-    w_long = int(window_blocks)
+    w_long = window_blocks if isinstance(window_blocks, Tensor) else int(window_blocks)
     return truncate_to_window(lists, w_long), truncate_to_window(lists, w_long // 2)
 
 

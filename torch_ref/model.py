@@ -274,8 +274,8 @@ class GPT(nn.Module):
         """(long, short) masks for W_long and W_long // 2: BlockMasks (flex) or (T, T) bool tensors (SDPA)."""
         docs = masks_lib.document_ids(input_seq, self.eot_id, BLOCK_SIZE)
         lists = masks_lib.block_lists(docs, BLOCK_SIZE)
-        w_long = int(sliding_window_num_blocks)
-        if w_long < 0:
+        w_long = sliding_window_num_blocks  # an int, or a 0-d tensor as in the record (no recompiles)
+        if not isinstance(w_long, Tensor) and int(w_long) < 0:
             raise ValueError(f"sliding_window_num_blocks must be >= 0, got {w_long}")
         truncated = [masks_lib.truncate_to_window(lists, w) for w in (w_long, w_long // 2)]
         if self._use_flex(input_seq.device):

@@ -171,3 +171,14 @@ def test_sdpa_path_equals_compiled_flex_attention():
         sdpa_out = _attend(q, k, v, masks.allowed_mask_from_block_lists(truncated, docs))
         # fp32 softmax/matmul in both kernels, different summation order: ~1e-6 absolute on O(1) values.
         torch.testing.assert_close(sdpa_out, flex_out, rtol=1e-5, atol=2e-5)
+
+
+def test_window_may_be_a_tensor_as_in_the_record():
+    seq = torch.from_numpy(make_layout("random", 2))
+    for w_long in (1, 6):
+        from_int = masks.window_block_lists(seq, w_long)
+        from_tensor = masks.window_block_lists(seq, torch.tensor(w_long, dtype=torch.int32))
+        for lists_int, lists_tensor in zip(from_int, from_tensor):
+            assert all(torch.equal(a, b) for a, b in zip(lists_int, lists_tensor))
+    with pytest.raises(ValueError, match="scalar"):
+        masks.truncate_to_window(masks.block_lists(masks.document_ids(seq)), torch.tensor([3, 4]))
