@@ -47,7 +47,12 @@ def _to_numpy(value: Any) -> np.ndarray:
 
 def strip_compile_prefix(state_dict: Mapping[str, Any]) -> dict[str, Any]:
     """Drop `_orig_mod.` (torch.compile's wrapper) from every key that has it."""
-    return {key.removeprefix(COMPILE_PREFIX): value for key, value in state_dict.items()}
+    stripped = {}
+    for key, value in state_dict.items():
+        while key.startswith(COMPILE_PREFIX):
+            key = key[len(COMPILE_PREFIX):]
+        stripped[key] = value
+    return stripped
 
 
 def config_from_state_dict(
@@ -81,6 +86,10 @@ def config_from_state_dict(
     base = ModelConfig()
     if num_tables != base.num_value_embeds:
         raise ValueError(f"found {num_tables} value-embedding tables, the record has {base.num_value_embeds}")
+    if "eot_id" not in overrides and vocab_size <= base.eot_id:
+        raise ValueError(
+            f"embed.weight has {vocab_size} rows, too few for the GPT-2 EOT id {base.eot_id}; pass eot_id=..."
+        )
     fields = dict(
         vocab_size=vocab_size, model_dim=model_dim, num_heads=model_dim // head_dim,
         attention_free_layers=attention_free,
@@ -111,19 +120,21 @@ def _check_against(params: Mapping[str, Any], config: ModelConfig) -> None:
 
 
 def torch_state_dict_to_params(
-    state_dict: Mapping[str, Any], config: ModelConfig | None = None, *, head_dim: int = DEFAULT_HEAD_DIM
+    state_dict: Mapping[str, Any], config: ModelConfig | None = None, *, head_dim: int = DEFAULT_HEAD_DIM,
+    **config_overrides: Any,
 ) -> dict[str, np.ndarray]:
     """Record state dict (torch tensors or arrays, fp32 or bf16) -> {record name: numpy array}.
 
     Keys may carry `_orig_mod.`. Dtypes are kept (bf16 as ml_dtypes.bfloat16); the model casts
     on load. With config=None the dims are inferred (`config_from_state_dict`). Raises
-    ValueError listing every missing, unknown and mis-shaped key.
+    ValueError listing every missing, unknown and mis-shaped key. `config_overrides` go to
+    `config_from_state_dict` when the config is inferred.
     """
     keys = strip_compile_prefix(state_dict)
     if len(keys) != len(state_dict):
         raise ValueError("state dict has a key both with and without the `_orig_mod.` prefix")
     if config is None:
-        config = config_from_state_dict(keys, head_dim=head_dim)
+        config = config_from_state_dict(keys, head_dim=head_dim, **config_overrides)
     _check_against(keys, config)
     return {name: _to_numpy(value) for name, value in keys.items()}
 
