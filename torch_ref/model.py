@@ -10,6 +10,11 @@ Attention backends (constructor option `attention`):
 - "sdpa": scaled_dot_product_attention with an explicit (T, T) boolean mask equal to the BlockMask's
   allowed set (the CPU path: eager flex_attention ignores the window and has no CPU backward);
 - "auto": "flex" on CUDA, "sdpa" elsewhere, decided per call from the input's device.
+The SDPA mask is dense: two (T, T) bool masks per call (2 x 4 GiB at the record's T = 65536), so
+full-length CPU runs need that memory; the block lists themselves are the same in both paths.
+
+The record's FP8 gradient scale 2^29 suits a loss averaged over 65536 tokens; with shorter
+sequences pass `fp8_grad_scale` (see fp8.py), or the e5m2 gradient overflows to inf.
 """
 
 from __future__ import annotations
