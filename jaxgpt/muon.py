@@ -147,11 +147,17 @@ def _value_at(hyper: ScalarOrSchedule, count: jax.Array) -> jax.Array:
 # Orthogonalisation of a list of directions, on one device or split over a mesh axis
 
 
-def _group_by_shape(arrays: Sequence[jax.Array]) -> dict[tuple[int, ...], list[int]]:
-    """Indices of `arrays` grouped by shape, groups and members in first-appearance order."""
+def _wide(shape: Sequence[int]) -> tuple[int, ...]:
+    """The shape NS iterates on: last two dims swapped when rows > cols."""
+    shape = tuple(shape)
+    return shape[:-2] + (min(shape[-2:]), max(shape[-2:])) if shape[-2] > shape[-1] else shape
+
+
+def _group_by_wide_shape(arrays: Sequence[jax.Array]) -> dict[tuple[int, ...], list[int]]:
+    """Indices of `arrays` grouped by their NS shape (`_wide`), in first-appearance order."""
     groups: dict[tuple[int, ...], list[int]] = {}
     for index, array in enumerate(arrays):
-        groups.setdefault(tuple(array.shape), []).append(index)
+        groups.setdefault(_wide(array.shape), []).append(index)
     return groups
 
 
@@ -167,10 +173,13 @@ def _orthogonalize_split(
 ) -> list[jax.Array]:
     """NS of every direction, each computed on one device of `axis_name` and shared with all.
 
-    Leaves are grouped by shape (the record groups by element count; equal shapes can be
-    stacked into one batched NS call and one collective). Leaf j of a group goes to device
-    j % world: the stack is padded with zeros to rounds * world matrices and viewed as
-    (rounds, world, ...); device r orthogonalises column r, a (rounds, ...) batch.
+    Leaves are grouped by the shape NS works on, tall matrices transposed (NS transposes them
+    itself, so NS(X) = NS(X^T)^T bit for bit). Equal shapes stack into one batched NS call and
+    one collective; the record groups by element count instead, which here gives the same
+    groups (c_fc (4D, D) joins mlp c_proj (D, 4D): 24 = 3 x 8 leaves, no padding).
+    Leaf j of a group goes to device j % world: the stack is padded with zeros to
+    rounds * world matrices and viewed as (rounds, world, ...); device r orthogonalises
+    column r, a (rounds, ...) batch.
     The results come back in NS dtype (bf16: half the bytes of fp32), either by
     - "psum": each device writes its column into a zero buffer and the buffers are summed
       (exact: one nonzero term per slot). The result is typed as replicated, so it can leave a
@@ -181,9 +190,10 @@ def _orthogonalize_split(
     world = jax.lax.axis_size(axis_name)
     rank = jax.lax.axis_index(axis_name)
     results: list[jax.Array | None] = [None] * len(directions)
-    for shape, members in _group_by_shape(directions).items():
+    orient = lambda x: jnp.swapaxes(x, -2, -1) if x.shape[-2] > x.shape[-1] else x  # its own inverse
+    for shape, members in _group_by_wide_shape(directions).items():
         rounds = -(-len(members) // world)
-        stack = jnp.stack([directions[i] for i in members])
+        stack = jnp.stack([orient(directions[i]) for i in members])
         padding = rounds * world - len(members)
         if padding:
             stack = jnp.concatenate([stack, jnp.zeros((padding, *shape), stack.dtype)])
@@ -198,7 +208,8 @@ def _orthogonalize_split(
             raise ValueError(f"collective must be 'psum' or 'all_gather', got {collective!r}")
         shared = shared.reshape(rounds * world, *shape)
         for position, index in enumerate(members):
-            results[index] = shared[position]
+            tall = directions[index].shape[-2] > directions[index].shape[-1]
+            results[index] = jnp.swapaxes(shared[position], -2, -1) if tall else shared[position]
     return results  # type: ignore[return-value]
 
 

@@ -31,8 +31,8 @@ def mesh():
 
 def _hidden_params(seed=0, layers=9, attention_layers=(0, 4)):
     """The record's Muon leaves at width D for `layers` MLPs and a few attention layers.
-    Default groups: 9 c_fc (4D, D) and 9 mlp c_proj (D, 4D) (two rounds over 8 devices, 7
-    padding slots), 2 qkv (3, D, D) and 2 attention c_proj (D, D) (one round, 6 padding)."""
+    Default NS groups: 9 c_fc (4D, D) with 9 mlp c_proj (D, 4D) (18: three rounds over 8
+    devices, 6 padding slots), 2 qkv (3, D, D) and 2 attention c_proj (D, D) (one round each)."""
     rng = np.random.default_rng(seed)
     r = lambda *shape: jnp.asarray(rng.standard_normal(shape).astype(np.float32))
     blocks = {}
@@ -105,8 +105,9 @@ def test_ns_work_is_split_across_devices(mesh):
     matmuls_per_ns = 3  # A = X X^T, (cA) A, B X: the loop body appears once in the jaxpr
     # Single device: 9 + 9 MLP matrices, 2 qkv x 3 slices, 2 attention c_proj.
     assert single == matmuls_per_ns * (9 + 9 + 2 * 3 + 2)
-    # Per device: ceil(9/8) = 2 of each MLP group, ceil(2/8) = 1 qkv (3 slices), 1 c_proj.
-    assert per_device == matmuls_per_ns * (2 + 2 + 3 + 1)
+    # Per device: c_fc (4D, D) is orthogonalised as its transpose, so it shares a group with
+    # mlp c_proj (D, 4D): ceil(18/8) = 3; then ceil(2/8) = 1 qkv (3 slices) and 1 c_proj.
+    assert per_device == matmuls_per_ns * (3 + 3 + 1)
 
 
 def _all_eqns(jaxpr):
