@@ -125,10 +125,13 @@ def blocked_attention(
     """Block-sparse backend: O(T * max_window_blocks) memory and FLOPs.
 
     Keys, values and doc ids get W - 1 blocks of padding in front, so that query block i's
-    window is padded blocks i .. i + W - 1 (key blocks i - W + 1 .. i). A scan walks over
-    groups of C query blocks; each step slices its C + W - 1 key blocks with
-    lax.dynamic_slice and gathers every query block's W-block window from that slab. The scan
-    body is rematerialised in the backward pass, so only one group's scores live at a time.
+    window is padded blocks i .. i + W - 1 (key blocks i - W + 1 .. i). Query blocks are taken
+    C at a time; group g reads the slab of padded blocks gC .. gC + C + W - 2, and each of its
+    query blocks gathers its W-block window from that slab. The slabs are cut up front (a
+    (C + W - 1) / C-fold copy of k and v) and fed to a scan as inputs rather than sliced out of
+    k and v inside it: then each step's key/value gradient is its own scan output, instead of
+    a full-length (T) gradient accumulated at every step. The scan body is rematerialised in
+    the backward pass, so only one group's scores are alive at a time.
     """
     batch, seq_len, heads, head_dim = q.shape
     value_dim = v.shape[-1]
@@ -139,57 +142,50 @@ def blocked_attention(
     slab_blocks = group + window_cap - 1
     window = jnp.maximum(jnp.asarray(window_blocks, dtype=jnp.int32), 1)
 
-    pad_tokens = (window_cap - 1) * block_size
-    k_padded = jnp.pad(k, ((0, 0), (pad_tokens, 0), (0, 0), (0, 0)))
-    v_padded = jnp.pad(v, ((0, 0), (pad_tokens, 0), (0, 0), (0, 0)))
+    def padded_blocks(x: jax.Array, fill: int = 0) -> jax.Array:
+        """(B, T, ...) -> (B, W - 1 + N, bs, ...), W - 1 blocks of `fill` in front."""
+        padding = [(0, 0), ((window_cap - 1) * block_size, 0)] + [(0, 0)] * (x.ndim - 2)
+        x = jnp.pad(x, padding, constant_values=fill)
+        return x.reshape(batch, window_cap - 1 + n_blocks, block_size, *x.shape[2:])
+
+    # Slab of group g = padded blocks g*C + (0 .. C + W - 2); scanned over the leading axis.
+    slab_index = group * jnp.arange(n_groups)[:, None] + jnp.arange(slab_blocks)[None, :]  # (G, C+W-1)
+
+    def slabs(x: jax.Array, fill: int = 0) -> jax.Array:
+        return jnp.moveaxis(padded_blocks(x, fill)[:, slab_index], 1, 0)  # (G, B, C+W-1, bs, ...)
+
+    k_slabs, v_slabs = slabs(k), slabs(v)
     # -1 never equals a real document id (those are >= 0), so padded keys are never allowed.
-    ids_padded = jnp.pad(doc_ids.astype(jnp.int32), ((0, 0), (pad_tokens, 0)), constant_values=-1)
+    ids_slabs = slabs(doc_ids.astype(jnp.int32), fill=-1)
+    q_groups = jnp.moveaxis(q.reshape(batch, n_groups, group, block_size, heads, head_dim), 1, 0)
+    q_ids_groups = jnp.moveaxis(doc_ids.astype(jnp.int32).reshape(batch, n_groups, group, block_size), 1, 0)
 
-    q_groups = q.reshape(batch, n_groups, group * block_size, heads, head_dim)
-    q_ids_groups = doc_ids.astype(jnp.int32).reshape(batch, n_groups, group * block_size)
-    q_groups = jnp.moveaxis(q_groups, 1, 0)  # scan over the leading axis
-    q_ids_groups = jnp.moveaxis(q_ids_groups, 1, 0)
-
-    # Static geometry of one group: query block c of the group takes slab blocks c .. c+W-1;
-    # slab block s sits (c + W - 1 - s) blocks before query block c.
+    # Static geometry of one group: query block c takes slab blocks c .. c + W - 1; window slot
+    # s of it lies W - 1 - s blocks before the query block.
     window_slab_block = jnp.arange(group)[:, None] + jnp.arange(window_cap)[None, :]  # (C, W)
-    blocks_back = (window_cap - 1) - jnp.arange(window_cap)  # (W,), distance of window slot
+    blocks_back = (window_cap - 1) - jnp.arange(window_cap)  # (W,)
     in_block_q = jnp.arange(block_size)[:, None]
     in_block_k = jnp.arange(block_size)[None, :]
-    # Within one window slot the key is causal-allowed unless it is the query's own block
-    # (blocks_back == 0) and lies after the query.
+    # Every key of an earlier block is causally visible; in the query's own block only k <= q.
     causal = (blocks_back[:, None, None] > 0) | (in_block_k <= in_block_q)[None]  # (W, bs, bs)
 
-    def one_group(group_index: jax.Array, q_group: jax.Array, q_ids: jax.Array) -> jax.Array:
-        start = group_index * group * block_size
-        slab_len = slab_blocks * block_size
-        k_slab = lax.dynamic_slice_in_dim(k_padded, start, slab_len, axis=1)
-        v_slab = lax.dynamic_slice_in_dim(v_padded, start, slab_len, axis=1)
-        ids_slab = lax.dynamic_slice_in_dim(ids_padded, start, slab_len, axis=1)
-        k_slab = k_slab.reshape(batch, slab_blocks, block_size, heads, head_dim)
-        v_slab = v_slab.reshape(batch, slab_blocks, block_size, heads, value_dim)
-        ids_slab = ids_slab.reshape(batch, slab_blocks, block_size)
-        # (B, C, W*bs, ...) windows, one per query block of the group.
+    def one_group(q_blocks, q_ids, k_slab, v_slab, ids_slab) -> jax.Array:
+        """q_blocks (B, C, bs, H, Dh); q_ids (B, C, bs); slabs (B, C+W-1, bs, ...) -> (B, C, bs, H, Dv)."""
         k_win = k_slab[:, window_slab_block].reshape(batch, group, window_cap * block_size, heads, head_dim)
         v_win = v_slab[:, window_slab_block].reshape(batch, group, window_cap * block_size, heads, value_dim)
         ids_win = ids_slab[:, window_slab_block]  # (B, C, W, bs)
-
-        q_blocks = q_group.reshape(batch, group, block_size, heads, head_dim)
-        q_ids_blocks = q_ids.reshape(batch, group, block_size)
-        same_doc = q_ids_blocks[:, :, :, None, None] == ids_win[:, :, None, :, :]  # (B, C, bs, W, bs)
+        same_doc = q_ids[:, :, :, None, None] == ids_win[:, :, None, :, :]  # (B, C, bs, W, bs)
         in_window = (blocks_back < window)[:, None, None]  # (W, 1, 1)
-        allowed = same_doc & jnp.moveaxis(causal & in_window, 0, 1)[None, None]  # (B, C, bs, W, bs)
-        allowed = allowed.reshape(batch, group, 1, block_size, window_cap * block_size)
-
-        out = _masked_softmax_pv(_scores(q_blocks, k_win, scale), allowed, v_win, q.dtype)
-        return out.reshape(batch, group * block_size, heads, value_dim)
+        allowed = same_doc & jnp.moveaxis(causal & in_window, 0, 1)[None, None]
+        allowed = allowed.reshape(batch, group, 1, block_size, window_cap * block_size)  # head axis
+        return _masked_softmax_pv(_scores(q_blocks, k_win, scale), allowed, v_win, q.dtype)
 
     group_fn = jax.checkpoint(one_group)
 
-    def scan_step(carry: None, inputs: tuple[jax.Array, jax.Array, jax.Array]) -> tuple[None, jax.Array]:
+    def scan_step(carry: None, inputs: tuple[jax.Array, ...]) -> tuple[None, jax.Array]:
         return carry, group_fn(*inputs)
 
-    _, outputs = lax.scan(scan_step, None, (jnp.arange(n_groups), q_groups, q_ids_groups))
+    _, outputs = lax.scan(scan_step, None, (q_groups, q_ids_groups, k_slabs, v_slabs, ids_slabs))
     return jnp.moveaxis(outputs, 0, 1).reshape(batch, seq_len, heads, value_dim)
 
 

@@ -60,6 +60,7 @@ def _loss_and_grads(backend: str):
     return jax.jit(jax.grad(loss, argnums=(0, 1, 2), has_aux=True))
 
 
+@pytest.mark.slow  # ~10 s on 2 busy cores: two gradient compilations, 7 windows
 @pytest.mark.parametrize("layout", sorted(DOC_LAYOUTS))
 def test_dense_and_blocked_agree_fp32_outputs_and_grads(layout):
     doc_ids = _doc_ids(DOC_LAYOUTS[layout])
@@ -73,6 +74,20 @@ def test_dense_and_blocked_agree_fp32_outputs_and_grads(layout):
         _assert_close_relative(out_blocked, out_dense, 1e-5, f"output, window {window}")
         for name, g_b, g_d in zip("qkv", grads_blocked, grads_dense):
             _assert_close_relative(g_b, g_d, 1e-5, f"d/d{name}, window {window}")
+
+
+@pytest.mark.parametrize("num_blocks", [1, 3])
+def test_sequences_shorter_than_the_window(num_blocks):
+    # Fewer blocks than max_window_blocks: every window reaches into the padding.
+    seq_len = num_blocks * BLOCK_SIZE
+    doc_ids = _doc_ids([[0, 100], [200]] if num_blocks > 1 else [[0, 100], []], seq_len)
+    q, k, v = _qkv(9, seq_len=seq_len)
+    dense_fn = jax.jit(functools.partial(attention, backend="dense"))
+    blocked_fn = jax.jit(functools.partial(attention, backend="blocked", max_window_blocks=14))
+    for window in (0, 1, 2, 14):
+        dense = dense_fn(q, k, v, doc_ids, jnp.int32(window))
+        blocked = blocked_fn(q, k, v, doc_ids, jnp.int32(window))
+        _assert_close_relative(blocked, dense, 1e-5, f"T={seq_len}, window {window}")  # fp32 rounding only
 
 
 def test_dense_matches_a_numpy_softmax_reference():
