@@ -26,6 +26,7 @@ from typing import Literal
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from jaxgpt.config import BLOCK_SIZE
@@ -64,7 +65,7 @@ def _validate(
         raise ValueError(f"sequence length T={seq_len} must be a positive multiple of block_size {block_size}")
     if max_window_blocks < 1:
         raise ValueError(f"max_window_blocks must be >= 1, got {max_window_blocks}")
-    if isinstance(window_blocks, int) and not 0 <= window_blocks <= max_window_blocks:
+    if isinstance(window_blocks, (int, np.integer)) and not 0 <= window_blocks <= max_window_blocks:
         raise ValueError(f"window_blocks={window_blocks} is outside 0..max_window_blocks={max_window_blocks}")
 
 

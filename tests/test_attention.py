@@ -239,6 +239,8 @@ def test_bad_inputs_raise():
         attention(q, k, v, doc_ids, 15, max_window_blocks=14)
     with pytest.raises(ValueError, match="outside 0..max_window_blocks"):
         attention(q, k, v, doc_ids, -1)
+    with pytest.raises(ValueError, match="outside 0..max_window_blocks"):
+        attention(q, k, v, doc_ids, np.int64(15), max_window_blocks=14)
     with pytest.raises(ValueError, match="multiple of block_size"):
         attention(q[:, :200], k[:, :200], v[:, :200], doc_ids[:, :200], 2)
     with pytest.raises(ValueError, match="k shape"):
