@@ -161,11 +161,12 @@ def _group_by_wide_shape(arrays: Sequence[jax.Array]) -> dict[tuple[int, ...], l
     return groups
 
 
-def _orthogonalize_local(directions: Sequence[jax.Array], ns: Callable[[jax.Array], jax.Array]) -> list[jax.Array]:
+def orthogonalize_local(directions: Sequence[jax.Array], ns: Callable[[jax.Array], jax.Array]) -> list[jax.Array]:
+    """`ns` of every direction on this device, one leaf at a time (the single-device path)."""
     return [ns(d) for d in directions]
 
 
-def _orthogonalize_split(
+def orthogonalize_split(
     directions: Sequence[jax.Array],
     ns: Callable[[jax.Array], jax.Array],
     axis_name: str,
@@ -239,7 +240,7 @@ def scale_by_muon(
 
     Distributed mode, `axis_name` set: call the update inside `jax.shard_map` over that axis
     with the same (already averaged) gradients on every device. The NS calls are split
-    round-robin over the devices (see `_orthogonalize_split`), so each does ~1/world of them.
+    round-robin over the devices (see `orthogonalize_split`), so each does ~1/world of them.
     The momentum buffers stay replicated: every device updates all of them. That costs one
     elementwise pass per leaf (negligible next to NS), keeps the state a plain replicated
     pytree shaped like the params (orbax saves it, `out_specs=P()` returns it, and the
@@ -275,9 +276,9 @@ def scale_by_muon(
             new_buffers.append(buf)
             directions.append(torch_lerp(g, buf, m) if nesterov else buf)
         if axis_name is None:
-            orthogonal = _orthogonalize_local(directions, ns)
+            orthogonal = orthogonalize_local(directions, ns)
         else:
-            orthogonal = _orthogonalize_split(directions, ns, axis_name, collective)
+            orthogonal = orthogonalize_split(directions, ns, axis_name, collective)
         # Upcast first, then scale in fp32 (the record's add_ upcasts the bf16 O the same way).
         out = [o.astype(jnp.float32) * shape_scale(o.shape) for o in orthogonal]
         new_state = MuonState(
