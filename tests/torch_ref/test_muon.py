@@ -152,6 +152,7 @@ def _run_muon(rank: int, world_size: int) -> tuple[list[torch.Tensor], int]:
 
 
 def _gloo_worker(rank: int, world_size: int, init_file: str, out_dir: str) -> None:
+    torch.set_num_threads(1)  # two processes share the CPU
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size)
     try:
         params, owned = _run_muon(rank, world_size)
