@@ -311,18 +311,29 @@ def environment_lines(device: torch.device) -> list[str]:
     return lines
 
 
+def write_header(log: RunLog, preset: cfg.Preset, options: RunOptions, device: torch.device) -> None:
+    """The log's preamble: the run's full config as JSON, then the environment, between '=' lines."""
+    log.write(json.dumps({"preset": dataclasses.asdict(preset), "options": dataclasses.asdict(options)}, indent=1))
+    log.write("=" * 100)
+    for line in environment_lines(device):
+        log.write(line)
+    log.write("=" * 100)
+
+
 # ---------------------------------------------------------------------------------------------
 # Steps
 
 
-def forward_backward(model: nn.Module, inputs: Tensor, targets: Tensor, seq_len: int, window: int) -> float:
-    """This rank's tokens (Bl,) as Bl / seq_len sequences, gradients averaged over them; returns the mean loss."""
+def forward_backward(model: nn.Module, inputs: Tensor, targets: Tensor, seq_len: int, window: int) -> Tensor:
+    """This rank's tokens (Bl,) as Bl / seq_len sequences, gradients averaged over them.
+
+    Returns the mean loss as a detached fp32 scalar (no host sync, as the record's loop)."""
     num_seqs = inputs.numel() // seq_len
-    total = 0.0
+    total = torch.zeros((), device=inputs.device)
     for input_seq, target_seq in zip(inputs.split(seq_len), targets.split(seq_len)):
         loss = model(input_seq, target_seq, window)
         (loss / num_seqs).backward()
-        total += loss.item()
+        total += loss.detach()
     return total / num_seqs
 
 
@@ -371,11 +382,7 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
     # steps == 0 only validates the initial model (with the step-0 window).
     schedule_steps = max(train_cfg.steps, 1)
     schedulers = build_lr_schedulers(optimizers, schedule_steps, preset.optim)
-    log.write(json.dumps({"preset": dataclasses.asdict(preset), "options": dataclasses.asdict(options)}, indent=1))
-    log.write("=" * 100)
-    for line in environment_lines(device):
-        log.write(line)
-    log.write("=" * 100)
+    write_header(log, preset, options, device)
 
     steps, val_losses = train_cfg.steps, {}
     train_batches = distributed_data_generator(train_cfg.train_files, train_cfg.batch_tokens, rank, world_size,
@@ -402,13 +409,14 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
             sched.step()
         raw_model.zero_grad(set_to_none=True)
         log.write(train_line(step, steps, clock.elapsed_ms()), console=True)
+    total_train_ms = clock.pause()
 
     if device.type == "cuda":
         log.write(f"peak memory allocated: {torch.cuda.max_memory_allocated() // 1024 // 1024} MiB "
                   f"reserved: {torch.cuda.max_memory_reserved() // 1024 // 1024} MiB", console=True)
     if options.save_checkpoint and rank == 0:
         save_checkpoint(options.save_checkpoint, raw_model, optimizers, steps, preset)
-    return RunResult(val_losses=val_losses, train_time_ms=clock.pause(), log_path=log.path)
+    return RunResult(val_losses=val_losses, train_time_ms=total_train_ms, log_path=log.path)
 
 
 def _rank_device(device_type: str, rank: int) -> torch.device:
