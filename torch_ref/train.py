@@ -33,7 +33,8 @@ import torch.multiprocessing as mp
 from torch import Tensor, nn
 
 import jaxgpt.config as cfg
-from torch_ref.data import distributed_data_generator, list_shards, val_batches
+from jaxgpt.data import read_shard_header
+from torch_ref.data import ShardsExhaustedError, distributed_data_generator, list_shards, val_batches
 from torch_ref.model import GPT, cast_embeddings_to_bf16, load_record_state_dict
 from torch_ref.optim import build_lr_schedulers, build_optimizers, set_muon_momentum, window_blocks
 
@@ -136,13 +137,32 @@ def check_run(preset: cfg.Preset, options: RunOptions) -> None:
         )
     if train.val_tokens % (world * train.seq_len):
         raise ValueError(f"--val-tokens {train.val_tokens} is not divisible by devices * seq_len = {world} * {train.seq_len}")
-    list_shards(train.train_files)  # raises NoShardsError naming the pattern
+    train_shards = list_shards(train.train_files)  # raises NoShardsError naming the pattern
+    available = batches_available(train_shards, train.batch_tokens)
+    if not train.cycle_data and available < train.steps:
+        raise ValueError(f"{train.train_files!r} holds {available} batches of {train.batch_tokens} tokens; "
+                         f"{train.steps} steps need {train.steps}")
     if train.val_tokens:
-        list_shards(train.val_files)
+        val_batch = world * train.seq_len
+        available = batches_available(list_shards(train.val_files), val_batch)
+        if available < train.val_tokens // val_batch:
+            raise ValueError(f"{train.val_files!r} holds {available} batches of {val_batch} tokens; "
+                             f"--val-tokens {train.val_tokens} needs {train.val_tokens // val_batch}")
     if options.init_from is not None and not Path(options.init_from).is_file():
         raise FileNotFoundError(f"--init-from checkpoint not found: {options.init_from}")
     if options.device == "cuda" and world > torch.cuda.device_count() and _torchrun_world_size() is None:
         raise ValueError(f"--devices {world} but only {torch.cuda.device_count()} CUDA devices are visible")
+
+
+def batches_available(shards: Sequence[Path], batch_tokens: int) -> int:
+    """Batches the record's generator takes from `shards` before running out: a shard of n
+    tokens serves batches at pos = 0, B, 2B, ... while pos + B + 1 < n (RECORD.md 8.3)."""
+    total = 0
+    for shard in shards:
+        num_tokens = read_shard_header(shard)
+        if batch_tokens + 1 < num_tokens:
+            total += (num_tokens - batch_tokens - 2) // batch_tokens + 1
+    return total
 
 
 # ---------------------------------------------------------------------------------------------
@@ -474,7 +494,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         preset, options = parse_args(argv)
         run(preset, options)
-    except (ValueError, FileNotFoundError) as err:
+    except (ValueError, FileNotFoundError, ShardsExhaustedError) as err:
         print(f"torch_ref.train: error: {err}", file=sys.stderr)
         return 2
     return 0

@@ -178,12 +178,22 @@ def test_log_line_helpers_follow_the_record():
         (["--batch-tokens", "384"], "batch_tokens"),  # not a multiple of seq_len 256
         (["--devices", "2", "--batch-tokens", "256"], "not divisible by devices"),
         (["--train-files", "nowhere/none_*.bin"], "no shard files match"),
+        (["--steps", "1000"], "1000 steps need 1000"),
+        (["--val-tokens", str(256 * 64)], "--val-tokens 16384 needs 64"),
     ],
 )
 def test_bad_input_is_refused_with_a_clear_message(workspace, capsys, extra, message):
     argv = _args(workspace, "--steps", "1", "--seq-len", "256", "--batch-tokens", "512", "--val-tokens", "512", *extra)
     assert train_lib.main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_batches_available_follows_the_advance_rule(tmp_path):
+    write_shard(tmp_path / "a.bin", np.zeros(1000, dtype=np.uint16))
+    # pos = 0, 256, 512 serve (pos + 257 < 1000); pos = 768 does not (768 + 257 >= 1000).
+    assert train_lib.batches_available([tmp_path / "a.bin"], 256) == 3
+    assert train_lib.batches_available([tmp_path / "a.bin"] * 2, 998) == 2  # 998 + 1 < 1000
+    assert train_lib.batches_available([tmp_path / "a.bin"], 999) == 0
 
 
 def test_missing_init_checkpoint_is_refused(workspace, capsys):
