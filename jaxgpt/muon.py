@@ -226,6 +226,7 @@ def scale_by_muon(
     axis_name: str | None = None,
     *,
     collective: Collective = "psum",
+    momentum_complement: ScalarOrSchedule | None = None,
 ) -> optax.GradientTransformation:
     """The record's Muon direction, without the learning rate.
 
@@ -237,6 +238,12 @@ def scale_by_muon(
 
     Every leaf must have ndim >= 2 (leading dims are independent matrices); route other leaves
     elsewhere with `optax.partition`.
+
+    `momentum_complement` (value or schedule) is the 1 - m used as the buffer's lerp weight.
+    The record forms it in float64 on the host and torch rounds it to fp32 once; 1 - fp32(m)
+    differs by up to 2e-7 relative, enough to flip an occasional bf16 rounding of the NS input
+    (see parity_tests/test_optim_parity.py). None: 1 - m, in float64 when `momentum` is a
+    Python number, else in fp32.
 
     Distributed mode, `axis_name` set: call the update inside `jax.shard_map` over that axis
     with the same (already averaged) gradients on every device. The NS calls are split
@@ -267,12 +274,18 @@ def scale_by_muon(
     def update_fn(updates: Any, state: MuonState, params: Any = None) -> tuple[Any, MuonState]:
         del params
         m = _value_at(momentum, state.count)
+        if momentum_complement is not None:
+            one_minus_m = _value_at(momentum_complement, state.count)
+        elif isinstance(momentum, (int, float)):
+            one_minus_m = jnp.float32(1 - momentum)  # float64 on the host, as torch
+        else:
+            one_minus_m = 1.0 - m
         grads, treedef = jax.tree.flatten(updates)
         buffers = treedef.flatten_up_to(state.momentum)
         new_buffers, directions = [], []
         for g, buf in zip(grads, buffers):
             g = g.astype(jnp.float32)
-            buf = torch_lerp(buf, g, 1.0 - m)
+            buf = torch_lerp(buf, g, one_minus_m)
             new_buffers.append(buf)
             directions.append(torch_lerp(g, buf, m) if nesterov else buf)
         if axis_name is None:
@@ -299,6 +312,7 @@ def muon(
     axis_name: str | None = None,
     *,
     collective: Collective = "psum",
+    momentum_complement: ScalarOrSchedule | None = None,
 ) -> optax.GradientTransformation:
     """The record's Muon: `scale_by_muon` then `optax.scale_by_learning_rate(learning_rate)`.
 
@@ -306,6 +320,9 @@ def muon(
     (learning rate and momentum) are evaluated at the 0-based step of the update.
     """
     return optax.chain(
-        scale_by_muon(momentum, nesterov, ns_steps, ns_dtype, axis_name, collective=collective),
+        scale_by_muon(
+            momentum, nesterov, ns_steps, ns_dtype, axis_name,
+            collective=collective, momentum_complement=momentum_complement,
+        ),
         optax.scale_by_learning_rate(learning_rate),
     )

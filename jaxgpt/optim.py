@@ -68,12 +68,23 @@ def lr_multiplier(
 def lr_schedule(
     base_lr: float, total_steps: int, cooldown_frac: float = 0.4, final_lr_frac: float = 0.1
 ) -> optax.Schedule:
-    """optax schedule: count (int32, 0-based) -> base_lr * lr_multiplier(count) in fp32."""
+    """optax schedule: count (int32, 0-based) -> base_lr * lr_multiplier(count), fp32.
 
-    def schedule(count: jax.Array) -> jax.Array:
-        return base_lr * lr_multiplier(jnp.asarray(count), total_steps, cooldown_frac, final_lr_frac)
+    The values are computed on the host in float64 for every step 0..total_steps and rounded
+    to fp32 once, exactly the lr torch's LambdaLR hands its kernels; counts past the end use
+    the last value.
+    """
+    table = np.array(
+        [base_lr * lr_multiplier(step, total_steps, cooldown_frac, final_lr_frac) for step in range(total_steps + 1)],
+        np.float32,
+    )
+    return _table_schedule(table)
 
-    return schedule
+
+def _table_schedule(table: np.ndarray) -> optax.Schedule:
+    """count -> table[min(count, len - 1)]: host-computed values indexed by a traced step."""
+    values = jnp.asarray(table)
+    return lambda count: values[jnp.minimum(jnp.asarray(count, jnp.int32), len(table) - 1)]
 
 
 def muon_momentum(
@@ -93,10 +104,13 @@ def muon_momentum(
 
 
 def muon_momentum_schedule(
-    start: float = 0.85, end: float = 0.95, warmup_steps: int = 300
+    start: float = 0.85, end: float = 0.95, warmup_steps: int = 300, *, complement: bool = False
 ) -> optax.Schedule:
-    """optax schedule form of `muon_momentum` (count int32, 0-based)."""
-    return lambda count: muon_momentum(jnp.asarray(count), start, end, warmup_steps)
+    """optax schedule form of `muon_momentum` (count int32, 0-based), from a host float64 table
+    rounded to fp32 once, as torch receives it. complement=True gives 1 - m (formed in float64
+    before rounding), the weight of the record's momentum-buffer lerp."""
+    values = [muon_momentum(step, start, end, warmup_steps) for step in range(warmup_steps + 1)]
+    return _table_schedule(np.array([1 - m if complement else m for m in values], np.float32))
 
 
 def window_blocks(step: int, total_steps: int, max_tokens: int = 1728, block_size: int = BLOCK_SIZE) -> tuple[int, int]:
@@ -241,11 +255,11 @@ def record_optimizer(
             direction = optax.scale_by_adam(config.adam_b1, config.adam_b2, config.adam_eps, eps_root=0.0)
         return optax.chain(direction, optax.scale_by_learning_rate(schedule(base_lr)))
 
+    momentum_args = (config.muon_momentum_start, config.muon_momentum_end, config.muon_momentum_warmup_steps)
     hidden = muon(
         schedule(config.muon_lr),
-        momentum=muon_momentum_schedule(
-            config.muon_momentum_start, config.muon_momentum_end, config.muon_momentum_warmup_steps
-        ),
+        momentum=muon_momentum_schedule(*momentum_args),
+        momentum_complement=muon_momentum_schedule(*momentum_args, complement=True),
         nesterov=True,
         ns_steps=config.ns_steps,
         ns_dtype=jnp.bfloat16 if config.ns_dtype == "bf16" else jnp.float32,

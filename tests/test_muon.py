@@ -235,3 +235,16 @@ def test_optax_scale_by_muon_on_qkv_leaf_matches_without_momentum():
     ours = run(scale_by_muon(momentum=0.95, ns_dtype=jnp.float32))
     np.testing.assert_allclose(theirs[0], ours[0], rtol=1e-4, atol=1e-5)  # NS is scale invariant
     assert _rel(theirs[1], ours[1]) > 1e-2  # bias correction reweights g0 vs g1 at step 2
+
+
+def test_momentum_complement_is_formed_before_rounding():
+    """The buffer's lerp weight is torch's fp32(1 - m), not 1 - fp32(m) (they differ for 0.85)."""
+    g = {"w": jnp.asarray(_random((8, 8), 50))}
+    expected = np.float32(1 - 0.85) * np.asarray(g["w"])  # first step: B = 0 + w (g - 0)
+    assert np.float32(1 - 0.85) != np.float32(1) - np.float32(0.85)
+    for tx in (
+        scale_by_muon(momentum=0.85, ns_dtype=jnp.float32),  # Python float: float64 complement
+        scale_by_muon(momentum=lambda c: jnp.float32(0.85), momentum_complement=lambda c: jnp.float32(1 - 0.85), ns_dtype=jnp.float32),
+    ):
+        _, state = jax.jit(tx.update)(g, tx.init(g))
+        np.testing.assert_array_equal(state.momentum["w"], expected)  # one fp32 product on both sides

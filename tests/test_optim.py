@@ -21,6 +21,7 @@ from jaxgpt.optim import (
     lr_multiplier,
     lr_schedule,
     muon_momentum,
+    muon_momentum_schedule,
     param_group,
     param_labels,
     record_optimizer,
@@ -40,11 +41,20 @@ def test_lr_multiplier_record_values():
         lr_multiplier(1394, 1393)
 
 
-def test_lr_schedule_traced_matches_host_float64():
-    steps = jnp.arange(0, 1394)
+def test_lr_schedule_traced_equals_host_float64_rounded_once():
+    steps = jnp.arange(0, 1400)  # past the end: the last value
     traced = np.asarray(jax.jit(lr_schedule(0.05, 1393))(steps))
-    host = np.array([0.05 * lr_multiplier(int(s), 1393) for s in range(1394)])
-    np.testing.assert_allclose(traced, host, rtol=1e-6)  # fp32 vs float64 arithmetic
+    host = np.array([0.05 * lr_multiplier(min(int(s), 1393), 1393) for s in range(1400)], np.float32)
+    np.testing.assert_array_equal(traced, host)  # a host table: torch's fp32 lr exactly
+
+
+def test_momentum_schedules_are_torch_fp32_values():
+    m = jax.jit(muon_momentum_schedule())(jnp.arange(400))
+    one_minus_m = jax.jit(muon_momentum_schedule(complement=True))(jnp.arange(400))
+    np.testing.assert_array_equal(m, np.float32([muon_momentum(min(s, 300)) for s in range(400)]))
+    # 1 - m formed in float64 then rounded, as torch's `1 - momentum`; not 1 - fp32(m).
+    np.testing.assert_array_equal(one_minus_m, np.float32([1 - muon_momentum(min(s, 300)) for s in range(400)]))
+    assert float(one_minus_m[0]) != float(1 - m[0])
 
 
 def test_muon_momentum_warmup():
