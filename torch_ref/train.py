@@ -344,7 +344,15 @@ def write_header(log: RunLog, preset: cfg.Preset, options: RunOptions, device: t
 # Steps
 
 
-def forward_backward(model: nn.Module, inputs: Tensor, targets: Tensor, seq_len: int, window: int) -> Tensor:
+def window_argument(window: int, device: torch.device) -> int | Tensor:
+    """W_long as the model's argument: a 0-d int32 device tensor on CUDA, as the record passes it
+    (a compiled model then does not specialise on each value), a plain int elsewhere."""
+    if device.type == "cuda":
+        return torch.tensor(window, dtype=torch.int32, device=device)
+    return window
+
+
+def forward_backward(model: nn.Module, inputs: Tensor, targets: Tensor, seq_len: int, window: int | Tensor) -> Tensor:
     """This rank's tokens (Bl,) as Bl / seq_len sequences, gradients averaged over them.
 
     Returns the mean loss as a detached fp32 scalar (no host sync, as the record's loop)."""
@@ -366,7 +374,7 @@ def average_gradients(model: nn.Module, world_size: int) -> None:
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, train_cfg: cfg.TrainConfig, window: int, rank: int, world_size: int,
+def evaluate(model: nn.Module, train_cfg: cfg.TrainConfig, window: int | Tensor, rank: int, world_size: int,
              device: torch.device) -> float:
     """Mean val loss over the first val_tokens tokens (one seq_len sequence per rank per batch)."""
     model.eval()
@@ -412,7 +420,7 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
         last_step = step == steps
         if step == CLOCK_RESET_STEP:
             clock.reset()
-        window, _ = window_blocks(step, schedule_steps, train_cfg.window_max_tokens)
+        window = window_argument(window_blocks(step, schedule_steps, train_cfg.window_max_tokens)[0], device)
         if train_cfg.val_tokens and (last_step or step % train_cfg.val_every == 0):
             train_time_ms = clock.pause()
             val_losses[step] = evaluate(model, train_cfg, window, rank, world_size, device)
