@@ -429,10 +429,12 @@ def build_model(preset: cfg.Preset, options: RunOptions) -> tuple[cfg.Preset, Mo
 
 
 def load_init_checkpoint(preset: cfg.Preset, path: Path, head_dim: int | None) -> tuple[cfg.Preset, dict[str, np.ndarray]]:
-    """Read a record-format torch checkpoint; the preset's model dims become the checkpoint's.
+    """Read a record-format torch checkpoint {"model": state_dict} (keys possibly `_orig_mod.`).
 
-    Shapes do not say how D splits into heads: heads = D / head_dim with head_dim from
-    --head-dim, else the preset's (128 for record, 64 for tiny)."""
+    When its shapes are not the preset's model, the model dims (vocab, width, depth, heads,
+    attention-free layers) are inferred from them by jaxgpt.convert; shapes do not say how D
+    splits into heads, so heads = D / head_dim with head_dim from --head-dim, else the preset's
+    (128 for record, 64 for tiny). Raises ValueError naming every key that does not fit."""
     import torch
 
     if not path.is_file():
@@ -441,7 +443,13 @@ def load_init_checkpoint(preset: cfg.Preset, path: Path, head_dim: int | None) -
     if not isinstance(checkpoint, dict) or "model" not in checkpoint:
         raise ValueError(f"{path} is not a record-format checkpoint (a dict with a 'model' state dict)")
     state_dict = convert.strip_compile_prefix(checkpoint["model"])
-    inferred = convert.config_from_state_dict(state_dict, head_dim=head_dim or preset.model.head_dim)
+    preset_head_dim = preset.model.head_dim
+    if head_dim in (None, preset_head_dim):
+        try:  # the preset's model already fits: keep all of its fields (also per-layer patterns)
+            return preset, convert.torch_state_dict_to_params(state_dict, preset.model)
+        except ValueError:
+            pass
+    inferred = convert.config_from_state_dict(state_dict, head_dim=head_dim or preset_head_dim)
     dims = ("vocab_size", "num_layers", "num_heads", "model_dim", "attention_free_layers")
     model_config = cfg.replace(preset.model, **{name: getattr(inferred, name) for name in dims})
     preset = dataclasses.replace(preset, model=model_config)
