@@ -201,8 +201,9 @@ def orthogonalize_split(
         stack = stack.reshape(rounds, world, *shape)
         mine = ns(jax.lax.dynamic_index_in_dim(stack, rank, axis=1, keepdims=False))  # (rounds, *shape)
         if collective == "psum":
-            slot = jax.nn.one_hot(rank, world, dtype=mine.dtype).reshape(1, world, *([1] * len(shape)))
-            shared = jax.lax.psum(mine[:, None] * slot, axis_name)
+            # where, not a one-hot product: a non-finite result must not leak into other slots.
+            is_mine = (jnp.arange(world) == rank).reshape(1, world, *([1] * len(shape)))
+            shared = jax.lax.psum(jnp.where(is_mine, mine[:, None], jnp.zeros((), mine.dtype)), axis_name)
         elif collective == "all_gather":
             shared = jax.lax.all_gather(mine, axis_name, axis=1)
         else:
@@ -257,6 +258,8 @@ def scale_by_muon(
     """
     if ns_steps < 0:
         raise ValueError(f"ns_steps must be >= 0, got {ns_steps}")
+    if collective not in ("psum", "all_gather"):
+        raise ValueError(f"collective must be 'psum' or 'all_gather', got {collective!r}")
 
     def ns(x: jax.Array) -> jax.Array:
         return newton_schulz(x, ns_steps, dtype=ns_dtype)
