@@ -238,7 +238,8 @@ def record_optimizer(
         embedding tables are bf16 parameters). None: `config.bf16_embeddings`, and False if
         that is None too (fp32 moments: the default for parity tests, where the tables are
         fp32). The caller owns the parameter dtype: store the tables in bf16 and
-        `optax.apply_updates` rounds them to bf16 after each step.
+        `optax.apply_updates` rounds them to bf16 after each step. (With bf16 tables and
+        False, optax.scale_by_adam would keep bf16 moments with bf16 arithmetic: pass True.)
 
     Returns:
       An optax transformation; updates are fp32 and already include -lr.
