@@ -214,11 +214,13 @@ def tiny_preset() -> Preset:
         train=TrainConfig(
             train_files="data/sample/sample_train_*.bin",
             val_files="data/sample/sample_val_*.bin",
-            steps=200,
-            batch_tokens=8 * 1024,
+            # Measured on 2 shared CPU cores: ~3 s per step (the 50304-wide head dominates),
+            # ~40 s compile; 60 steps take the val loss from 10.83 to below 3 in ~4-5 minutes.
+            steps=60,
+            batch_tokens=2 * 1024,
             seq_len=1024,
-            val_every=50,
-            val_tokens=64 * 1024,
+            val_every=20,
+            val_tokens=16 * 1024,
             window_max_tokens=1024,
         ),
     )

@@ -34,6 +34,7 @@ from jaxgpt import model as model_lib
 from jaxgpt.data import DataPosition
 
 AXIS = "data"  # the mesh axis: data parallel, device index = the record's rank
+RECORD_DEVICE_TOKENS = 65536  # tokens per rank in the record (its FP8 gradient scale assumes it)
 
 # Flags whose name is not the field's name (the fixed CLI of INTERFACES.md).
 _FLAG_ALIASES = {"dtype_policy": "dtype"}
@@ -282,6 +283,16 @@ def data_batches_available(files: Sequence[Path], batch_tokens: int, start: Data
     return total
 
 
+def device_model_config(preset: cfg.Preset, num_devices: int) -> cfg.ModelConfig:
+    """The model config the compiled step uses. The record's FP8 gradient scale 2^29 is sized
+    for a per-device mean over 65,536 tokens; it is scaled with the tokens per device so the
+    quantised gradients stay the record's and inside e5m2's range (2^29 with 2,048 tokens per
+    device overflows to inf). Same rule as torch_ref.train. The run's config keeps 2^29."""
+    local_tokens = preset.train.batch_tokens // num_devices
+    scale = preset.model.fp8_grad_scale * local_tokens / RECORD_DEVICE_TOKENS
+    return cfg.replace(preset.model, fp8_grad_scale=scale)
+
+
 def environment_lines(devices: Sequence[Any]) -> list[str]:
     import flax
     import jax
@@ -407,7 +418,7 @@ class ModelGraph:
         return nnx.merge(self.graphdef, state)
 
 
-def build_model(preset: cfg.Preset, options: RunOptions) -> tuple[cfg.Preset, ModelGraph, dict[str, np.ndarray]]:
+def build_model(preset: cfg.Preset, options: RunOptions, *, num_devices: int = 1) -> tuple[cfg.Preset, ModelGraph, dict[str, np.ndarray]]:
     """The model graph and its initial parameters {record name: host array}.
 
     With --init-from the model dims come from the checkpoint's shapes and the values are
@@ -417,11 +428,11 @@ def build_model(preset: cfg.Preset, options: RunOptions) -> tuple[cfg.Preset, Mo
 
     if options.init_from is not None:
         preset, loaded = load_init_checkpoint(preset, Path(options.init_from), options.head_dim)
-        model = nnx.eval_shape(lambda: model_lib.GPT(preset.model, rngs=nnx.Rngs(0)))
+        model = nnx.eval_shape(lambda: model_lib.GPT(device_model_config(preset, num_devices), rngs=nnx.Rngs(0)))
         shapes = {name: value.dtype for name, value in model_lib.param_dict(model).items()}
         params = {name: np.asarray(value).astype(shapes[name]) for name, value in loaded.items()}
     else:
-        model = model_lib.GPT(preset.model, rngs=nnx.Rngs(preset.train.seed))
+        model = model_lib.GPT(device_model_config(preset, num_devices), rngs=nnx.Rngs(preset.train.seed))
         params = {name: np.asarray(value) for name, value in model_lib.param_dict(model).items()}
     graphdef, state = nnx.split(model)
     paths = {model_lib.path_to_name(path): path for path, _ in nnx.to_flat_state(state)}
@@ -479,7 +490,10 @@ def compile_steps(mesh: Any, graph: ModelGraph, optimizer: Any) -> CompiledSteps
         return graph.bind(params)(inputs, targets, window, train=train)
 
     def local_train_step(params, opt_state, inputs, targets, window):
-        loss, grads = jax.value_and_grad(functools.partial(local_loss, train=True))(params, inputs, targets, window)
+        # Mark the replicated params as per-device values for the backward pass, so that every
+        # gradient (custom_vjp FP8 head included) is a local one; pmean then averages them.
+        local_params = jax.tree.map(lambda p: lax.pcast(p, AXIS, to="varying"), params)
+        loss, grads = jax.value_and_grad(functools.partial(local_loss, train=True))(local_params, inputs, targets, window)
         # Every device holds the same number of tokens, so the mean of the per-device means is
         # the global token mean, as the record's all-reduce AVG.
         loss, grads = lax.pmean((loss, grads), AXIS)
@@ -573,7 +587,7 @@ def train(preset: cfg.Preset, options: RunOptions = RunOptions()) -> RunResult:
     run_id = options.run_id or str(uuid.uuid4())
     checkpointer, start_step, position, saved_meta = open_checkpoints(preset, options, run_id)
     check_run(preset, len(devices), jax.process_count(), start_step, position)
-    preset, graph, host_params = build_model(preset, options)
+    preset, graph, host_params = build_model(preset, options, num_devices=len(devices))
     if saved_meta is not None:
         refuse_config_change(saved_meta, preset, checkpointer.directory)
     total_steps, train_cfg = preset.train.steps, preset.train

@@ -122,6 +122,19 @@ def test_resume_continues_exactly(run8, tmp_path):
         np.testing.assert_array_equal(resumed.params[name], value, err_msg=name)
 
 
+@pytest.mark.slow
+def test_record_policy_trains_on_the_mesh(tmp_path):
+    # bf16 + FP8 head (custom_vjp) under shard_map; 256 tokens per device, so the FP8 gradient
+    # scale must shrink with the tokens per device (2^29 would overflow e5m2 to inf -> NaN).
+    preset = small_preset(tmp_path, steps=3, val_every=3)
+    preset = cfg.Preset(model=cfg.replace(preset.model, dtype_policy="record"), optim=preset.optim, train=preset.train)
+    result = train_lib.train(preset, train_lib.RunOptions(run_id="record", progress=False))
+    assert train_lib.device_model_config(preset, 8).fp8_grad_scale == 2.0**29 * 256 / 65536
+    assert all(math.isfinite(loss) for loss in result.train_losses.values())
+    assert result.val_losses[3] < result.val_losses[0] - 0.3
+    assert result.params["embed.weight"].dtype.name == "bfloat16"  # the record keeps the tables in bf16
+
+
 VAL_LINE = re.compile(r"^step:(\d+)/(\d+) val_loss:(\d+\.\d{4}) train_time:(\d+)ms step_avg:(nan|\d+\.\d{2})ms$")
 TRAIN_LINE = re.compile(r"^step:(\d+)/(\d+) train_time:(\d+)ms step_avg:(nan|\d+\.\d{2})ms train_loss:(\d+\.\d{4})$")
 
