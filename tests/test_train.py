@@ -112,7 +112,8 @@ def test_resume_continues_exactly(run8, tmp_path):
     preset = run8.preset
     resumed = train_lib.train(
         cfg.Preset(model=preset.model, optim=preset.optim, train=cfg.replace(preset.train, out_dir=str(tmp_path))),
-        train_lib.RunOptions(resume=str(resume_dir), run_id="resumed", progress=False),
+        train_lib.RunOptions(resume=str(resume_dir), run_id="resumed", progress=False,
+                             export_torch=str(tmp_path / "final.pt")),
     )
     assert sorted(resumed.train_losses) == [3, 4, 5]
     for step in (3, 4, 5):
@@ -120,6 +121,12 @@ def test_resume_continues_exactly(run8, tmp_path):
         assert resumed.train_losses[step] == run8.train_losses[step]
     for name, value in run8.params.items():
         np.testing.assert_array_equal(resumed.params[name], value, err_msg=name)
+    # --export-torch: the record's {"model": state_dict}, the same values.
+    torch = pytest.importorskip("torch")
+    exported = torch.load(tmp_path / "final.pt", map_location="cpu", weights_only=True)["model"]
+    assert set(exported) == set(resumed.params)
+    for name, value in resumed.params.items():
+        np.testing.assert_array_equal(exported[name].float().numpy(), value.astype(np.float32), err_msg=name)
 
 
 @pytest.mark.slow
