@@ -226,8 +226,9 @@ def bench_train_step(*, seq_len: int, sequences: int, steps_timed: int, record_t
     params, opt_state, loss = steps.train(params, opt_state, inputs, targets, window)
     jax.block_until_ready(loss)
     first_s = time.perf_counter() - start
-    jax.block_until_ready(steps.train(params, opt_state, inputs, targets, window))  # warm-up
     # The step donates params and opt_state, so each call takes the previous call's outputs.
+    params, opt_state, loss = steps.train(params, opt_state, inputs, targets, window)  # warm-up
+    jax.block_until_ready(loss)
     times = []
     for _ in range(steps_timed):
         start = time.perf_counter()
@@ -347,6 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"comma-separated suites out of {', '.join(SUITES)} (default: all)")
     parser.add_argument("--quick", action="store_true", help="small sizes: the whole run takes a few minutes on 2 CPU cores")
     parser.add_argument("--repeats", type=int, default=None, help="timed runs after the compiling one (default 3, quick 2)")
+    parser.add_argument("--dtypes", default="fp32,bf16", help="attention suite dtypes: fp32, bf16 or both")
     parser.add_argument("--ns-split", type=int, default=0, metavar="N",
                         help="also time Newton-Schulz split over N virtual devices (child process)")
     parser.add_argument("--record-timeout", type=float, default=None, metavar="S",
@@ -365,11 +367,14 @@ def parse_suites(text: str) -> list[str]:
 def run_suite(name: str, args: argparse.Namespace) -> dict[str, Any]:
     quick, repeats = args.quick, args.repeats
     if name == "attention":
-        if quick:
-            return bench_attention((1024, 2048), (14, 4), dense_time_max_t=2048, dense_compile_max_t=2048,
-                                   dtypes=("fp32", "bf16"), repeats=repeats)
+        dtypes = [name.strip() for name in args.dtypes.split(",") if name.strip()]
+        if not dtypes or any(name not in ("fp32", "bf16") for name in dtypes):
+            raise SystemExit(f"bench.py: --dtypes must list fp32 and/or bf16, got {args.dtypes!r}")
+        if quick:  # dense is compiled at 4096 (memory) but only timed at 1024
+            return bench_attention((1024, 4096), (14, 4), dense_time_max_t=1024, dense_compile_max_t=4096,
+                                   dtypes=dtypes, repeats=repeats)
         return bench_attention((2048, 8192, 16384), (14, 4), dense_time_max_t=2048, dense_compile_max_t=8192,
-                               repeats=repeats)
+                               dtypes=dtypes, repeats=repeats)
     if name == "newton_schulz":
         return bench_ns_suite(scale=4 if quick else 1, repeats=repeats, split_devices=args.ns_split or None)
     if name == "train_step":
