@@ -342,6 +342,16 @@ def cast_embeddings_to_bf16(model: nn.Module) -> nn.Module:
 _COMPILE_PREFIX = "_orig_mod."
 
 
+def strip_compile_prefix(state_dict: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    """Drop torch.compile's `_orig_mod.` key prefixes (the record saves its compiled model)."""
+    out = {}
+    for key, value in state_dict.items():
+        while key.startswith(_COMPILE_PREFIX):
+            key = key[len(_COMPILE_PREFIX):]
+        out[key] = value
+    return out
+
+
 def load_record_state_dict(model: nn.Module, state_dict: Mapping[str, Tensor]) -> nn.Module:
     """Load a record-format state dict into `model`, in place.
 
@@ -349,12 +359,7 @@ def load_record_state_dict(model: nn.Module, state_dict: Mapping[str, Tensor]) -
     model's own tensor (bf16 <-> fp32). Raises ValueError listing missing, unexpected and mis-shaped keys.
     """
     own = model.state_dict()
-    renamed: dict[str, Tensor] = {}
-    for key, value in state_dict.items():
-        name = key
-        while name.startswith(_COMPILE_PREFIX):
-            name = name[len(_COMPILE_PREFIX):]
-        renamed[name] = value
+    renamed = strip_compile_prefix(state_dict)
     missing = sorted(set(own) - set(renamed))
     unexpected = sorted(set(renamed) - set(own))
     misshaped = sorted(

@@ -35,12 +35,11 @@ from torch import Tensor, nn
 import jaxgpt.config as cfg
 from jaxgpt.data import read_shard_header
 from torch_ref.data import ShardsExhaustedError, distributed_data_generator, list_shards, val_batches
-from torch_ref.model import GPT, cast_embeddings_to_bf16, load_record_state_dict
+from torch_ref.model import GPT, cast_embeddings_to_bf16, load_record_state_dict, strip_compile_prefix
 from torch_ref.optim import build_lr_schedulers, build_optimizers, set_muon_momentum, window_blocks
 
 CLOCK_RESET_STEP = 10  # the record excludes steps 0..9 (compile warm-up) from train_time
 RECORD_RANK_TOKENS = 65536  # tokens per rank-level loss mean that the FP8 gradient scale is sized for
-_COMPILE_PREFIX = "_orig_mod."
 
 
 @dataclass(frozen=True)
@@ -167,16 +166,6 @@ def batches_available(shards: Sequence[Path], batch_tokens: int) -> int:
 
 # ---------------------------------------------------------------------------------------------
 # Model, checkpoints
-
-
-def strip_compile_prefix(state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
-    """Drop torch.compile's `_orig_mod.` key prefixes (the record saves its compiled model)."""
-    out = {}
-    for key, value in state_dict.items():
-        while key.startswith(_COMPILE_PREFIX):
-            key = key[len(_COMPILE_PREFIX):]
-        out[key] = value
-    return out
 
 
 def model_config_from_state_dict(base: cfg.ModelConfig, state_dict: dict[str, Tensor], head_dim: int) -> cfg.ModelConfig:

@@ -16,7 +16,7 @@ import torch
 from jaxgpt.config import EOT_ID
 from jaxgpt.data import write_shard
 from torch_ref import train as train_lib
-from torch_ref.model import GPT, load_record_state_dict
+from torch_ref.model import GPT, load_record_state_dict, strip_compile_prefix
 from torch_ref.optim import window_blocks
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -147,7 +147,7 @@ def test_init_from_and_save_checkpoint_round_trip(tiny_run, workspace):
     assert val[STEPS] == pytest.approx(_eval_checkpoint_state(saved["model"], val_tokens, final_window), abs=6e-5)
     # A record-style compiled prefix is accepted by --init-from's loader.
     prefixed = {"_orig_mod." + k: v for k, v in saved["model"].items()}
-    assert train_lib.strip_compile_prefix(prefixed).keys() == saved["model"].keys()
+    assert strip_compile_prefix(prefixed).keys() == saved["model"].keys()
 
 
 def test_model_dims_are_inferred_from_a_state_dict():
