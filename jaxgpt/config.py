@@ -18,6 +18,7 @@ GPT2_VOCAB_SIZE = 50257
 
 DTypePolicy = Literal["record", "fp32"]
 AttentionBackend = Literal["dense", "blocked", "pallas"]
+RematPolicy = Literal["none", "block", "block_dots"]
 
 
 def next_multiple(value: int, multiple: int) -> int:
@@ -66,6 +67,13 @@ class ModelConfig:
     # use 2^29 * k so that the quantised gradients are the record's; fewer than ~8.7k tokens per
     # mean can overflow e5m2 (max 57344; rounds to inf from 61440) at init.
     fp8_grad_scale: float = 2.0**29
+    # Rematerialisation of each transformer block in the backward pass (same math, less memory):
+    #   "none":       save whatever XLA keeps (all of a block's intermediates);
+    #   "block":      save only each block's inputs, recompute the rest (jax.checkpoint);
+    #   "block_dots": also save the block's matmul outputs (checkpoint_policies.dots_saveable).
+    # Default "none": on XLA:CPU's plan "block" saves only ~10% (docs/BENCHMARKS.md, "Record
+    # step memory"), not worth a second forward pass until measured on a GPU.
+    remat: RematPolicy = "none"
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "num_layers", "num_heads", "model_dim", "block_size", "rope_max_len"):
@@ -96,6 +104,8 @@ class ModelConfig:
             _fail("max_window_blocks", f"must be >= 1, got {self.max_window_blocks}")
         if self.loss_chunk_tokens is not None and self.loss_chunk_tokens <= 0:
             _fail("loss_chunk_tokens", f"must be positive or None, got {self.loss_chunk_tokens}")
+        if self.remat not in ("none", "block", "block_dots"):
+            _fail("remat", f"must be 'none', 'block' or 'block_dots', got {self.remat!r}")
         if not self.fp8_grad_scale > 0:
             _fail("fp8_grad_scale", f"must be positive, got {self.fp8_grad_scale}")
 

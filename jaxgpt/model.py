@@ -313,6 +313,24 @@ class Block(nnx.Module):
         return x + self.mlp(rms_norm(x))
 
 
+def _block_runner(remat: str):
+    """Returns run(block, x, ve, x0, doc_ids, window, rotary) -> block output (B, T, D).
+
+    "none" calls the block as is; "block" / "block_dots" call it under nnx.remat (nothing
+    saved / matmul outputs saved), so the backward pass recomputes the block from its inputs.
+    """
+    policy = jax.checkpoint_policies.dots_saveable if remat == "block_dots" else None
+
+    def run(block: Block, x, ve, x0, doc_ids, window: WindowBlocks, rotary):
+        if remat == "none":
+            return block(x, ve, x0, doc_ids, window, rotary)
+        # The window is closed over, so a Python-int window stays static inside the remat.
+        step = nnx.remat(lambda blk, x_, ve_, x0_, ids_, rot_: blk(x_, ve_, x0_, ids_, window, rot_), policy=policy)
+        return step(block, x, ve, x0, doc_ids, rotary)
+
+    return run
+
+
 class GPT(nnx.Module):
     """The Sub3Min GPT. Parameter paths are the record's state-dict keys (module docstring)."""
 
@@ -354,6 +372,7 @@ class GPT(nnx.Module):
         x = x0 = rms_norm(self.embed(input_ids))
         tables = [table(input_ids) for table in self.value_embeds.embed]
         skips = []
+        run_block = _block_runner(cfg.remat)
         for layer, block in enumerate(self.blocks):
             decoder_step = layer - cfg.num_encoder_layers
             if decoder_step >= 0:  # U-net: decoder layer j adds the (L/2 - 1 - j)th encoder output
@@ -362,7 +381,7 @@ class GPT(nnx.Module):
             slot = cfg.value_embed_slots[layer]
             ve = None if slot is None else tables[slot]
             window = long_window if cfg.uses_long_window(layer) else short_window
-            x = block(x, ve, x0, doc_ids, window, rotary)
+            x = run_block(block, x, ve, x0, doc_ids, window, rotary)
             if decoder_step < 0:
                 skips.append(x)
         return rms_norm(x)
