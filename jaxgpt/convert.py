@@ -19,7 +19,7 @@ import numpy as np
 from flax import nnx
 
 from jaxgpt import model as model_lib
-from jaxgpt.config import ModelConfig, next_multiple, replace
+from jaxgpt.config import ModelConfig, replace
 
 COMPILE_PREFIX = "_orig_mod."
 DEFAULT_HEAD_DIM = 128

@@ -24,33 +24,18 @@ torch = pytest.importorskip("torch")
 
 from jaxgpt import config as cfg  # noqa: E402
 from jaxgpt import data  # noqa: E402
+from jaxgpt.testing import SMALL_VOCAB, small_model_config, synthetic_tokens  # noqa: E402
 from jaxgpt import train as jax_train  # noqa: E402
 from torch_ref import train as torch_train  # noqa: E402
 
-VOCAB, EOT = 512, 511
+VOCAB = SMALL_VOCAB
 STEPS = 20
-
-
-def synthetic_tokens(num_tokens: int, seed: int) -> np.ndarray:
-    """EOT-opened documents of arithmetic progressions mod 500 (learnable in a few steps)."""
-    rng = np.random.default_rng(seed)
-    pieces, total = [], 0
-    while total < num_tokens:
-        length = int(rng.integers(50, 400))
-        start, stride = int(rng.integers(0, 500)), int(rng.integers(1, 9))
-        doc = np.concatenate([[EOT], (start + stride * np.arange(length)) % 500])
-        pieces.append(doc)
-        total += doc.size
-    return np.concatenate(pieces)[:num_tokens]
 
 
 def parity_preset(folder: Path, devices: int) -> cfg.Preset:
     data.write_shard(folder / "p_train_000001.bin", synthetic_tokens(30_000, seed=11))
     data.write_shard(folder / "p_val_000000.bin", synthetic_tokens(3_000, seed=12))
-    model = cfg.ModelConfig(
-        vocab_size=VOCAB, eot_id=EOT, num_layers=4, num_heads=1, model_dim=64, value_embed_slots=(0, None, None, 0),
-        long_window_layers=(0, 3), attention_free_layers=(2,), max_window_blocks=4, dtype_policy="fp32",
-    )
+    model = small_model_config()
     train = cfg.TrainConfig(
         train_files=str(folder / "p_train_*.bin"), val_files=str(folder / "p_val_*.bin"), steps=STEPS,
         batch_tokens=2 * 256, seq_len=256, val_every=1, val_tokens=2 * 256, window_max_tokens=512,

@@ -27,8 +27,9 @@ from jaxgpt import checkpoint
 from jaxgpt import config as cfg
 from jaxgpt import data
 from jaxgpt import train as train_lib
+from jaxgpt.testing import SMALL_VOCAB, small_model_config, synthetic_tokens
 
-VOCAB, EOT = 512, 511
+VOCAB = SMALL_VOCAB
 STEPS = 4
 SEQ_LEN = 256
 NUM_PROCESSES, DEVICES_PER_PROCESS = 2, 2
@@ -79,26 +80,10 @@ RUNNER = textwrap.dedent(
 )
 
 
-def synthetic_tokens(num_tokens: int, seed: int) -> np.ndarray:
-    """Documents opening with EOT, each an arithmetic progression mod 500 (learnable fast)."""
-    rng = np.random.default_rng(seed)
-    pieces, total = [], 0
-    while total < num_tokens:
-        length = int(rng.integers(50, 400))
-        start, stride = int(rng.integers(0, 500)), int(rng.integers(1, 9))
-        pieces.append(np.concatenate([[EOT], (start + stride * np.arange(length)) % 500]))
-        total += pieces[-1].size
-    return np.concatenate(pieces)[:num_tokens]
-
-
 def make_preset(folder: Path, out_dir: Path) -> cfg.Preset:
     data.write_shard(folder / "mh_train_000001.bin", synthetic_tokens(8_000, seed=11))
     data.write_shard(folder / "mh_val_000000.bin", synthetic_tokens(4_000, seed=12))
-    model = cfg.ModelConfig(
-        vocab_size=VOCAB, eot_id=EOT, num_layers=4, num_heads=1, model_dim=64,
-        value_embed_slots=(0, None, None, 0), long_window_layers=(0, 3), attention_free_layers=(2,),
-        max_window_blocks=4, dtype_policy="fp32",
-    )
+    model = small_model_config()
     train = cfg.TrainConfig(
         train_files=str(folder / "mh_train_*.bin"), val_files=str(folder / "mh_val_*.bin"), steps=STEPS,
         batch_tokens=4 * SEQ_LEN, seq_len=SEQ_LEN, val_every=2, val_tokens=2 * 4 * SEQ_LEN,

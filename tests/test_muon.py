@@ -8,7 +8,6 @@ a float64 SVD gives that exactly.
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import orbax.checkpoint as ocp
 import pytest
 from optax.contrib import _muon as optax_muon

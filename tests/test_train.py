@@ -21,23 +21,10 @@ import pytest
 from jaxgpt import config as cfg
 from jaxgpt import data
 from jaxgpt import train as train_lib
+from jaxgpt.testing import SMALL_VOCAB, small_model_config, synthetic_tokens
 
-VOCAB, EOT = 512, 511
+VOCAB = SMALL_VOCAB
 STEPS = 6
-
-
-def synthetic_tokens(num_tokens: int, seed: int) -> np.ndarray:
-    """Documents that open with EOT and continue an arithmetic progression mod 500: learnable
-    in a few steps, so the loss visibly falls."""
-    rng = np.random.default_rng(seed)
-    pieces, total = [], 0
-    while total < num_tokens:
-        length = int(rng.integers(50, 400))
-        start, stride = int(rng.integers(0, 500)), int(rng.integers(1, 9))
-        doc = np.concatenate([[EOT], (start + stride * np.arange(length)) % 500])
-        pieces.append(doc)
-        total += doc.size
-    return np.concatenate(pieces)[:num_tokens]
 
 
 def write_shards(folder: Path) -> tuple[str, str]:
@@ -49,11 +36,7 @@ def write_shards(folder: Path) -> tuple[str, str]:
 
 def small_preset(folder: Path, **train_fields) -> cfg.Preset:
     train_files, val_files = write_shards(folder)
-    model = cfg.ModelConfig(
-        vocab_size=VOCAB, eot_id=EOT, num_layers=4, num_heads=1, model_dim=64,
-        value_embed_slots=(0, None, None, 0), long_window_layers=(0, 3), attention_free_layers=(2,),
-        max_window_blocks=4, dtype_policy="fp32",
-    )
+    model = small_model_config()
     fields = dict(
         train_files=train_files, val_files=val_files, steps=STEPS, batch_tokens=8 * 256, seq_len=256,
         val_every=3, val_tokens=4 * 1024, window_max_tokens=512, devices=8, out_dir=str(folder / "out"),
