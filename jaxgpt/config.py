@@ -212,8 +212,12 @@ class Preset:
 
 
 def record_preset() -> Preset:
-    """The Sub3Min record: 12 layers, 768 wide, 1393 steps of 524,288 tokens on 8 devices."""
-    return Preset()
+    """The Sub3Min record: 12 layers, 768 wide, 1393 steps of 524,288 tokens on 8 devices.
+
+    The CE runs over 8192-token chunks: the same mean, without the (65536, 50304) fp32 logits
+    and their gradient at once (-33 GB in XLA's plan, docs/BENCHMARKS.md "Record step memory").
+    """
+    return Preset(model=ModelConfig(loss_chunk_tokens=8192))
 
 
 def tiny_preset() -> Preset:
