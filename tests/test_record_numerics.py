@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 import torch
 import torch.nn.functional as F
 from flax import nnx
@@ -53,6 +54,7 @@ def _shifted_tokens(seed: int, eot_id: int, vocab: int, eot_positions=(0, 60, 13
 # --- 13: document ids come from the inputs -----------------------------------------------------
 
 
+@pytest.mark.slow  # ~11 s: three compilations of the 4-layer model
 def test_jaxgpt_document_mask_comes_from_inputs_not_targets():
     model = _random_model(0)
     inputs, targets = _shifted_tokens(0, SHALLOW.eot_id, SHALLOW.vocab_size)
