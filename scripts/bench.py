@@ -265,9 +265,10 @@ def bench_train_step(*, seq_len: int, sequences: int, steps_timed: int, record_t
     return result
 
 
-def bench_record_compile(seq_len: int = 65536) -> dict[str, Any]:
+def bench_record_compile(seq_len: int = 65536, **model_overrides: Any) -> dict[str, Any]:
     """Lower and compile (never run) the record model's loss + gradients for one device's
-    (1, seq_len) batch from abstract inputs; XLA's planned memory is the result."""
+    (1, seq_len) batch from abstract inputs; XLA's planned memory is the result.
+    `model_overrides` replace ModelConfig fields (e.g. loss_chunk_tokens, remat) for variants."""
     import jax
     import jax.numpy as jnp
 
@@ -276,6 +277,7 @@ def bench_record_compile(seq_len: int = 65536) -> dict[str, Any]:
     from jaxgpt import train as train_lib
 
     preset = cfg.get_preset("record")
+    preset = cfg.Preset(model=cfg.replace(preset.model, **model_overrides), optim=preset.optim, train=preset.train)
     model_config = train_lib.device_model_config(
         cfg.Preset(model=preset.model, optim=preset.optim, train=cfg.replace(preset.train, batch_tokens=seq_len, seq_len=seq_len)), 1
     )
@@ -299,7 +301,8 @@ def bench_record_compile(seq_len: int = 65536) -> dict[str, Any]:
     param_mib = sum(s.size * s.dtype.itemsize for s in shapes.values()) / MIB
     return {
         "seq_len": seq_len, "what": "jit(value_and_grad(record model loss)), 1 sequence, train=True (FP8 head)",
-        "attention_backend": model_config.attention_backend, "param_mib": param_mib,
+        "attention_backend": model_config.attention_backend, "loss_chunk_tokens": model_config.loss_chunk_tokens,
+        "remat": model_config.remat, "param_mib": param_mib,
         "lower_s": lower_s, "compile_s": time.perf_counter() - start - lower_s, **memory_mib(compiled),
     }
 
@@ -357,6 +360,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="also time Newton-Schulz split over N virtual devices (child process)")
     parser.add_argument("--record-timeout", type=float, default=None, metavar="S",
                         help="limit for the record-size compile in train_step (default 300, quick: skipped; 0 skips)")
+    parser.add_argument("--record-loss-chunk", type=int, default=None, metavar="TOKENS",
+                        help="record_compile: CE chunk size (default: the record preset's; 0 for none)")
+    parser.add_argument("--record-remat", choices=("none", "block", "block_dots"), default=None,
+                        help="record_compile: per-block rematerialisation (default: the record preset's)")
     return parser
 
 
@@ -388,7 +395,12 @@ def run_suite(name: str, args: argparse.Namespace) -> dict[str, Any]:
     if name == "torch_ref":
         return bench_torch_ref(seq_len=1024, repeats=repeats)
     if name == "record_compile":
-        return bench_record_compile()
+        overrides: dict[str, Any] = {}
+        if args.record_loss_chunk is not None:
+            overrides["loss_chunk_tokens"] = args.record_loss_chunk or None
+        if args.record_remat is not None:
+            overrides["remat"] = args.record_remat
+        return bench_record_compile(**overrides)
     raise ValueError(f"unknown suite {name!r}")
 
 
