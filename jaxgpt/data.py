@@ -19,7 +19,7 @@ import os
 import queue
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -215,6 +215,32 @@ def _host_batch(tokens: np.ndarray, pos: int, first_seq: int, num_seqs: int, seq
     return Batch(inputs, targets)
 
 
+def batch_starts(
+    files: Sequence[Path], pattern: str, batch_tokens: int, *, cycle: bool = False, start: DataPosition = DataPosition()
+) -> Iterator[tuple[np.ndarray, DataPosition]]:
+    """The record's shard-advance rule, shared by the JAX loader and torch_ref's generator.
+
+    Yields, for each global batch of `batch_tokens` tokens, the current shard's tokens and the
+    position of the batch's first token. Before every batch (the first included) a shard with
+    pos + batch_tokens + 1 >= len is left for the next shard at pos 0, so each shard's tail is
+    dropped. Running out of shards raises ShardsExhaustedError unless `cycle` (then wraps).
+    """
+    shard_index, pos = start.shard_index, start.pos
+    tokens = read_shard(files[shard_index])
+    while True:
+        if pos + batch_tokens + 1 >= len(tokens):
+            shard_index += 1
+            if shard_index == len(files):
+                if not cycle:
+                    raise ShardsExhaustedError(exhausted_message(pattern, len(files)))
+                shard_index = 0
+            tokens, pos = read_shard(files[shard_index]), 0
+            if pos + batch_tokens + 1 >= len(tokens):
+                raise ValueError(too_short_message(files[shard_index], len(tokens), batch_tokens))
+        yield tokens, DataPosition(shard_index, pos)
+        pos += batch_tokens
+
+
 def _batch_stream(
     files: list[Path],
     pattern: str,
@@ -228,21 +254,9 @@ def _batch_stream(
     """Synchronous generator of (this host's batch, position after it)."""
     local_seqs = batch_tokens // (seq_len * process_count)
     first_seq = process_index * local_seqs
-    shard_index, pos = start.shard_index, start.pos
-    tokens = read_shard(files[shard_index])
-    while True:
-        if pos + batch_tokens + 1 >= len(tokens):
-            shard_index += 1
-            if shard_index == len(files):
-                if not cycle:
-                    raise ShardsExhaustedError(exhausted_message(pattern, len(files)))
-                shard_index = 0
-            tokens, pos = read_shard(files[shard_index]), 0
-            if pos + batch_tokens + 1 >= len(tokens):
-                raise ValueError(too_short_message(files[shard_index], len(tokens), batch_tokens))
-        batch = _host_batch(tokens, pos, first_seq, local_seqs, seq_len)
-        pos += batch_tokens
-        yield batch, DataPosition(shard_index, pos)
+    for tokens, at in batch_starts(files, pattern, batch_tokens, cycle=cycle, start=start):
+        batch = _host_batch(tokens, at.pos, first_seq, local_seqs, seq_len)
+        yield batch, DataPosition(at.shard_index, at.pos + batch_tokens)
 
 
 class _Failure(NamedTuple):

@@ -16,10 +16,9 @@ import torch
 from jaxgpt.data import (
     NoShardsError,
     ShardsExhaustedError,
-    exhausted_message,
+    batch_starts,
     list_shards,
     read_shard,
-    too_short_message,
     write_shard,
 )
 
@@ -61,28 +60,14 @@ def distributed_data_generator(
 
 
 def _generate(files, pattern, batch_size, offset, local_size, cycle, device):
-    shard_index, pos = 0, 0
-    tokens = read_shard(files[0])
-    while True:
-        if pos + batch_size + 1 >= len(tokens):
-            shard_index += 1
-            if shard_index == len(files):
-                if not cycle:
-                    raise ShardsExhaustedError(exhausted_message(pattern, len(files)))
-                shard_index = 0
-            tokens, pos = read_shard(files[shard_index]), 0
-            if pos + batch_size + 1 >= len(tokens):
-                raise ValueError(too_short_message(files[shard_index], len(tokens), batch_size))
+    for tokens, at in batch_starts(files, pattern, batch_size, cycle=cycle):
         # Only this rank's local_size + 1 tokens leave the memmap; the last one is shared with
         # the next rank's first (it is this rank's last target).
-        start = pos + offset
+        start = at.pos + offset
         buf = torch.from_numpy(np.asarray(tokens[start : start + local_size + 1], dtype=np.int32))
         if device.type == "cuda":
             buf = buf.pin_memory().to(device, non_blocking=True)
-        inputs = buf[:-1]
-        targets = buf[1:].to(torch.int64)
-        pos += batch_size
-        yield inputs, targets
+        yield buf[:-1], buf[1:].to(torch.int64)
 
 
 def val_batches(
