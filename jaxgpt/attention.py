@@ -35,9 +35,10 @@ from jaxgpt.masks import closed_form_mask
 Backend = Literal["dense", "blocked", "pallas"]
 
 # Query blocks per scan step of the blocked backend (upper bound; the largest divisor of N at
-# most this is used). It trades the slab copies of k and v ((C + W - 1) / C of their size)
-# against one step's scores (C * bs * W * bs per head); 2, 8 and 32 were within 25% in time
-# on a 2-core CPU (T = 8192, W = 4), with 8 using the least memory.
+# most this is used). It trades per-step overhead against one step's scores and slab
+# (C * bs * W * bs per head); 2, 8 and 32 were within 25% in time on a 2-core CPU (T = 8192,
+# W = 4). Attention-alone backward temp at T = 65536, W = 14: C = 4/8/16/32 -> 887/1031/
+# 1275/2067 MiB.
 QUERY_BLOCKS_PER_STEP = 8
 
 
@@ -130,11 +131,12 @@ def blocked_attention(
     Keys, values and doc ids get W - 1 blocks of padding in front, so that query block i's
     window is padded blocks i .. i + W - 1 (key blocks i - W + 1 .. i). Query blocks are taken
     C at a time; group g reads the slab of padded blocks gC .. gC + C + W - 2, and each of its
-    query blocks gathers its W-block window from that slab. The slabs are cut up front (a
-    (C + W - 1) / C-fold copy of k and v) and fed to a scan as inputs rather than sliced out of
-    k and v inside it: then each step's key/value gradient is its own scan output, instead of
-    a full-length (T) gradient accumulated at every step. The scan body is rematerialised in
-    the backward pass, so only one group's scores are alive at a time.
+    query blocks gathers its W-block window from that slab. Each scan step slices its slab out
+    of the padded k and v with dynamic_slice (no precut (C + W - 1) / C-fold copy), so the
+    backward pass accumulates dK and dV into one padded (B, W - 1 + N, bs, H, D) buffer in
+    k's dtype; precut slabs cost ~2.5x the attention backward memory at T = 65536
+    (docs/BENCHMARKS.md). The scan body is rematerialised in the backward pass, so only one
+    group's scores are alive at a time.
     """
     batch, seq_len, heads, head_dim = q.shape
     value_dim = v.shape[-1]
@@ -151,15 +153,9 @@ def blocked_attention(
         x = jnp.pad(x, padding, constant_values=fill)
         return x.reshape(batch, window_cap - 1 + n_blocks, block_size, *x.shape[2:])
 
-    # Slab of group g = padded blocks g*C + (0 .. C + W - 2); scanned over the leading axis.
-    slab_index = group * jnp.arange(n_groups)[:, None] + jnp.arange(slab_blocks)[None, :]  # (G, C+W-1)
-
-    def slabs(x: jax.Array, fill: int = 0) -> jax.Array:
-        return jnp.moveaxis(padded_blocks(x, fill)[:, slab_index], 1, 0)  # (G, B, C+W-1, bs, ...)
-
-    k_slabs, v_slabs = slabs(k), slabs(v)
+    k_padded, v_padded = padded_blocks(k), padded_blocks(v)
     # -1 never equals a real document id (those are >= 0), so padded keys are never allowed.
-    ids_slabs = slabs(doc_ids.astype(jnp.int32), fill=-1)
+    ids_padded = padded_blocks(doc_ids.astype(jnp.int32), fill=-1)
     q_groups = jnp.moveaxis(q.reshape(batch, n_groups, group, block_size, heads, head_dim), 1, 0)
     q_ids_groups = jnp.moveaxis(doc_ids.astype(jnp.int32).reshape(batch, n_groups, group, block_size), 1, 0)
 
@@ -183,12 +179,20 @@ def blocked_attention(
         allowed = allowed.reshape(batch, group, 1, block_size, window_cap * block_size)  # head axis
         return _masked_softmax_pv(_scores(q_blocks, k_win, scale), allowed, v_win, q.dtype)
 
-    group_fn = jax.checkpoint(one_group)
+    def group_step(q_blocks, q_ids, group_index, k_all, v_all, ids_all) -> jax.Array:
+        # Slab of group g = padded blocks g*C .. g*C + C + W - 2, sliced here (not precut).
+        start = group_index * group
+        k_slab = lax.dynamic_slice_in_dim(k_all, start, slab_blocks, axis=1)
+        v_slab = lax.dynamic_slice_in_dim(v_all, start, slab_blocks, axis=1)
+        ids_slab = lax.dynamic_slice_in_dim(ids_all, start, slab_blocks, axis=1)
+        return one_group(q_blocks, q_ids, k_slab, v_slab, ids_slab)
+
+    group_fn = jax.checkpoint(group_step)
 
     def scan_step(carry: None, inputs: tuple[jax.Array, ...]) -> tuple[None, jax.Array]:
-        return carry, group_fn(*inputs)
+        return carry, group_fn(*inputs, k_padded, v_padded, ids_padded)
 
-    _, outputs = lax.scan(scan_step, None, (q_groups, q_ids_groups, k_slabs, v_slabs, ids_slabs))
+    _, outputs = lax.scan(scan_step, None, (q_groups, q_ids_groups, jnp.arange(n_groups)))
     return jnp.moveaxis(outputs, 0, 1).reshape(batch, seq_len, heads, value_dim)
 
 
