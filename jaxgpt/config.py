@@ -249,6 +249,5 @@ def get_preset(name: str) -> Preset:
     return PRESETS[name]()
 
 
-def replace(config, **changes):
-    """dataclasses.replace that re-runs validation (frozen dataclasses re-validate on init)."""
-    return dataclasses.replace(config, **changes)
+# Frozen configs change by copy; dataclasses.replace runs __post_init__, so the copy is validated.
+replace = dataclasses.replace
