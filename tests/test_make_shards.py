@@ -1,20 +1,20 @@
-"""Text to shards (RECORD.md 8.4) with an injected encoder, and the GPT-2 encoders."""
+"""Text to shards (RECORD.md 8.4) with an injected encoder, and scripts/make_shards.py."""
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from jaxgpt import corpus
-from jaxgpt.corpus import ByteGPT2, encode_document, encode_documents, gpt2_byte_token_ids, write_shards
+from jaxgpt.corpus import encode_document, encode_documents, write_shards
 from jaxgpt.data import read_shard
+from jaxgpt.tokenizer import ByteGPT2
 
 E = 50256
 REPO = Path(__file__).resolve().parents[1]
@@ -106,53 +106,6 @@ def test_cli_reports_bad_source(tmp_path: Path) -> None:
     assert result.returncode == 1 and "expected a .txt or .jsonl file" in result.stderr
 
 
-# ---------------------------------------------------------------------------- GPT-2 encoders
-
-
-def test_byte_token_ids_known_values() -> None:
-    ids = gpt2_byte_token_ids()
-    assert sorted(ids.tolist()) == list(range(256))  # a bijection onto GPT-2's first 256 ids
-    # Well-known GPT-2 ids: '!' 0, 'A' 32, 'a' 64, '\n' 198, ' ' 220; NUL is the first non-printable.
-    assert [ids[b] for b in b"!Aa\n "] == [0, 32, 64, 198, 220]
-    assert ids[0] == 188
-
-
-def test_byte_token_ids_follow_the_printable_rule() -> None:
-    # Independent restatement: printable, non-space characters first in byte order, then the rest.
-    printable = [b for b in range(256) if chr(b).isprintable() and chr(b) != " "]
-    order = printable + [b for b in range(256) if b not in printable]
-    np.testing.assert_array_equal(gpt2_byte_token_ids()[order], np.arange(256))
-
-
-def test_byte_encoder_matches_tiktoken_single_bytes_when_cached() -> None:
-    if not corpus.gpt2_tiktoken_available_offline():
-        pytest.skip("tiktoken's gpt2 files are not cached on this machine (no download in tests)")
-    import tiktoken
-
-    ids = gpt2_byte_token_ids()
-
-    encoding = tiktoken.get_encoding("gpt2")
-    for b in range(256):
-        assert encoding.encode_single_token(bytes([b])) == ids[b]
-
-
-def test_tiktoken_offline_detection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
-    assert not corpus.gpt2_tiktoken_available_offline()  # empty cache
-    fake = {f"https://example.invalid/{name}": b"content of " + name.encode() for name in ("a", "b")}
-    for url, content in fake.items():
-        (tmp_path / hashlib.sha1(url.encode()).hexdigest()).write_bytes(content)
-    hashes = {url: hashlib.sha256(content).hexdigest() for url, content in fake.items()}
-    monkeypatch.setattr(corpus, "_GPT2_FILES", hashes)
-    assert corpus.gpt2_tiktoken_available_offline()
-    monkeypatch.setattr(corpus, "_GPT2_FILES", {url: "0" * 64 for url in fake})  # corrupted cache
-    assert not corpus.gpt2_tiktoken_available_offline()
-    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")  # caching disabled: loading would download
-    monkeypatch.setattr(corpus, "_GPT2_FILES", hashes)
-    assert not corpus.gpt2_tiktoken_available_offline()
-    assert isinstance(corpus.gpt2_encoder(), ByteGPT2)
-
-
 # ---------------------------------------------------------------------------- download_fineweb (offline)
 
 
@@ -185,3 +138,22 @@ def test_download_explains_missing_module_and_network(tmp_path: Path, monkeypatc
 
     with pytest.raises(RuntimeError, match="fineweb_val_000000.bin from the Hugging Face dataset kjj0/fineweb10B-gpt2"):
         script.download_fineweb(tmp_path, 1, download=offline)
+
+
+def test_cli_gpt2_bpe_offline_end_to_end(tmp_path: Path) -> None:
+    # The whole make_shards path with real GPT-2 BPE: an empty tiktoken cache and no proxy,
+    # so the ids can only come from the packaged files.
+    source = tmp_path / "texts.jsonl"
+    source.write_text("\n".join(json.dumps({"text": t}) for t in ["Hello world", "<|endoftext|> is text here"]) + "\n")
+    out = tmp_path / "out"
+    env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(tmp_path / "empty-cache"), "https_proxy": "http://127.0.0.1:9"}
+    command = [sys.executable, str(REPO / "scripts/make_shards.py"), str(source), "--out", str(out), "--prefix", "p"]
+    result = subprocess.run(command + ["-s", "4", "--workers", "1"], capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 0, result.stderr
+    tokens = [t for shard in shard_contents(out).values() for t in shard]
+    hello, special = [15496, 995], [27, 91, 437, 1659, 5239, 91, 29]  # "<|endoftext|>" as plain text
+    assert tokens[:3] == [E] + hello and tokens[3] == E and tokens[4:11] == special
+    assert tokens.count(E) == 2  # only the two document-opening EOTs are special
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["encoding"] == "gpt2" and meta["encoding_files"] == "package"
+    assert sum(meta["shards"].values()) == len(tokens) and meta["source"] == str(source)

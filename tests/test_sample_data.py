@@ -11,7 +11,7 @@ import pytest
 
 from jaxgpt import sample_data
 from jaxgpt.config import EOT_ID
-from jaxgpt.corpus import ByteGPT2, gpt2_byte_token_ids
+from jaxgpt.tokenizer import GPT2BPE, ByteGPT2, gpt2_byte_token_ids
 from jaxgpt.data import BatchLoader, read_shard
 
 SUBSET = 12  # modules; enough text for a val shard and two train shards at the sizes below
@@ -65,7 +65,18 @@ def test_build_is_idempotent_and_marks_completion_last(
         raise AssertionError("rebuilt although .complete exists")
 
     monkeypatch.setattr(sample_data, "sample_texts", must_not_run)
-    assert sample_data.build_sample_data(tmp_path) == meta
+    assert sample_data.build_sample_data(tmp_path, encoder=ByteGPT2()) == meta
+
+
+def test_default_build_is_gpt2_bpe_and_replaces_a_byte_build(built: tuple[Path, dict], tmp_path: Path) -> None:
+    shutil.copytree(built[0], tmp_path, dirs_exist_ok=True)  # a complete build in byte tokens
+    assert not sample_data.is_up_to_date(tmp_path)
+    meta = sample_data.build_sample_data(tmp_path, limit_modules=SUBSET, val_shard_tokens=1024, train_shard_tokens=4096)
+    assert meta["encoding"] == "gpt2" and sample_data.is_up_to_date(tmp_path)
+    val = read_shard(tmp_path / "sample_val_000000.bin")
+    first_module = sample_data.stdlib_module_sources(SUBSET)[0][0]
+    assert val[0] == EOT_ID and GPT2BPE().decode(val[1:20]).startswith(f"Module {first_module}")
+    assert meta["train_tokens"] < built[1]["train_tokens"] / 2  # BPE: several bytes per token
 
 
 def test_interrupted_build_is_redone(built: tuple[Path, dict], tmp_path: Path) -> None:
