@@ -23,6 +23,7 @@ import jax
 import orbax.checkpoint as ocp
 
 from jaxgpt.config import ModelConfig, OptimConfig, Preset, TrainConfig
+from jaxgpt.data import DataPosition
 
 # Fields that only say where and how often to write output; changing them cannot change the
 # trajectory of a resumed run, so they may differ between the saved run and the resumed one.
@@ -73,6 +74,16 @@ def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[s
     return lines
 
 
+def refuse_config_change(meta: dict[str, Any], config: dict[str, Any], directory: Path) -> None:
+    """Raise ValueError listing the differing fields when `meta` was saved under another config."""
+    differences = config_differences(meta["config"], config)
+    if differences:
+        raise ValueError(
+            f"cannot resume from {directory}: it was saved by a run with a different config; "
+            "differing fields (saved -> now):\n  " + "\n  ".join(differences)
+        )
+
+
 class Checkpointer:
     """Saves and restores training state in one directory, keeping the newest `max_to_keep`.
 
@@ -113,19 +124,15 @@ class Checkpointer:
         restored = self._manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
         return restored.meta
 
-    def restore(self, abstract_state: Any, *, config: dict[str, Any], step: int | None = None) -> tuple[Any, dict[str, Any]]:
+    def restore(self, abstract_state: Any, *, config: dict[str, Any] | None, step: int | None = None) -> tuple[Any, dict[str, Any]]:
         """Restore the state saved at `step` (default: newest) into the structure, dtypes and
         shardings of `abstract_state` (a pytree of jax.ShapeDtypeStruct or arrays).
 
         Returns (state, meta). Raises ValueError listing the differing fields when the saved
-        config is not `config`."""
+        config is not `config` (None: the caller has compared them, see refuse_config_change)."""
         meta = self.read_meta(step)
-        differences = config_differences(meta["config"], config)
-        if differences:
-            raise ValueError(
-                f"checkpoint in {self.directory} was saved by a run with a different config; "
-                "differing fields (saved -> now):\n  " + "\n  ".join(differences)
-            )
+        if config is not None:
+            refuse_config_change(meta, config, self.directory)
         target = jax.tree.map(_abstract, abstract_state)
         restored = self._manager.restore(
             meta["step"], args=ocp.args.Composite(state=ocp.args.StandardRestore(target))
@@ -147,6 +154,37 @@ class Checkpointer:
         elif step not in self._manager.all_steps():
             raise FileNotFoundError(f"no checkpoint for step {step} in {self.directory}")
         return step
+
+
+def open_run_checkpoints(
+    preset: Preset, resume: str | None, run_id: str, save_final: bool
+) -> tuple[Checkpointer | None, int, DataPosition, dict[str, Any] | None]:
+    """(checkpointer or None, start step, data position, saved meta or None) of a run.
+
+    `resume` (a directory) continues from its newest step and keeps saving there; otherwise
+    checkpoints go to <out_dir>/checkpoints/<run_id> when any are asked for."""
+    train = preset.train
+    if resume is not None:
+        directory = Path(resume)
+        if not directory.is_dir():
+            raise FileNotFoundError(f"--resume directory not found: {directory}")
+        checkpointer = Checkpointer(directory, max_to_keep=train.keep_checkpoints)
+        meta = checkpointer.read_meta()  # FileNotFoundError when the directory holds no checkpoint
+        return checkpointer, int(meta["step"]), DataPosition.from_dict(meta["data_position"]), meta
+    if train.checkpoint_every > 0 or save_final:
+        directory = Path(train.out_dir) / "checkpoints" / run_id
+        return Checkpointer(directory, max_to_keep=train.keep_checkpoints), 0, DataPosition(), None
+    return None, 0, DataPosition(), None
+
+
+def is_due(step: int, start_step: int, train: TrainConfig, save_final: bool) -> bool:
+    """Save after every checkpoint_every updates and after the last one (never the state the
+    run started from: it is already on disk or is the init)."""
+    if step == start_step:
+        return False
+    if step == train.steps:
+        return train.checkpoint_every > 0 or save_final
+    return train.checkpoint_every > 0 and step % train.checkpoint_every == 0
 
 
 def _abstract(leaf: Any) -> jax.ShapeDtypeStruct:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 BLOCK_SIZE = 128  # FlexAttention's mask block: windows and sequence lengths count in these.
 EOT_ID = 50256  # GPT-2 `<|endoftext|>`; every document starts with it.
@@ -19,6 +19,7 @@ GPT2_VOCAB_SIZE = 50257
 DTypePolicy = Literal["record", "fp32"]
 AttentionBackend = Literal["dense", "blocked", "pallas"]
 RematPolicy = Literal["none", "block", "block_dots"]
+NSDType = Literal["bf16", "fp32"]
 
 
 def next_multiple(value: int, multiple: int) -> int:
@@ -28,6 +29,24 @@ def next_multiple(value: int, multiple: int) -> int:
 
 def _fail(field_name: str, message: str) -> None:
     raise ValueError(f"invalid config field `{field_name}`: {message}")
+
+
+def _check_choice(field_name: str, value: str, choices: object) -> None:
+    """`value` must be one of the strings of the Literal type `choices`."""
+    if value not in get_args(choices):
+        _fail(field_name, f"must be one of {', '.join(map(repr, get_args(choices)))}, got {value!r}")
+
+
+RECORD_DEVICE_TOKENS = 65536  # tokens of one rank's loss mean in the record (8 ranks x 64 Ki)
+
+
+def fp8_grad_scale_for(tokens_per_mean: int, record_scale: float = 2.0**29) -> float:
+    """The FP8 head's gradient scale for a loss averaged over `tokens_per_mean` tokens.
+
+    The record's 2^29 is sized for a per-rank mean over 65,536 tokens (|G| <= 2^-16); a mean
+    over k times as many tokens has gradients k times smaller, so the scale grows by k and the
+    quantised e5m2 gradients stay the record's (2^29 with 2,048 tokens overflows e5m2 to inf)."""
+    return record_scale * tokens_per_mean / RECORD_DEVICE_TOKENS
 
 
 @dataclass(frozen=True)
@@ -96,16 +115,13 @@ class ModelConfig:
             for layer in getattr(self, name):
                 if not 0 <= layer < self.num_layers:
                     _fail(name, f"layer {layer} out of range for {self.num_layers} layers")
-        if self.dtype_policy not in ("record", "fp32"):
-            _fail("dtype_policy", f"must be 'record' or 'fp32', got {self.dtype_policy!r}")
-        if self.attention_backend not in ("dense", "blocked", "pallas"):
-            _fail("attention_backend", f"must be 'dense', 'blocked' or 'pallas', got {self.attention_backend!r}")
+        _check_choice("dtype_policy", self.dtype_policy, DTypePolicy)
+        _check_choice("attention_backend", self.attention_backend, AttentionBackend)
         if self.max_window_blocks < 1:
             _fail("max_window_blocks", f"must be >= 1, got {self.max_window_blocks}")
         if self.loss_chunk_tokens is not None and self.loss_chunk_tokens <= 0:
             _fail("loss_chunk_tokens", f"must be positive or None, got {self.loss_chunk_tokens}")
-        if self.remat not in ("none", "block", "block_dots"):
-            _fail("remat", f"must be 'none', 'block' or 'block_dots', got {self.remat!r}")
+        _check_choice("remat", self.remat, RematPolicy)
         if not self.fp8_grad_scale > 0:
             _fail("fp8_grad_scale", f"must be positive, got {self.fp8_grad_scale}")
 
@@ -147,7 +163,7 @@ class OptimConfig:
     muon_momentum_warmup_steps: int = 300
     ns_steps: int = 5
     # "bf16" as the record; "fp32" to check how much of a Muon mismatch is the bf16 NS.
-    ns_dtype: Literal["bf16", "fp32"] = "bf16"
+    ns_dtype: NSDType = "bf16"
     head_lr: float = 0.008
     embed_lr: float = 0.6
     scalar_lr: float = 0.04
@@ -163,8 +179,7 @@ class OptimConfig:
     def __post_init__(self) -> None:
         if not 0.0 <= self.cooldown_frac <= 1.0:
             _fail("cooldown_frac", f"must be in [0, 1], got {self.cooldown_frac}")
-        if self.ns_dtype not in ("bf16", "fp32"):
-            _fail("ns_dtype", f"must be 'bf16' or 'fp32', got {self.ns_dtype!r}")
+        _check_choice("ns_dtype", self.ns_dtype, NSDType)
 
 
 @dataclass(frozen=True)

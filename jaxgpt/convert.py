@@ -10,6 +10,7 @@ torch is imported only inside the functions that need it, so jaxgpt imports with
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any, Mapping
 
 import jax
@@ -137,6 +138,38 @@ def torch_state_dict_to_params(
         config = config_from_state_dict(keys, head_dim=head_dim, **config_overrides)
     _check_against(keys, config)
     return {name: _to_numpy(value) for name, value in keys.items()}
+
+
+def read_record_checkpoint(path: str | Path, *, flag: str = "checkpoint") -> dict[str, Any]:
+    """The state dict of a record-format torch checkpoint {"model": state_dict}, `_orig_mod.`
+    prefixes stripped, tensors on the CPU. `flag` names the file's source in errors."""
+    import torch  # lazy: see module docstring
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{flag} checkpoint not found: {path}")
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(checkpoint, dict) or "model" not in checkpoint:
+        raise ValueError(f"{path} is not a record-format checkpoint (a dict with a 'model' state dict)")
+    return strip_compile_prefix(checkpoint["model"])
+
+
+def fit_model_config(state_dict: Mapping[str, Any], base: ModelConfig, head_dim: int | None = None) -> ModelConfig:
+    """`base` when the state dict fits it, else `base` with the model dims read off the shapes.
+
+    Shapes do not say how D splits into heads: heads = D / head_dim with `head_dim`, else
+    base's. Raises ValueError naming every key that does not fit."""
+    if head_dim in (None, base.head_dim):
+        try:  # base already fits: keep all of its fields (also per-layer patterns)
+            _check_against(strip_compile_prefix(state_dict), base)
+            return base
+        except ValueError:
+            pass
+    inferred = config_from_state_dict(state_dict, head_dim=head_dim or base.head_dim)
+    dims = ("vocab_size", "num_layers", "num_heads", "model_dim", "attention_free_layers")
+    config = replace(base, **{name: getattr(inferred, name) for name in dims})
+    _check_against(strip_compile_prefix(state_dict), config)
+    return config
 
 
 def params_to_torch_state_dict(params: Mapping[str, Any]) -> dict[str, Any]:

@@ -241,6 +241,18 @@ def batch_starts(
         pos += batch_tokens
 
 
+def batches_available(files: Sequence[Path], batch_tokens: int, start: DataPosition = DataPosition()) -> int:
+    """Batches `batch_starts` yields from `files` starting at `start` before it runs out: a
+    shard serves batches at pos, pos + B, ... while pos + B + 1 < its length (RECORD.md 8.3)."""
+    total = 0
+    for index in range(start.shard_index, len(files)):
+        length = read_shard_header(files[index])
+        pos = start.pos if index == start.shard_index else 0
+        if pos + batch_tokens + 1 < length:
+            total += (length - batch_tokens - 2 - pos) // batch_tokens + 1
+    return total
+
+
 def _batch_stream(
     files: list[Path],
     pattern: str,

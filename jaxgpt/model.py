@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -420,6 +422,27 @@ class GPT(nnx.Module):
 
 # ---------------------------------------------------------------------------------------------
 # Parameters by record name
+
+
+@dataclass(frozen=True)
+class ModelGraph:
+    """The NNX graph of a GPT and where each record-named parameter sits in it, so that a flat
+    {record name: array} dict can be the pytree a compiled step takes and donates."""
+
+    graphdef: Any
+    paths: dict[str, tuple]  # record name -> NNX state path
+
+    @classmethod
+    def split(cls, model: nnx.Module) -> tuple[ModelGraph, dict[str, jax.Array]]:
+        """(graph, params by record name) of `model` (an nnx.eval_shape model gives shapes)."""
+        graphdef, state = nnx.split(model)
+        paths = {path_to_name(path): path for path, _ in nnx.to_flat_state(state)}
+        return cls(graphdef, paths), param_dict(model)
+
+    def bind(self, params: dict[str, Any]) -> GPT:
+        """A GPT module over `params` (usable inside jit: no copies, no checks)."""
+        state = nnx.from_flat_state({self.paths[name]: value for name, value in params.items()})
+        return nnx.merge(self.graphdef, state)
 
 
 def path_to_name(path: tuple) -> str:

@@ -283,10 +283,7 @@ def bench_record_compile(seq_len: int = 65536, **model_overrides: Any) -> dict[s
     )
     from flax import nnx
 
-    abstract_model = nnx.eval_shape(lambda: model_lib.GPT(model_config, rngs=nnx.Rngs(0)))
-    graphdef, state = nnx.split(abstract_model)
-    paths = {model_lib.path_to_name(path): path for path, _ in nnx.to_flat_state(state)}
-    graph = train_lib.ModelGraph(graphdef, paths)
+    graph, _ = model_lib.ModelGraph.split(nnx.eval_shape(lambda: model_lib.GPT(model_config, rngs=nnx.Rngs(0))))
     shapes = model_lib.param_shapes(model_config)
     tokens = jax.ShapeDtypeStruct((1, seq_len), jnp.int32)
     window = jax.ShapeDtypeStruct((), jnp.int32)

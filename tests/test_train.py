@@ -1,4 +1,4 @@
-"""jaxgpt.train: mesh data parallelism, resume, compile-once, log lines, the CLI.
+"""jaxgpt.train: mesh data parallelism, resume, compile-once, the log a run writes.
 
 The runs use a 4-layer, 64-wide model over a 512-token vocabulary (EOT = 511) so that a
 compile plus a few steps takes seconds on 2 CPU cores; every per-layer feature of the record
@@ -11,8 +11,6 @@ import json
 import math
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -144,65 +142,3 @@ def test_log_file_has_the_record_lines_and_environment(run8):
     metrics = [json.loads(line) for line in run8.metrics_path.read_text().splitlines()]
     assert [m["step"] for m in metrics if m["kind"] == "train"] == list(range(1, STEPS + 1))
     assert [m["step"] for m in metrics if m["kind"] == "val"] == [0, 3, STEPS]
-
-
-def test_log_line_formats_are_the_records():
-    assert train_lib.val_line(125, 1393, 4.40431, 14281.2, 124.186) == (
-        "step:125/1393 val_loss:4.4043 train_time:14281ms step_avg:124.19ms"
-    )
-    line = train_lib.train_line(1393, 1393, 179392.4, 129.714, 3.31)
-    # The record's train line is a prefix; the train loss is this port's extra field.
-    assert line.startswith("step:1393/1393 train_time:179392ms step_avg:129.71ms")
-    assert line.endswith(" train_loss:3.3100")
-
-
-def test_timing_excludes_the_first_ten_steps():
-    # The record: NaN through step 11, then step - 9 (its val line divides by this minus 1).
-    assert math.isnan(train_lib.timed_steps(11, warmup_end=10))
-    assert train_lib.timed_steps(12, warmup_end=10) == 3
-    assert train_lib.timed_steps(1392, warmup_end=10) == 1383
-    # A resumed run re-times from its own start (its first 10 steps include compilation).
-    assert train_lib.timed_steps(512, warmup_end=510) == 3
-
-
-def test_clock_excludes_paused_time(monkeypatch):
-    now = [100.0]
-    monkeypatch.setattr(train_lib.time, "perf_counter", lambda: now[0])
-    clock = train_lib.TrainClock()
-    now[0] += 2.0
-    assert clock.pause() == pytest.approx(2000.0)
-    now[0] += 50.0  # validation: not counted
-    clock.restart()
-    now[0] += 1.0
-    assert clock.now_ms() == pytest.approx(3000.0)
-    clock.reset()
-    now[0] += 0.5
-    assert clock.now_ms() == pytest.approx(500.0)
-
-
-def test_cli_presets_and_overrides():
-    preset, options = train_lib.parse_args(
-        ["--preset", "tiny", "--steps", "7", "--dtype", "fp32", "--devices", "2", "--seq-len", "256",
-         "--batch-tokens", "1024", "--val-every", "5", "--val-tokens", "2048", "--attention-backend", "dense",
-         "--muon-lr", "0.1", "--cycle-data", "--init-from", "x.pt", "--resume", "dir", "--run-id", "r",
-         "--no-progress", "--checkpoint-every", "3", "--keep-checkpoints", "2", "--seed", "5"]
-    )
-    assert preset.train.steps == 7 and preset.train.devices == 2 and preset.train.seq_len == 256
-    assert preset.train.batch_tokens == 1024 and preset.train.val_every == 5 and preset.train.val_tokens == 2048
-    assert preset.train.cycle_data and preset.train.checkpoint_every == 3 and preset.train.keep_checkpoints == 2
-    assert preset.train.seed == 5
-    assert preset.model.dtype_policy == "fp32" and preset.model.attention_backend == "dense"
-    assert preset.optim.muon_lr == 0.1
-    assert options.init_from == "x.pt" and options.resume == "dir" and options.run_id == "r" and not options.progress
-    record, _ = train_lib.parse_args([])
-    assert record == cfg.record_preset()
-
-
-def test_help_lists_every_fixed_flag():
-    result = subprocess.run([sys.executable, "-m", "jaxgpt.train", "--help"], capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0
-    for flag in ("--preset", "--init-from", "--train-files", "--val-files", "--steps", "--seq-len", "--batch-tokens",
-                 "--val-every", "--val-tokens", "--dtype", "--devices", "--attention-backend", "--seed", "--out-dir",
-                 "--run-id", "--checkpoint-every", "--keep-checkpoints", "--resume", "--export-torch",
-                 "--cycle-data", "--no-progress", "--coordinator", "--num-processes", "--process-id"):
-        assert flag in result.stdout, flag

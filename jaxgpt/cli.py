@@ -1,0 +1,171 @@
+"""The training command line (`python -m jaxgpt.train --help`): flags -> (Preset, RunOptions).
+
+Every flag is declared here by name. A config flag overrides one field of the chosen preset
+(`--preset`); a flag left out keeps the preset's value. Choices come from the config's
+`Literal` types. Per-layer tuples (value-embedding slots, long-window and attention-free
+layers) have no flags: presets and `--init-from` set them. Imports no jax.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, get_args
+
+from jaxgpt import config as cfg
+
+PROG = "python -m jaxgpt.train"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What a run does besides its config: where it starts from and what it writes."""
+
+    init_from: str | None = None  # record-format torch checkpoint to start from
+    resume: str | None = None  # checkpoint directory to continue from (and keep saving into)
+    export_torch: str | None = None  # write the final params as {"model": state_dict} here
+    run_id: str | None = None  # None: a fresh uuid4
+    progress: bool = True  # tqdm bar when stdout is a terminal
+    save_checkpoint: bool = False  # save the final state even when checkpoint_every is 0
+    coordinator: str | None = None  # multi-host: jax.distributed coordinator "host:port"
+    num_processes: int | None = None
+    process_id: int | None = None
+    head_dim: int | None = None  # --init-from: heads = model_dim / head_dim (None: the preset's)
+
+
+def parse_bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def or_none(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """`parse`, except that "none" gives None (the field's "not set" value)."""
+
+    def parse_or_none(text: str) -> Any:
+        return None if text.lower() == "none" else parse(text)
+
+    parse_or_none.__name__ = parse.__name__  # argparse names the type in its error message
+    return parse_or_none
+
+
+def _add_field(group: Any, section: str, name: str, parse: Callable[[str], Any] | None, help_text: str, *,
+               flag: str | None = None, choices: Sequence[str] | None = None) -> None:
+    """A flag `--name-with-dashes` (or `flag`) that overrides `section`.`name` of the preset."""
+    group.add_argument(
+        flag or "--" + name.replace("_", "-"), dest=f"{section}.{name}", type=parse, default=None,
+        choices=choices, metavar=None if choices else name.split("_")[-1].upper(), help=help_text,
+    )
+
+
+def _add_run_flags(group: Any) -> None:
+    add = functools.partial(_add_field, group, "train")
+    add("train_files", str, "glob of training shards (sorted; read in order)")
+    add("val_files", str, "glob of validation shards (the first --val-tokens tokens are used)")
+    add("steps", int, "training steps N; the LR decay (last 40%%) and window warmup 1728*s/N follow N")
+    add("seq_len", int, "tokens per packed sequence T (a multiple of 128)")
+    add("batch_tokens", int, "global batch in tokens per step (a multiple of seq_len * devices)")
+    add("val_every", int, "validate at step 0, every K steps and after the last step")
+    add("val_tokens", int, "validation tokens per evaluation (a multiple of batch_tokens)")
+    add("window_max_tokens", int, "attention window at the last step in tokens (1728 in the record)")
+    add("devices", or_none(int), "use the first D devices (none: all)")
+    add("seed", int, "parameter init seed (ignored with --init-from)")
+    add("out_dir", str, "where logs/, metrics and checkpoints go")
+    add("checkpoint_every", int, "save a checkpoint every K steps and at the end (0: never, see --save-checkpoint)")
+    add("keep_checkpoints", int, "keep only the newest K checkpoints")
+    group.add_argument("--cycle-data", dest="train.cycle_data", action="store_const", const=True, default=None,
+                       help="start again at the first training shard when the shards run out")
+
+
+def _add_model_flags(group: Any) -> None:
+    add = functools.partial(_add_field, group, "model")
+    add("dtype_policy", str, "record: bf16 + FP8 head as the record; fp32: all-fp32 policy for parity",
+        flag="--dtype", choices=get_args(cfg.DTypePolicy))
+    add("attention_backend", str, "attention implementation", choices=get_args(cfg.AttentionBackend))
+    add("remat", str, "rematerialise each block in the backward pass", choices=get_args(cfg.RematPolicy))
+    add("vocab_size", int, "vocabulary size (the head is padded to a multiple of 128)")
+    add("num_layers", int, "transformer blocks (even: the U-net pairs them)")
+    add("num_heads", int, "attention heads")
+    add("model_dim", int, "model width D")
+    add("block_size", int, "mask block in tokens")
+    add("eot_id", int, "end-of-text token id (documents start with it)")
+    add("attn_scale", float, "attention scale (fixed, not head_dim**-0.5)")
+    add("logit_cap", float, "soft-cap of the logits")
+    add("logit_cap_temperature", float, "soft-cap temperature")
+    add("rope_max_len", int, "length of the rotary table")
+    add("mlp_ratio", int, "MLP hidden width / model width")
+    add("max_window_blocks", int, "largest attention window in blocks the compiled step supports")
+    add("loss_chunk_tokens", or_none(int), "cross-entropy over this many tokens at a time (none: all)")
+    add("fp8_grad_scale", float, "FP8 head gradient scale for a mean over 65,536 tokens per device")
+
+
+def _add_optim_flags(group: Any) -> None:
+    add = functools.partial(_add_field, group, "optim")
+    add("muon_lr", float, "Muon learning rate")
+    add("muon_momentum_start", float, "Muon momentum at step 0")
+    add("muon_momentum_end", float, "Muon momentum after the warmup")
+    add("muon_momentum_warmup_steps", int, "steps of the Muon momentum warmup")
+    add("ns_steps", int, "Newton-Schulz iterations")
+    add("ns_dtype", str, "Newton-Schulz precision (bf16 as the record)", choices=get_args(cfg.NSDType))
+    add("head_lr", float, "Adam learning rate of the lm_head")
+    add("embed_lr", float, "Adam learning rate of the embeddings")
+    add("scalar_lr", float, "Adam learning rate of the scalars")
+    add("adam_b1", float, "Adam beta1")
+    add("adam_b2", float, "Adam beta2")
+    add("adam_eps", float, "Adam epsilon")
+    add("cooldown_frac", float, "fraction of the steps over which the LR decays at the end")
+    add("final_lr_frac", float, "LR multiplier at the last step")
+    add("bf16_embeddings", or_none(parse_bool), "bf16 embedding tables and moments (none: follow --dtype)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Train the Sub3Min GPT with JAX on a data-parallel device mesh (the record's optimizers, "
+        "schedules, validation and log lines). Config flags override the chosen preset's values.",
+    )
+    parser.add_argument("--preset", choices=sorted(cfg.PRESETS), default="record", help="starting config (default: record)")
+    parser.add_argument("--init-from", metavar="CKPT.pt", help="start from this record-format torch checkpoint {'model': state_dict}; model dims are inferred from it")
+    parser.add_argument("--resume", metavar="DIR", help="continue the run whose checkpoints are in DIR (same config required); new checkpoints go there too")
+    parser.add_argument("--export-torch", metavar="PATH", help="after training, write the params as a record-format torch checkpoint")
+    parser.add_argument("--save-checkpoint", action="store_true", help="save the final state even when --checkpoint-every is 0")
+    parser.add_argument("--head-dim", type=int, help="with --init-from: head width used to infer the number of heads (default: the preset's)")
+    parser.add_argument("--run-id", help="name of this run's log files (default: a random uuid)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar (it is only shown on a terminal anyway)")
+    _add_run_flags(parser.add_argument_group("run (overrides the preset)"))
+    _add_model_flags(parser.add_argument_group("model (overrides the preset)"))
+    _add_optim_flags(parser.add_argument_group("optimizer (overrides the preset)"))
+    hosts = parser.add_argument_group("several hosts (jax.distributed)")
+    hosts.add_argument("--coordinator", metavar="HOST:PORT", help="coordinator address; also read from JAX_COORDINATOR_ADDRESS")
+    hosts.add_argument("--num-processes", type=int, help="number of processes (hosts)")
+    hosts.add_argument("--process-id", type=int, help="index of this process")
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> tuple[cfg.Preset, RunOptions]:
+    """Parse the command line into a validated Preset and the RunOptions.
+
+    Raises ValueError (naming the field) for an invalid combination of values."""
+    args = build_parser().parse_args(argv)
+    overrides: dict[str, dict[str, Any]] = {"model": {}, "optim": {}, "train": {}}
+    for dest, value in vars(args).items():
+        if "." in dest and value is not None:
+            section, name = dest.split(".", 1)
+            overrides[section][name] = value
+    preset = cfg.get_preset(args.preset)
+    preset = cfg.Preset(
+        model=cfg.replace(preset.model, **overrides["model"]),
+        optim=cfg.replace(preset.optim, **overrides["optim"]),
+        train=cfg.replace(preset.train, **overrides["train"]),
+    )
+    options = RunOptions(
+        init_from=args.init_from, resume=args.resume, export_torch=args.export_torch, run_id=args.run_id,
+        progress=not args.no_progress, save_checkpoint=args.save_checkpoint, coordinator=args.coordinator,
+        num_processes=args.num_processes, process_id=args.process_id, head_dim=args.head_dim,
+    )
+    return preset, options

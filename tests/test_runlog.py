@@ -1,0 +1,43 @@
+"""jaxgpt.runlog: the record's log lines, its step timing and the training clock."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from jaxgpt import runlog
+
+
+def test_log_line_formats_are_the_records():
+    assert runlog.val_line(125, 1393, 4.40431, 14281.2, 124.186) == (
+        "step:125/1393 val_loss:4.4043 train_time:14281ms step_avg:124.19ms"
+    )
+    line = runlog.train_line(1393, 1393, 179392.4, 129.714, 3.31)
+    # The record's train line is a prefix; the train loss is this port's extra field.
+    assert line.startswith("step:1393/1393 train_time:179392ms step_avg:129.71ms")
+    assert line.endswith(" train_loss:3.3100")
+
+
+def test_timing_excludes_the_first_ten_steps():
+    # The record: NaN through step 11, then step - 9 (its val line divides by this minus 1).
+    assert math.isnan(runlog.timed_steps(11, clock_reset_step=10))
+    assert runlog.timed_steps(12, clock_reset_step=10) == 3
+    assert runlog.timed_steps(1392, clock_reset_step=10) == 1383
+    # A resumed run re-times from its own start (its first 10 steps include compilation).
+    assert runlog.timed_steps(512, clock_reset_step=510) == 3
+
+
+def test_clock_excludes_paused_time(monkeypatch):
+    now = [100.0]
+    monkeypatch.setattr(runlog.time, "perf_counter", lambda: now[0])
+    clock = runlog.TrainClock()
+    now[0] += 2.0
+    assert clock.pause() == pytest.approx(2000.0)
+    now[0] += 50.0  # validation: not counted
+    clock.resume()
+    now[0] += 1.0
+    assert clock.elapsed_ms() == pytest.approx(3000.0)
+    clock.reset()
+    now[0] += 0.5
+    assert clock.elapsed_ms() == pytest.approx(500.0)
