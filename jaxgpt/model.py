@@ -105,11 +105,15 @@ def linear(x: jax.Array, weight_OI: jax.Array) -> jax.Array:
     """x @ W^T with W (out, in) cast to x's dtype; fp32 accumulation, output in x's dtype.
 
     fp32 inputs use full-precision matmul (no TF32 on GPUs), so the fp32 policy stays fp32.
+    bf16 inputs give a bf16 dot (fp32 accumulation, one rounding: torch's bf16 GEMM). Asking
+    for an fp32 result and casting would round the same way in the forward, but its
+    transpose feeds fp32 cotangents into the backward GEMMs, which then run in fp32 on a GPU
+    (measured on an H100: one record MLP fwd+bwd 9.0 ms, docs/BENCHMARKS.md).
     """
     w = weight_OI.astype(x.dtype)
-    precision = jax.lax.Precision.HIGHEST if x.dtype == jnp.float32 else None
-    y = jnp.einsum("...i,oi->...o", x, w, precision=precision, preferred_element_type=jnp.float32)
-    return y.astype(x.dtype)
+    if x.dtype == jnp.float32:
+        return jnp.einsum("...i,oi->...o", x, w, precision=jax.lax.Precision.HIGHEST)
+    return jnp.einsum("...i,oi->...o", x, w)
 
 
 def _fp8_quantize(x_ND: jax.Array, w_VD: jax.Array) -> tuple[jax.Array, jax.Array]:
