@@ -99,6 +99,10 @@ def fp8_matmul(x: Tensor, w: Tensor, backend: FP8Backend = "auto", grad_scale: f
     if backend not in ("auto", "cuda", "emulated"):
         raise ValueError(f"unknown FP8 backend {backend!r}; choose 'auto', 'cuda' or 'emulated'")
     use_cuda = backend == "cuda" or (backend == "auto" and x.is_cuda)
+    if use_cuda and any(size % 16 for size in (*x.shape, w.shape[0])):
+        # torch._scaled_mm's own limit; the record's (65536, 768) x (50304, 768) meets it.
+        raise ValueError(f"the 'cuda' FP8 backend needs M, N and K divisible by 16; got x {tuple(x.shape)}, "
+                         f"w {tuple(w.shape)}")
     if use_cuda and not x.is_cuda:
         raise ValueError("the 'cuda' FP8 backend needs CUDA tensors")
     if not grad_scale > 0:

@@ -46,10 +46,10 @@ def test_e4m3_grid_facts():
     assert grid.max() == 448 and len(grid) == 253  # 126 positive, 126 negative, zero (two zeros, NaNs dropped)
 
 
-def _operands(dtype=torch.bfloat16, seed=0):
+def _operands(dtype=torch.bfloat16, seed=0, rows=200):
     generator = torch.Generator().manual_seed(seed)
     x = torch.randn(64, 96, generator=generator).to(dtype)  # O(1), like RMS-normed activations
-    w = torch.randn(200, 96, generator=generator) * 0.05  # lm_head-like magnitudes
+    w = torch.randn(rows, 96, generator=generator) * 0.05  # lm_head-like magnitudes
     return x, w
 
 
@@ -133,15 +133,17 @@ def test_bad_arguments_are_rejected():
         fp8.fp8_matmul(x, w[:, :10])
     with pytest.raises(ValueError, match="unknown FP8 backend"):
         fp8.fp8_matmul(x, w, backend="tpu")
+    with pytest.raises(ValueError, match="divisible by 16"):
+        fp8.fp8_matmul(x, w, backend="cuda")  # 200 rows: _scaled_mm would fail deep inside
     with pytest.raises(ValueError, match="needs CUDA tensors"):
-        fp8.fp8_matmul(x, w, backend="cuda")
+        fp8.fp8_matmul(x, w[:192], backend="cuda")
     with pytest.raises(ValueError, match="grad_scale must be positive"):
         fp8.fp8_matmul(x, w, grad_scale=0.0)
 
 
 @pytest.mark.gpu
 def test_cuda_kernel_matches_the_emulation():
-    x, w = _operands()
+    x, w = _operands(rows=208)  # _scaled_mm needs every dimension divisible by 16
     x, w = x.cuda().requires_grad_(True), w.cuda().requires_grad_(True)
     x_e, w_e = x.detach().clone().requires_grad_(True), w.detach().clone().requires_grad_(True)
     out = fp8.fp8_matmul(x, w, backend="cuda")
