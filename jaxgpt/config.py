@@ -38,9 +38,10 @@ def _check_choice(field_name: str, value: str, choices: object) -> None:
 
 
 RECORD_DEVICE_TOKENS = 65536  # tokens of one rank's loss mean in the record (8 ranks x 64 Ki)
+RECORD_FP8_GRAD_SCALE = 2.0**29  # the record's FP8 head gradient scale, for that mean
 
 
-def fp8_grad_scale_for(tokens_per_mean: int, record_scale: float = 2.0**29) -> float:
+def fp8_grad_scale_for(tokens_per_mean: int, record_scale: float = RECORD_FP8_GRAD_SCALE) -> float:
     """The FP8 head's gradient scale for a loss averaged over `tokens_per_mean` tokens.
 
     The record's 2^29 is sized for a per-rank mean over 65,536 tokens (|G| <= 2^-16); a mean
@@ -82,10 +83,9 @@ class ModelConfig:
     # Cross-entropy over this many tokens at a time (None: all at once). Same mean either way.
     loss_chunk_tokens: int | None = None
     # FP8 head: gradients are multiplied by this before the e5m2 cast (the record's 2^29, sized
-    # for a per-rank mean over 65,536 tokens). A loss averaged over k times as many tokens should
-    # use 2^29 * k so that the quantised gradients are the record's; fewer than ~8.7k tokens per
-    # mean can overflow e5m2 (max 57344; rounds to inf from 61440) at init.
-    fp8_grad_scale: float = 2.0**29
+    # for a per-rank mean over 65,536 tokens; other means: fp8_grad_scale_for). Fewer than ~8.7k
+    # tokens per mean with 2^29 can overflow e5m2 (max 57344; rounds to inf from 61440) at init.
+    fp8_grad_scale: float = RECORD_FP8_GRAD_SCALE
     # Rematerialisation of each transformer block in the backward pass (same math, less memory):
     #   "none":       save whatever XLA keeps (all of a block's intermediates);
     #   "block":      save only each block's inputs, recompute the rest (jax.checkpoint);

@@ -23,9 +23,6 @@ from jaxgpt import model as model_lib
 from jaxgpt.config import ModelConfig, replace
 
 COMPILE_PREFIX = "_orig_mod."
-DEFAULT_HEAD_DIM = 128
-# Per-layer patterns are only known for the record's depth; other depths need an explicit config.
-RECORD_NUM_LAYERS = 12
 
 _BLOCK_KEY = re.compile(r"^blocks\.(\d+)\.")
 
@@ -47,27 +44,37 @@ def _to_numpy(value: Any) -> np.ndarray:
 
 
 def strip_compile_prefix(state_dict: Mapping[str, Any]) -> dict[str, Any]:
-    """Drop `_orig_mod.` (torch.compile's wrapper) from every key that has it."""
+    """Drop `_orig_mod.` (torch.compile's wrapper) from every key that has it. Raises ValueError
+    when two keys become one (a key both with and without the prefix)."""
     stripped = {}
     for key, value in state_dict.items():
         while key.startswith(COMPILE_PREFIX):
             key = key[len(COMPILE_PREFIX):]
+        if key in stripped:
+            raise ValueError(f"state dict has the key {key!r} both with and without the `_orig_mod.` prefix")
         stripped[key] = value
     return stripped
 
 
 def config_from_state_dict(
-    state_dict: Mapping[str, Any], *, head_dim: int = DEFAULT_HEAD_DIM, **overrides: Any
+    state_dict: Mapping[str, Any], base: ModelConfig | None = None, *, head_dim: int | None = None, **overrides: Any
 ) -> ModelConfig:
-    """ModelConfig whose parameter shapes are those of `state_dict` (record keys).
+    """The ModelConfig of the model whose weights `state_dict` holds (record keys, `_orig_mod.`
+    allowed): the one rule for reading a model's dims off a checkpoint.
 
-    D and V come from `embed.weight` (V, D); layers from the `blocks.{i}` indices; heads =
-    D // head_dim; layers without `attn.*` keys are attention-free; the number of value tables
-    from `value_embeds.embed.{k}`. The per-layer window/value-embedding patterns are the
-    record's, so only 12-layer checkpoints are accepted. `overrides` set any other field
-    (e.g. dtype_policy="fp32").
+    Starts from `base` (default: the record's ModelConfig) with `overrides` applied. When that
+    config fits and `head_dim` is None or its own, it is returned as is (all fields kept).
+    Otherwise D and V come from `embed.weight` (V, D), the depth from the `blocks.{i}` indices,
+    heads = D // head_dim (shapes do not say how D splits into heads: `head_dim`, else the base's,
+    128 for the record and 64 for tiny), and layers without `attn.qkv_w` are attention-free; every
+    other field (the per-layer patterns included) is the base's, so the depth must be the base's.
+    Raises ValueError naming what does not fit; `torch_state_dict_to_params` checks every key.
     """
     keys = strip_compile_prefix(state_dict)
+    base = replace(base or ModelConfig(), **overrides)
+    if head_dim in (None, base.head_dim) and not model_lib.param_shape_problems(keys, _shapes(base)):
+        return base
+    head_dim = head_dim or base.head_dim
     if "embed.weight" not in keys:
         raise ValueError("state dict has no `embed.weight`; cannot infer the model dims")
     vocab_size, model_dim = (int(n) for n in np.shape(_shape_source(keys["embed.weight"])))
@@ -76,52 +83,38 @@ def config_from_state_dict(
     layers = sorted({int(m.group(1)) for key in keys if (m := _BLOCK_KEY.match(key))})
     if not layers or layers != list(range(len(layers))):
         raise ValueError(f"block indices must be 0..L-1, found {layers}")
-    num_layers = len(layers)
-    if num_layers != RECORD_NUM_LAYERS:
+    if len(layers) != base.num_layers:
         raise ValueError(
-            f"found {num_layers} blocks; the per-layer patterns are only known for the record's "
-            f"{RECORD_NUM_LAYERS} layers; pass a ModelConfig explicitly"
+            f"found {len(layers)} blocks; the per-layer patterns are only known for the record's "
+            f"{base.num_layers} layers; pass a ModelConfig explicitly"
         )
-    attention_free = tuple(i for i in layers if f"blocks.{i}.attn.qkv_w" not in keys)
-    num_tables = len({key for key in keys if key.startswith("value_embeds.embed.")})
-    base = ModelConfig()
-    if num_tables != base.num_value_embeds:
-        raise ValueError(f"found {num_tables} value-embedding tables, the record has {base.num_value_embeds}")
-    if "eot_id" not in overrides and vocab_size <= base.eot_id:
+    if vocab_size <= base.eot_id:
         raise ValueError(
             f"embed.weight has {vocab_size} rows, too few for the GPT-2 EOT id {base.eot_id}; pass eot_id=..."
         )
-    fields = dict(
-        vocab_size=vocab_size, model_dim=model_dim, num_heads=model_dim // head_dim,
-        attention_free_layers=attention_free,
-    )
-    fields.update(overrides)
-    return replace(base, **fields)
+    attention_free = tuple(i for i in layers if f"blocks.{i}.attn.qkv_w" not in keys)
+    return replace(base, vocab_size=vocab_size, model_dim=model_dim, num_heads=model_dim // head_dim,
+                   attention_free_layers=attention_free)
 
 
 def _shape_source(value: Any) -> Any:
     return value if hasattr(value, "shape") else np.asarray(value)
 
 
+def _shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
+    return {name: tuple(s.shape) for name, s in model_lib.param_shapes(config).items()}
+
+
 def _check_against(params: Mapping[str, Any], config: ModelConfig) -> None:
-    expected = {name: tuple(s.shape) for name, s in model_lib.param_shapes(config).items()}
-    missing = sorted(set(expected) - set(params))
-    unknown = sorted(set(params) - set(expected))
-    misshaped = sorted(
-        f"{name}: got {tuple(np.shape(_shape_source(params[name])))}, expected {expected[name]}"
-        for name in set(expected) & set(params)
-        if tuple(np.shape(_shape_source(params[name]))) != expected[name]
+    model_lib.check_param_shapes(
+        params, _shapes(config),
+        f"the model (vocab {config.vocab_size}, padded {config.padded_vocab_size}, dim {config.model_dim}, "
+        f"layers {config.num_layers})",
     )
-    if missing or unknown or misshaped:
-        raise ValueError(
-            "state dict does not match the model "
-            f"(vocab {config.vocab_size}, padded {config.padded_vocab_size}, dim {config.model_dim}, "
-            f"layers {config.num_layers}): missing {missing}; unknown {unknown}; mis-shaped {misshaped}"
-        )
 
 
 def torch_state_dict_to_params(
-    state_dict: Mapping[str, Any], config: ModelConfig | None = None, *, head_dim: int = DEFAULT_HEAD_DIM,
+    state_dict: Mapping[str, Any], config: ModelConfig | None = None, *, head_dim: int | None = None,
     **config_overrides: Any,
 ) -> dict[str, np.ndarray]:
     """Record state dict (torch tensors or arrays, fp32 or bf16) -> {record name: numpy array}.
@@ -132,8 +125,6 @@ def torch_state_dict_to_params(
     `config_from_state_dict` when the config is inferred.
     """
     keys = strip_compile_prefix(state_dict)
-    if len(keys) != len(state_dict):
-        raise ValueError("state dict has a key both with and without the `_orig_mod.` prefix")
     if config is None:
         config = config_from_state_dict(keys, head_dim=head_dim, **config_overrides)
     _check_against(keys, config)
@@ -152,24 +143,6 @@ def read_record_checkpoint(path: str | Path, *, flag: str = "checkpoint") -> dic
     if not isinstance(checkpoint, dict) or "model" not in checkpoint:
         raise ValueError(f"{path} is not a record-format checkpoint (a dict with a 'model' state dict)")
     return strip_compile_prefix(checkpoint["model"])
-
-
-def fit_model_config(state_dict: Mapping[str, Any], base: ModelConfig, head_dim: int | None = None) -> ModelConfig:
-    """`base` when the state dict fits it, else `base` with the model dims read off the shapes.
-
-    Shapes do not say how D splits into heads: heads = D / head_dim with `head_dim`, else
-    base's. Raises ValueError naming every key that does not fit."""
-    if head_dim in (None, base.head_dim):
-        try:  # base already fits: keep all of its fields (also per-layer patterns)
-            _check_against(strip_compile_prefix(state_dict), base)
-            return base
-        except ValueError:
-            pass
-    inferred = config_from_state_dict(state_dict, head_dim=head_dim or base.head_dim)
-    dims = ("vocab_size", "num_layers", "num_heads", "model_dim", "attention_free_layers")
-    config = replace(base, **{name: getattr(inferred, name) for name in dims})
-    _check_against(strip_compile_prefix(state_dict), config)
-    return config
 
 
 def params_to_torch_state_dict(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -198,14 +171,12 @@ def load_params(model: nnx.Module, params: Mapping[str, Any]) -> None:
 
 
 def model_from_state_dict(
-    state_dict: Mapping[str, Any], *, head_dim: int = DEFAULT_HEAD_DIM, **config_overrides: Any
+    state_dict: Mapping[str, Any], *, head_dim: int | None = None, **config_overrides: Any
 ) -> model_lib.GPT:
     """A jaxgpt GPT holding the weights of a record state dict (dims inferred from shapes)."""
     config = config_from_state_dict(state_dict, head_dim=head_dim, **config_overrides)
-    params = torch_state_dict_to_params(state_dict, config)
-    model = nnx.eval_shape(lambda: model_lib.GPT(config, rngs=nnx.Rngs(0)))
-    model = _materialize(model)
-    load_params(model, params)
+    model = _materialize(nnx.eval_shape(lambda: model_lib.GPT(config, rngs=nnx.Rngs(0))))
+    load_params(model, strip_compile_prefix(state_dict))  # checks every key against the model
     return model
 
 

@@ -215,6 +215,12 @@ def _host_batch(tokens: np.ndarray, pos: int, first_seq: int, num_seqs: int, seq
     return Batch(inputs, targets)
 
 
+def shard_serves_batch(pos: int, batch_tokens: int, num_tokens: int) -> bool:
+    """The record's shard-advance test: a shard of `num_tokens` tokens serves a batch at `pos`
+    while pos + batch_tokens + 1 < num_tokens (else the loader moves on to the next shard)."""
+    return pos + batch_tokens + 1 < num_tokens
+
+
 def batch_starts(
     files: Sequence[Path], pattern: str, batch_tokens: int, *, cycle: bool = False, start: DataPosition = DataPosition()
 ) -> Iterator[tuple[np.ndarray, DataPosition]]:
@@ -228,14 +234,14 @@ def batch_starts(
     shard_index, pos = start.shard_index, start.pos
     tokens = read_shard(files[shard_index])
     while True:
-        if pos + batch_tokens + 1 >= len(tokens):
+        if not shard_serves_batch(pos, batch_tokens, len(tokens)):
             shard_index += 1
             if shard_index == len(files):
                 if not cycle:
                     raise ShardsExhaustedError(exhausted_message(pattern, len(files)))
                 shard_index = 0
             tokens, pos = read_shard(files[shard_index]), 0
-            if pos + batch_tokens + 1 >= len(tokens):
+            if not shard_serves_batch(pos, batch_tokens, len(tokens)):
                 raise ValueError(too_short_message(files[shard_index], len(tokens), batch_tokens))
         yield tokens, DataPosition(shard_index, pos)
         pos += batch_tokens
@@ -248,7 +254,7 @@ def batches_available(files: Sequence[Path], batch_tokens: int, start: DataPosit
     for index in range(start.shard_index, len(files)):
         length = read_shard_header(files[index])
         pos = start.pos if index == start.shard_index else 0
-        if pos + batch_tokens + 1 < length:
+        if shard_serves_batch(pos, batch_tokens, length):  # at pos, pos + B, ... up to the last that serves
             total += (length - batch_tokens - 2 - pos) // batch_tokens + 1
     return total
 

@@ -171,8 +171,7 @@ def dense_mask(
     tokens: (T,) integer token ids, T a positive multiple of block_size.
     """
     tokens = jnp.asarray(tokens)
-    _check_tokens_1d(tokens, block_size)
-    lists = windowed_block_lists(tokens, window_blocks, block_size=block_size, eot_id=eot_id)
+    lists = windowed_block_lists(tokens, window_blocks, block_size=block_size, eot_id=eot_id)  # checks tokens
     full_blocks = _listed_blocks(lists.full_counts, lists.full_indices)
     partial_blocks = _listed_blocks(lists.partial_counts, lists.partial_indices)
 

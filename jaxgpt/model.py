@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +30,7 @@ from flax import nnx
 
 from jaxgpt import attention as attention_lib
 from jaxgpt import masks
-from jaxgpt.config import ModelConfig
+from jaxgpt.config import RECORD_FP8_GRAD_SCALE, ModelConfig
 
 WindowBlocks = int | jax.Array
 
@@ -38,7 +39,7 @@ RMS_NORM_EPS = 2.0**-23
 # The record's FP8 head scales (x_s, w_s, grad_s).
 FP8_X_SCALE = 2.0
 FP8_W_SCALE = 32.0
-FP8_GRAD_SCALE = 2.0**29
+FP8_GRAD_SCALE = RECORD_FP8_GRAD_SCALE  # for a mean over 65,536 tokens: config.fp8_grad_scale_for
 
 
 # ---------------------------------------------------------------------------------------------
@@ -350,7 +351,7 @@ class GPT(nnx.Module):
         self.skip_weights = nnx.Param(jnp.ones((config.num_encoder_layers,), jnp.float32))
         self.lm_head = Linear(config.model_dim, config.padded_vocab_size, zero_init=True, rngs=rngs)
 
-    def _check_inputs(self, input_ids: jax.Array, target_ids: jax.Array | None = None) -> None:
+    def _check_inputs(self, input_ids: jax.Array) -> None:
         cfg = self.config
         if input_ids.ndim != 2:
             raise ValueError(f"input_ids must be (B, T), got shape {input_ids.shape}")
@@ -361,8 +362,6 @@ class GPT(nnx.Module):
             raise ValueError(f"sequence length {seq} is not a positive multiple of {cfg.block_size}")
         if seq > cfg.rope_max_len:
             raise ValueError(f"sequence length {seq} exceeds rope_max_len {cfg.rope_max_len}")
-        if target_ids is not None and target_ids.shape != input_ids.shape:
-            raise ValueError(f"target_ids shape {target_ids.shape} != input_ids shape {input_ids.shape}")
 
     def hidden(self, input_ids: jax.Array, window_blocks: WindowBlocks) -> jax.Array:
         """Final normed activations (B, T, D) in the policy's activation dtype."""
@@ -412,7 +411,8 @@ class GPT(nnx.Module):
 
         input_ids, target_ids: (B, T) int; window_blocks: W_long (W_short = W_long // 2).
         """
-        self._check_inputs(input_ids, target_ids)
+        if target_ids.shape != input_ids.shape:  # input_ids are checked by `hidden`
+            raise ValueError(f"target_ids shape {target_ids.shape} != input_ids shape {input_ids.shape}")
         cfg = self.config
         x = self.hidden(input_ids, window_blocks)
         batch, seq, dim = x.shape
@@ -466,6 +466,28 @@ def param_shapes(config: ModelConfig) -> dict[str, jax.ShapeDtypeStruct]:
     return {name: jax.ShapeDtypeStruct(value.shape, value.dtype) for name, value in param_dict(abstract).items()}
 
 
+def param_shape_problems(params: Mapping[str, Any], expected: Mapping[str, Sequence[int]]) -> list[str]:
+    """Every way `params` ({name: array-like}) differs from `expected` ({name: shape}): missing
+    names, unknown names and mis-shaped arrays, as readable fragments. Empty when they fit."""
+    shapes = {name: tuple(np.shape(value if hasattr(value, "shape") else np.asarray(value))) for name, value in params.items()}
+    missing = sorted(set(expected) - set(shapes))
+    unknown = sorted(set(shapes) - set(expected))
+    misshaped = sorted(
+        f"{name}: got {shapes[name]}, expected {tuple(expected[name])}"
+        for name in set(expected) & set(shapes) if shapes[name] != tuple(expected[name])
+    )
+    if not (missing or unknown or misshaped):
+        return []
+    return [f"missing {missing}", f"unknown {unknown}", f"mis-shaped {misshaped}"]
+
+
+def check_param_shapes(params: Mapping[str, Any], expected: Mapping[str, Sequence[int]], what: str) -> None:
+    """Raise ValueError listing every missing, unknown and mis-shaped name (see param_shape_problems)."""
+    problems = param_shape_problems(params, expected)
+    if problems:
+        raise ValueError(f"parameters do not match {what}: " + "; ".join(problems))
+
+
 def load_param_dict(model: nnx.Module, params: dict[str, jax.Array | np.ndarray]) -> None:
     """Set every parameter of `model` from `params` (record names), cast to the model's dtypes.
 
@@ -474,18 +496,7 @@ def load_param_dict(model: nnx.Module, params: dict[str, jax.Array | np.ndarray]
     state = nnx.state(model, nnx.Param)
     flat = nnx.to_flat_state(state)
     expected = {path_to_name(path): variable for path, variable in flat}
-    missing = sorted(set(expected) - set(params))
-    unknown = sorted(set(params) - set(expected))
-    misshaped = sorted(
-        f"{name}: got {tuple(np.shape(params[name]))}, expected {tuple(expected[name].get_value().shape)}"
-        for name in set(expected) & set(params)
-        if tuple(np.shape(params[name])) != tuple(expected[name].get_value().shape)
-    )
-    if missing or unknown or misshaped:
-        raise ValueError(
-            "parameters do not match the model: "
-            f"missing {missing}; unknown {unknown}; mis-shaped {misshaped}"
-        )
+    check_param_shapes(params, {name: variable.get_value().shape for name, variable in expected.items()}, "the model")
     for name, variable in expected.items():
         variable.set_value(jnp.asarray(params[name]).astype(variable.get_value().dtype))
     nnx.update(model, nnx.from_flat_state(flat))

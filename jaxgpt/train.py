@@ -124,7 +124,7 @@ def build_model(preset: cfg.Preset, options: RunOptions, *, num_devices: int = 1
         graph, params = model_lib.ModelGraph.split(model)
         return preset, graph, {name: np.asarray(value) for name, value in params.items()}
     state_dict = convert.read_record_checkpoint(options.init_from, flag="--init-from")
-    preset = cfg.Preset(model=convert.fit_model_config(state_dict, preset.model, options.head_dim),
+    preset = cfg.Preset(model=convert.config_from_state_dict(state_dict, preset.model, head_dim=options.head_dim),
                         optim=preset.optim, train=preset.train)
     loaded = convert.torch_state_dict_to_params(state_dict, preset.model)
     model = nnx.eval_shape(lambda: model_lib.GPT(device_model_config(preset, num_devices), rngs=nnx.Rngs(0)))

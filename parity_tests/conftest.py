@@ -15,7 +15,7 @@ from flax import nnx
 
 from jaxgpt import convert
 from jaxgpt import model as jax_model
-from jaxgpt.config import ModelConfig, replace
+from jaxgpt.config import ModelConfig, fp8_grad_scale_for, replace
 from torch_ref import model as torch_model
 
 # 12 layers (the record's per-layer patterns), 2 heads of 64, a small vocabulary whose padding
@@ -115,6 +115,6 @@ def fp32_model_pair() -> tuple[torch_model.GPT, jax_model.GPT]:
 def record_model_pair() -> tuple[torch_model.GPT, jax_model.GPT]:
     """Same as fp32_model_pair under the record's bf16 policy (FP8 head when train mode is used)."""
     config = replace(PARITY_CONFIG, dtype_policy="record",
-                     fp8_grad_scale=2.0**29 * PARITY_SEQ_LEN / 65536)  # same |G * scale| as the record
+                     fp8_grad_scale=fp8_grad_scale_for(PARITY_SEQ_LEN))  # same |G * scale| as the record
     torch_gpt = seeded_torch_model(config, seed=0).eval()
     return torch_gpt, jax_model_from_torch(torch_gpt, config)

@@ -321,7 +321,7 @@ def bench_torch_ref(*, seq_len: int, repeats: int) -> dict[str, Any]:
     # The record's FP8 head gradient scale is sized for 65,536 tokens per mean; scale it with T
     # (as jaxgpt.train does) so that e5m2 does not overflow. On a CPU the FP8 head is emulated.
     model = GPT(model_config.vocab_size, model_config.num_layers, model_config.num_heads, model_config.model_dim,
-                fp8_grad_scale=model_config.fp8_grad_scale * seq_len / 65536)
+                fp8_grad_scale=cfg.fp8_grad_scale_for(seq_len, model_config.fp8_grad_scale))
     tokens = torch.randint(0, model_config.vocab_size, (seq_len + 1,), generator=torch.Generator().manual_seed(0))
     inputs, targets = tokens[:-1], tokens[1:]
     window = torch.tensor(model_config.max_window_blocks, dtype=torch.int32)
