@@ -13,8 +13,6 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-import jax
-import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 from flax import nnx
@@ -168,19 +166,3 @@ def load_params(model: nnx.Module, params: Mapping[str, Any]) -> None:
     Raises ValueError listing every missing, unknown and mis-shaped name.
     """
     model_lib.load_param_dict(model, {name: _to_numpy(value) for name, value in params.items()})
-
-
-def model_from_state_dict(
-    state_dict: Mapping[str, Any], *, head_dim: int | None = None, **config_overrides: Any
-) -> model_lib.GPT:
-    """A jaxgpt GPT holding the weights of a record state dict (dims inferred from shapes)."""
-    config = config_from_state_dict(state_dict, head_dim=head_dim, **config_overrides)
-    model = _materialize(nnx.eval_shape(lambda: model_lib.GPT(config, rngs=nnx.Rngs(0))))
-    load_params(model, strip_compile_prefix(state_dict))  # checks every key against the model
-    return model
-
-
-def _materialize(abstract_model: model_lib.GPT) -> model_lib.GPT:
-    """Zeros in place of an nnx.eval_shape model's abstract leaves (nothing is sampled)."""
-    graphdef, state = nnx.split(abstract_model)
-    return nnx.merge(graphdef, jax.tree.map(lambda leaf: jnp.zeros(leaf.shape, leaf.dtype), state))

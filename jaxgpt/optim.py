@@ -10,8 +10,8 @@ Applying updates: `params = optax.apply_updates(params, updates)`. It adds in fp
 the sum back to each parameter's dtype, so bf16 embedding tables are rounded to bf16 after
 every step, exactly as the record's fused Adam stores them.
 
-Schedule functions accept a Python number (computed in float64, as the record's host code) or
-a traced JAX integer (computed in fp32, for use inside a compiled step).
+Schedule functions take a Python number and compute in float64, as the record's host code; the
+optax schedules inside the compiled step index host tables of their values, rounded to fp32 once.
 """
 
 from __future__ import annotations
@@ -34,35 +34,24 @@ Number = int | float | np.integer | np.floating
 # Schedules
 
 
-def _is_host_number(value: Any) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-
-
-def lr_multiplier(
-    step: Number | jax.Array, total_steps: int, cooldown_frac: float = 0.4, final_lr_frac: float = 0.1
-) -> float | jax.Array:
+def lr_multiplier(step: Number, total_steps: int, cooldown_frac: float = 0.4, final_lr_frac: float = 0.1) -> float:
     """Learning-rate factor at 0-based `step`: 1.0, then linear down to `final_lr_frac`.
 
-    f = w + (1 - w) * final_lr_frac with w = min((1 - step / total_steps) / cooldown_frac, 1).
-    For the record (1393 steps) f is 1.0 through step 835 and 0.10162 at step 1392.
+    f = w + (1 - w) * final_lr_frac with w = min((1 - step / total_steps) / cooldown_frac, 1),
+    in float64 on the host as the record. For the record (1393 steps) f is 1.0 through step 835
+    and 0.10162 at step 1392.
     """
     if total_steps <= 0:
         raise ValueError(f"total_steps must be positive, got {total_steps}")
     if not 0.0 <= cooldown_frac <= 1.0:
         raise ValueError(f"cooldown_frac must be in [0, 1], got {cooldown_frac}")
-    if _is_host_number(step):
-        remaining = 1 - step / total_steps
-        if not 0.0 <= remaining <= 1.0:
-            raise ValueError(f"step {step} is outside [0, total_steps={total_steps}]")
-        if cooldown_frac == 0.0:
-            return 1.0
-        w = min(remaining / cooldown_frac, 1.0)
-        return w * 1.0 + (1 - w) * final_lr_frac
-    remaining = 1.0 - jnp.asarray(step, jnp.float32) / total_steps
+    remaining = 1 - step / total_steps
+    if not 0.0 <= remaining <= 1.0:
+        raise ValueError(f"step {step} is outside [0, total_steps={total_steps}]")
     if cooldown_frac == 0.0:
-        return jnp.ones_like(remaining)
-    w = jnp.minimum(remaining / cooldown_frac, 1.0)
-    return w + (1.0 - w) * final_lr_frac
+        return 1.0
+    w = min(remaining / cooldown_frac, 1.0)
+    return w * 1.0 + (1 - w) * final_lr_frac
 
 
 def lr_schedule(
@@ -87,20 +76,15 @@ def _table_schedule(table: np.ndarray) -> optax.Schedule:
     return lambda count: values[jnp.minimum(jnp.asarray(count, jnp.int32), len(table) - 1)]
 
 
-def muon_momentum(
-    step: Number | jax.Array, start: float = 0.85, end: float = 0.95, warmup_steps: int = 300
-) -> float | jax.Array:
-    """Muon momentum at 0-based `step`: (1 - frac) * start + frac * end, frac = min(step / warmup, 1)."""
+def muon_momentum(step: Number, start: float = 0.85, end: float = 0.95, warmup_steps: int = 300) -> float:
+    """Muon momentum at 0-based `step`, in float64 on the host as the record:
+    (1 - frac) * start + frac * end, frac = min(step / warmup, 1)."""
     if warmup_steps < 0:
         raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
-    if _is_host_number(step):
-        if step < 0:
-            raise ValueError(f"step must be >= 0, got {step}")
-        frac = min(step / warmup_steps, 1) if warmup_steps else 1
-        return (1 - frac) * start + frac * end
-    step = jnp.asarray(step, jnp.float32)
-    frac = jnp.minimum(step / warmup_steps, 1.0) if warmup_steps else jnp.ones_like(step)
-    return (1.0 - frac) * start + frac * end
+    if step < 0:
+        raise ValueError(f"step must be >= 0, got {step}")
+    frac = min(step / warmup_steps, 1) if warmup_steps else 1
+    return (1 - frac) * start + frac * end
 
 
 def muon_momentum_schedule(

@@ -68,14 +68,6 @@ def test_load_params_into_model_and_back():
         assert torch.equal(back[name], tensor), name
 
 
-def test_model_from_state_dict_casts_to_policy():
-    state = _record_state_dict(dtype_embeddings=torch.bfloat16)
-    model = convert.model_from_state_dict(state, head_dim=64, eot_id=999, dtype_policy="fp32")
-    params = M.param_dict(model)
-    assert params["embed.weight"].dtype == np.float32
-    np.testing.assert_array_equal(np.asarray(params["embed.weight"]), state["embed.weight"].float().numpy())
-
-
 def test_bad_keys_are_all_listed():
     state = _record_state_dict()
     del state["skip_weights"]

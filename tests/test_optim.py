@@ -60,8 +60,6 @@ def test_momentum_schedules_are_torch_fp32_values():
 def test_muon_momentum_warmup():
     assert muon_momentum(0) == 0.85 and muon_momentum(300) == 0.95 and muon_momentum(1000) == 0.95
     assert muon_momentum(150) == pytest.approx(0.90, abs=1e-15)
-    traced = np.asarray(jax.jit(lambda s: muon_momentum(s))(jnp.arange(400)))
-    np.testing.assert_allclose(traced, [muon_momentum(s) for s in range(400)], rtol=1e-6)  # fp32 vs float64
 
 
 def _record_next_multiple(v: float, n: int = 128) -> int:
