@@ -30,7 +30,7 @@ import numpy as np
 from jax import lax
 
 from jaxgpt.config import BLOCK_SIZE
-from jaxgpt.masks import closed_form_mask
+from jaxgpt.masks import allowed_at, closed_form_mask
 
 Backend = Literal["dense", "blocked", "pallas"]
 
@@ -229,3 +229,29 @@ def attention(
             "(a follow-up to issue 4); use backend='blocked'"
         )
     raise ValueError(f"unknown attention backend {backend!r}; choose 'dense', 'blocked' or 'pallas'")
+
+
+def cached_attention(
+    q: jax.Array,
+    k_cache: jax.Array,
+    v_cache: jax.Array,
+    q_positions: jax.Array,
+    q_doc_ids: jax.Array,
+    k_doc_ids: jax.Array,
+    window_blocks: int | jax.Array,
+    *,
+    scale: float = 0.12,
+    block_size: int = BLOCK_SIZE,
+) -> jax.Array:
+    """Attention of C new queries to a key/value cache (incremental decoding), same allowed
+    set and numerics as `dense_attention`.
+
+    q: (B, C, H, Dh) at absolute positions q_positions (C,) int32; k_cache (B, S, H, Dh) and
+    v_cache (B, S, H, Dv) hold positions 0..S-1 (the new keys already written; slots past the
+    last written position are never allowed, being later than every query); q_doc_ids (B, C),
+    k_doc_ids (B, S) int32 document ids. Returns (B, C, H, Dv) in q's dtype.
+    """
+    k_positions = jnp.arange(k_cache.shape[1], dtype=jnp.int32)
+    allowed = allowed_at(q_positions[None, :, None], k_positions[None, None, :], q_doc_ids[:, :, None],
+                         k_doc_ids[:, None, :], window_blocks, block_size=block_size)  # (B, C, S)
+    return _masked_softmax_pv(_scores(q, k_cache, scale), allowed[:, None], v_cache, q.dtype)

@@ -139,6 +139,19 @@ class Checkpointer:
         )
         return restored.state, meta
 
+    def restore_params(self, step: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(params, meta) of `step` (default: newest): the parameters {record name: array} on
+        the first local device, whatever mesh saved them (no config or optimizer needed), and
+        the JSON meta item. FileNotFoundError when there is no such checkpoint."""
+        meta = self.read_meta(step)
+        item = ocp.StandardCheckpointHandler().metadata(self.directory / str(meta["step"]) / "state")
+        tree = getattr(item, "tree", item)  # orbax >= 0.11 wraps the tree's metadata
+        device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+        # The whole state is read: restoring only the params is not in every orbax version.
+        target = jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=device), tree)
+        restored = self._manager.restore(meta["step"], args=ocp.args.Composite(state=ocp.args.StandardRestore(target)))
+        return dict(restored.state["params"]), meta
+
     def wait(self) -> None:
         self._manager.wait_until_finished()
 
@@ -185,6 +198,19 @@ def is_due(step: int, start_step: int, train: TrainConfig, save_final: bool) -> 
     if step == train.steps:
         return train.checkpoint_every > 0 or save_final
     return train.checkpoint_every > 0 and step % train.checkpoint_every == 0
+
+
+def restore_params(directory: str | Path, step: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(params, meta) of `step` (default: newest) in a checkpoint directory; see
+    `Checkpointer.restore_params`. FileNotFoundError for a missing directory."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"checkpoint directory not found: {directory}")
+    checkpointer = Checkpointer(directory, async_save=False)
+    try:
+        return checkpointer.restore_params(step)
+    finally:
+        checkpointer.close()
 
 
 def _abstract(leaf: Any) -> jax.ShapeDtypeStruct:

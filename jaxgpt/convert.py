@@ -13,6 +13,8 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
+import jax
+import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 from flax import nnx
@@ -166,3 +168,17 @@ def load_params(model: nnx.Module, params: Mapping[str, Any]) -> None:
     Raises ValueError listing every missing, unknown and mis-shaped name.
     """
     model_lib.load_param_dict(model, {name: _to_numpy(value) for name, value in params.items()})
+
+
+def model_from_params(params: Mapping[str, Any], config: ModelConfig) -> model_lib.GPT:
+    """A jaxgpt GPT(config) holding `params` ({record name: array}; no random init is run).
+    Raises ValueError listing every missing, unknown and mis-shaped name."""
+    model = _materialize(nnx.eval_shape(lambda: model_lib.GPT(config, rngs=nnx.Rngs(0))))
+    load_params(model, params)
+    return model
+
+
+def _materialize(abstract_model: model_lib.GPT) -> model_lib.GPT:
+    """Zeros in place of an nnx.eval_shape model's abstract leaves (nothing is sampled)."""
+    graphdef, state = nnx.split(abstract_model)
+    return nnx.merge(graphdef, jax.tree.map(lambda leaf: jnp.zeros(leaf.shape, leaf.dtype), state))

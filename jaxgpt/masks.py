@@ -191,7 +191,18 @@ def closed_form_mask(doc_ids: jax.Array, window_blocks: WindowBlocks, *, block_s
     if doc_ids.ndim != 1:
         raise ValueError(f"doc_ids must be a 1-D array of T ids, got shape {tuple(doc_ids.shape)}")
     num_blocks(doc_ids.shape[0], block_size)
-    block_of = jnp.arange(doc_ids.shape[0]) // block_size
+    positions = jnp.arange(doc_ids.shape[0])
+    return allowed_at(positions[:, None], positions[None, :], doc_ids[:, None], doc_ids[None, :],
+                      window_blocks, block_size=block_size)
+
+
+def allowed_at(
+    q_positions: jax.Array, k_positions: jax.Array, q_doc_ids: jax.Array, k_doc_ids: jax.Array,
+    window_blocks: WindowBlocks, *, block_size: int = BLOCK_SIZE,
+) -> jax.Array:
+    """The closed form at given absolute positions (all arguments broadcast together):
+    k <= q, same document, and k's block among the query's own and the max(w, 1) - 1 before.
+    Used by `closed_form_mask` and by incremental decoding against a key/value cache."""
     window = jnp.maximum(jnp.asarray(window_blocks, dtype=jnp.int32), 1)
-    in_window = (block_of[:, None] - block_of[None, :]) < window
-    return document_causal(doc_ids) & in_window
+    in_window = (q_positions // block_size - k_positions // block_size) < window
+    return (k_positions <= q_positions) & (q_doc_ids == k_doc_ids) & in_window

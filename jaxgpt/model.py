@@ -20,7 +20,7 @@ import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -210,6 +210,17 @@ def head_loss(
     return total / num_tokens
 
 
+class DecodeContext(NamedTuple):
+    """Where the C new tokens of an incremental decoding step sit in the cached sequence.
+
+    positions: (C,) int32 absolute positions (rotary and window use them, as in training);
+    cache_doc_ids: (B, S) int32 document id of every cache slot, the new tokens' included.
+    """
+
+    positions: jax.Array
+    cache_doc_ids: jax.Array
+
+
 # ---------------------------------------------------------------------------------------------
 # Modules
 
@@ -268,8 +279,29 @@ class Attention(nnx.Module):
     def __call__(
         self, h_BTD: jax.Array, ve_BTD: jax.Array | None, doc_ids_BT: jax.Array,
         window_blocks: WindowBlocks, rotary: tuple[jax.Array, jax.Array],
+        decode: DecodeContext | None = None,
     ) -> jax.Array:
-        """h (B, T, D) normed input; ve (B, T, D) or None; returns (B, T, D) in h's dtype."""
+        """h (B, T, D) normed input; ve (B, T, D) or None; returns (B, T, D) in h's dtype.
+
+        With `decode` (after `init_cache`), the T new keys and values are written into the
+        cache at decode.positions and the queries attend to the whole cache instead."""
+        cfg = self.config
+        batch, seq, dim = h_BTD.shape
+        q, k, v = self.project(h_BTD, ve_BTD, rotary)
+        if decode is not None:
+            y = self._attend_cached(q, k, v, doc_ids_BT, window_blocks, decode)
+        else:
+            y = attention_lib.attention(
+                q, k, v, doc_ids_BT, window_blocks, backend=cfg.attention_backend,
+                scale=cfg.attn_scale, block_size=cfg.block_size, max_window_blocks=cfg.max_window_blocks,
+            )
+        return self.c_proj(y.reshape(batch, seq, dim))
+
+    def project(
+        self, h_BTD: jax.Array, ve_BTD: jax.Array | None, rotary: tuple[jax.Array, jax.Array]
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """(q, k, v), each (B, T, H, Dh) in h's dtype: merged QKV matmul, value mixing with
+        the value embedding, QK-norm and rotary on q and k."""
         cfg = self.config
         batch, seq, dim = h_BTD.shape
         heads = cfg.num_heads
@@ -282,12 +314,23 @@ class Attention(nnx.Module):
         if ve_BTD is not None:
             v = v + lam[1] * ve_BTD.reshape(v.shape)
         q, k = rms_norm(q), rms_norm(k)
-        q, k = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
-        y = attention_lib.attention(
-            q, k, v, doc_ids_BT, window_blocks, backend=cfg.attention_backend,
-            scale=cfg.attn_scale, block_size=cfg.block_size, max_window_blocks=cfg.max_window_blocks,
+        return apply_rotary(q, *rotary), apply_rotary(k, *rotary), v
+
+    def init_cache(self, batch: int, max_len: int, dtype: jnp.dtype) -> None:
+        """Zeroed key and value caches, each (batch, max_len, H, Dh) in `dtype`."""
+        shape = (batch, max_len, self.config.num_heads, self.config.head_dim)
+        self.cache_k = nnx.Cache(jnp.zeros(shape, dtype))
+        self.cache_v = nnx.Cache(jnp.zeros(shape, dtype))
+
+    def _attend_cached(self, q, k, v, doc_ids_BC, window_blocks, decode: DecodeContext) -> jax.Array:
+        start = decode.positions[0]
+        for cache, new in ((self.cache_k, k), (self.cache_v, v)):
+            cache.set_value(jax.lax.dynamic_update_slice_in_dim(cache.get_value(), new.astype(cache.get_value().dtype), start, axis=1))
+        cfg = self.config
+        return attention_lib.cached_attention(
+            q, self.cache_k.get_value(), self.cache_v.get_value(), decode.positions, doc_ids_BC,
+            decode.cache_doc_ids, window_blocks, scale=cfg.attn_scale, block_size=cfg.block_size,
         )
-        return self.c_proj(y.reshape(batch, seq, dim))
 
 
 class MLP(nnx.Module):
@@ -312,25 +355,27 @@ class Block(nnx.Module):
     def __call__(
         self, x_BTD: jax.Array, ve_BTD: jax.Array | None, x0_BTD: jax.Array, doc_ids_BT: jax.Array,
         window_blocks: WindowBlocks, rotary: tuple[jax.Array, jax.Array],
+        decode: DecodeContext | None = None,
     ) -> jax.Array:
         lam = self.lambdas[...].astype(x_BTD.dtype)
         x = lam[0] * x_BTD + lam[1] * x0_BTD
         if self.attn is not None:
-            x = x + self.attn(rms_norm(x), ve_BTD, doc_ids_BT, window_blocks, rotary)
+            x = x + self.attn(rms_norm(x), ve_BTD, doc_ids_BT, window_blocks, rotary, decode)
         return x + self.mlp(rms_norm(x))
 
 
 def _block_runner(remat: str):
-    """Returns run(block, x, ve, x0, doc_ids, window, rotary) -> block output (B, T, D).
+    """Returns run(block, x, ve, x0, doc_ids, window, rotary, decode) -> block output (B, T, D).
 
     "none" calls the block as is; "block" / "block_dots" call it under nnx.remat (nothing
     saved / matmul outputs saved), so the backward pass recomputes the block from its inputs.
+    Decoding (no backward pass) always calls the block as is.
     """
     policy = jax.checkpoint_policies.dots_saveable if remat == "block_dots" else None
 
-    def run(block: Block, x, ve, x0, doc_ids, window: WindowBlocks, rotary):
-        if remat == "none":
-            return block(x, ve, x0, doc_ids, window, rotary)
+    def run(block: Block, x, ve, x0, doc_ids, window: WindowBlocks, rotary, decode=None):
+        if remat == "none" or decode is not None:
+            return block(x, ve, x0, doc_ids, window, rotary, decode)
         # The window is closed over, so a Python-int window stays static inside the remat.
         step = nnx.remat(lambda blk, x_, ve_, x0_, ids_, rot_: blk(x_, ve_, x0_, ids_, window, rot_), policy=policy)
         return step(block, x, ve, x0, doc_ids, rotary)
@@ -371,6 +416,14 @@ class GPT(nnx.Module):
         cos, sin = rotary_tables(cfg.head_dim, cfg.rope_max_len)
         rotary = (jnp.asarray(cos[:seq]), jnp.asarray(sin[:seq]))
         doc_ids = masks.document_ids(input_ids, cfg.eot_id)
+        return self._layers(input_ids, doc_ids, window_blocks, rotary)
+
+    def _layers(
+        self, input_ids: jax.Array, doc_ids: jax.Array, window_blocks: WindowBlocks,
+        rotary: tuple[jax.Array, jax.Array], decode: DecodeContext | None = None,
+    ) -> jax.Array:
+        """Embeddings, the U-net of blocks and the final norm: (B, T) ids -> (B, T, D)."""
+        cfg = self.config
         long_window = window_blocks
         short_window = window_blocks // 2
 
@@ -386,7 +439,7 @@ class GPT(nnx.Module):
             slot = cfg.value_embed_slots[layer]
             ve = None if slot is None else tables[slot]
             window = long_window if cfg.uses_long_window(layer) else short_window
-            x = run_block(block, x, ve, x0, doc_ids, window, rotary)
+            x = run_block(block, x, ve, x0, doc_ids, window, rotary, decode)
             if decoder_step < 0:
                 skips.append(x)
         return rms_norm(x)
@@ -396,12 +449,50 @@ class GPT(nnx.Module):
 
         train=True under the record policy uses the FP8 head, otherwise the plain head.
         """
-        x = self.hidden(input_ids, window_blocks)
-        batch, seq, dim = x.shape
+        return self._head(self.hidden(input_ids, window_blocks), train=train)
+
+    def _head(self, x_BTD: jax.Array, *, train: bool) -> jax.Array:
+        batch, seq, dim = x_BTD.shape
         use_fp8 = train and self.config.dtype_policy == "record"
-        out = head_logits(x.reshape(batch * seq, dim), self.lm_head.weight[...], use_fp8=use_fp8,
+        out = head_logits(x_BTD.reshape(batch * seq, dim), self.lm_head.weight[...], use_fp8=use_fp8,
                           fp8_grad_scale=self.config.fp8_grad_scale)
         return out.reshape(batch, seq, -1)
+
+    # -- incremental decoding (text sampling): the same layers over a key/value cache
+
+    def init_decode_cache(self, batch: int, max_len: int) -> None:
+        """Allocate zeroed caches for decoding up to `max_len` positions of `batch` sequences:
+        keys and values of every attention layer and the document id of every position."""
+        cfg = self.config
+        if not 0 < max_len <= cfg.rope_max_len:
+            raise ValueError(f"decode cache length {max_len} must be in 1..rope_max_len {cfg.rope_max_len}")
+        self.cache_length = nnx.Cache(jnp.zeros((), jnp.int32))
+        self.cache_doc_ids = nnx.Cache(jnp.zeros((batch, max_len), jnp.int32))
+        for block in self.blocks:
+            if block.attn is not None:
+                block.attn.init_cache(batch, max_len, compute_dtype(cfg))
+
+    def decode_logits(self, input_ids: jax.Array, window_blocks: WindowBlocks) -> jax.Array:
+        """(B, C, Vp) eval-mode logits (before the soft-cap) of C tokens that continue the
+        cached sequence, at positions cache_length .. cache_length + C - 1; writes them into
+        the cache and advances it. Equal to `logits` of the whole sequence at those positions
+        (tests/test_sample.py). The caller keeps cache_length + C <= the cache length (writes
+        past it are clamped by XLA, not detected)."""
+        cfg = self.config
+        batch, chunk = input_ids.shape
+        max_len = self.cache_doc_ids.get_value().shape[1]
+        start = self.cache_length.get_value()
+        positions = start + jnp.arange(chunk, dtype=jnp.int32)
+        # Document ids continue from the last cached position (0 before the first token).
+        previous = jnp.where(start > 0, self.cache_doc_ids.get_value()[:, jnp.maximum(start - 1, 0)], 0)
+        doc_ids = previous[:, None] + masks.document_ids(input_ids, cfg.eot_id)
+        cache_doc_ids = jax.lax.dynamic_update_slice_in_dim(self.cache_doc_ids.get_value(), doc_ids, start, axis=1)
+        cos, sin = rotary_tables(cfg.head_dim, cfg.rope_max_len)
+        rotary = (jnp.asarray(cos[:max_len])[positions], jnp.asarray(sin[:max_len])[positions])
+        x = self._layers(input_ids, doc_ids, window_blocks, rotary, DecodeContext(positions, cache_doc_ids))
+        self.cache_doc_ids.set_value(cache_doc_ids)
+        self.cache_length.set_value(start + chunk)
+        return self._head(x, train=False)
 
     def __call__(
         self, input_ids: jax.Array, target_ids: jax.Array, window_blocks: WindowBlocks, *,
