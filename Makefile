@@ -22,7 +22,7 @@ $(SAMPLE): $(VENV)/.installed
 sample: $(SAMPLE)
 
 train: $(SAMPLE)
-	$(PY) -m jaxgpt.train --preset tiny
+	$(PY) -m jaxgpt.train --preset tiny --save-checkpoint
 
 test: $(SAMPLE)
 	$(PY) -m pytest tests parity_tests -m "not gpu"

@@ -61,12 +61,7 @@ def load_checkpoint(path: str | Path, *, head_dim: int | None = None) -> LoadedM
         val_files = sorted(glob.glob(train.val_files))
         shards_meta = Path(val_files[0]).parent / corpus.META_FILE if val_files else None
         return LoadedModel(params, preset.model, window, shards_meta if shards_meta and shards_meta.is_file() else None)
-    import torch
-
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    if not isinstance(state, dict) or "model" not in state:
-        raise ValueError(f"{path} is not a record-format checkpoint (a dict with a 'model' state dict)")
-    state_dict = convert.strip_compile_prefix(state["model"])
+    state_dict = convert.read_record_checkpoint(path, flag="--checkpoint")
     model_config = convert.config_from_state_dict(state_dict, head_dim=head_dim)
     params = convert.torch_state_dict_to_params(state_dict, model_config)
     return LoadedModel(params, model_config, RECORD_FINAL_WINDOW_BLOCKS, None)

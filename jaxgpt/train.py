@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shlex
 import sys
 import uuid
 from collections.abc import Sequence
@@ -283,7 +284,10 @@ def finish_run(preset: cfg.Preset, options: RunOptions, log: runlog.RunLog, chec
     if "peak_bytes_in_use" in stats:
         log.write(f"peak memory allocated: {stats['peak_bytes_in_use'] // 2**20} MiB")
     if checkpointer is not None:
-        checkpointer.close()
+        checkpointer.close()  # waits for the last save
+        if preset.train.steps in checkpointer.all_steps():
+            log.write(f"saved the final state to {_shown_path(checkpointer.directory)}; sample from it with:\n  "
+                      + sample_command(checkpointer.directory))
     if options.export_torch is not None and jax.process_index() == 0:
         path = checkpoint.export_torch(host_params, options.export_torch)
         log.write(f"exported {path}", console=False)
@@ -294,6 +298,18 @@ def finish_run(preset: cfg.Preset, options: RunOptions, log: runlog.RunLog, chec
         checkpoint_dir=None if checkpointer is None else checkpointer.directory,
         train_step_compiles=compiles[0], eval_step_compiles=compiles[1],
     )
+
+
+def _shown_path(path: str | Path) -> str:
+    """`path` relative to the working directory when it lies below it, else absolute."""
+    path = Path(path).absolute()
+    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
+
+
+def sample_command(checkpoint_dir: str | Path) -> str:
+    """The shell command that samples text from a run's checkpoint directory."""
+    return shlex.join([_shown_path(sys.executable), "-m", "jaxgpt.sample", "--checkpoint", _shown_path(checkpoint_dir),
+                       "--prompt", "def ", "--max-new-tokens", "50"])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

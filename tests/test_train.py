@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shlex
 import shutil
 from pathlib import Path
 
@@ -82,6 +83,13 @@ def test_loss_falls_and_step_compiles_once(run8):
     assert len(windows) >= 3, "the window must change during the run for this check to mean anything"
     assert run8.train_step_compiles == 1
     assert run8.eval_step_compiles == 1
+
+
+@pytest.mark.slow
+def test_saved_final_state_is_announced_with_the_sample_command(run8):
+    text = run8.log_path.read_text()
+    assert f"saved the final state to {run8.checkpoint_dir}" in text
+    assert f"-m jaxgpt.sample --checkpoint {shlex.quote(str(run8.checkpoint_dir))} --prompt 'def '" in text
 
 
 @pytest.mark.slow
