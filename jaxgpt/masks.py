@@ -24,17 +24,18 @@ WindowBlocks = int | jax.Array
 
 
 class BlockLists(NamedTuple):
-    """Per-query-block key lists in the record's layout.
+    """Per-query-block key lists in the record's layout, with FlexAttention's field names
+    (as torch_ref.masks): `kv_*` are the partial blocks, `full_kv_*` the full ones.
 
-    counts: (N,) int32, how many leading entries of each row of `indices` are used.
-    indices: (N, N) int32, a permutation of 0..N-1 per row: True key blocks in decreasing
+    *num_blocks: (N,) int32, how many leading entries of each row of the indices are used.
+    *indices: (N, N) int32, a permutation of 0..N-1 per row: True key blocks in decreasing
       block index (nearest first), then the False ones (also decreasing; never read).
     """
 
-    partial_counts: jax.Array
-    partial_indices: jax.Array
-    full_counts: jax.Array
-    full_indices: jax.Array
+    kv_num_blocks: jax.Array
+    kv_indices: jax.Array
+    full_kv_num_blocks: jax.Array
+    full_kv_indices: jax.Array
 
 
 def num_blocks(seq_len: int, block_size: int = BLOCK_SIZE) -> int:
@@ -44,10 +45,12 @@ def num_blocks(seq_len: int, block_size: int = BLOCK_SIZE) -> int:
     return seq_len // block_size
 
 
-def _check_tokens_1d(tokens: jax.Array, block_size: int) -> int:
-    if tokens.ndim != 1:
-        raise ValueError(f"tokens must be a 1-D array of T token ids, got shape {tuple(tokens.shape)}")
-    return num_blocks(tokens.shape[0], block_size)
+def _check_sequence(values: jax.Array, name: str, block_size: int) -> int:
+    """Number of blocks of a (T,) token or document-id array; ValueError naming `name` unless it
+    is 1-D with T a positive multiple of block_size."""
+    if values.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D array of T values, got shape {tuple(values.shape)}")
+    return num_blocks(values.shape[0], block_size)
 
 
 def document_ids(tokens: jax.Array, eot_id: int = EOT_ID) -> jax.Array:
@@ -88,7 +91,7 @@ def block_matrices(doc_ids: jax.Array, block_size: int = BLOCK_SIZE) -> tuple[ja
     return any_allowed & ~full, full
 
 
-def nearest_first(block_matrix: jax.Array) -> tuple[jax.Array, jax.Array]:
+def dense_to_ordered(block_matrix: jax.Array) -> tuple[jax.Array, jax.Array]:
     """(counts, indices) of a boolean (N, N) block matrix, in the record's order.
 
     counts: (N,) int32 number of True entries per row. indices: (N, N) int32, the stable
@@ -100,13 +103,11 @@ def nearest_first(block_matrix: jax.Array) -> tuple[jax.Array, jax.Array]:
     return counts, jnp.flip(ascending, axis=-1).astype(jnp.int32)
 
 
-def block_lists(tokens: jax.Array, *, block_size: int = BLOCK_SIZE, eot_id: int = EOT_ID) -> BlockLists:
-    """Untruncated partial and full block lists of a (T,) token array; see `BlockLists`."""
-    _check_tokens_1d(tokens, block_size)
-    partial, full = block_matrices(document_ids(tokens, eot_id), block_size)
-    partial_counts, partial_indices = nearest_first(partial)
-    full_counts, full_indices = nearest_first(full)
-    return BlockLists(partial_counts, partial_indices, full_counts, full_indices)
+def block_lists(doc_ids: jax.Array, block_size: int = BLOCK_SIZE) -> BlockLists:
+    """Untruncated partial and full block lists of (T,) document ids; see `BlockLists`."""
+    _check_sequence(doc_ids, "doc_ids", block_size)
+    partial, full = block_matrices(doc_ids, block_size)
+    return BlockLists(*dense_to_ordered(partial), *dense_to_ordered(full))
 
 
 def truncate_to_window(lists: BlockLists, window_blocks: WindowBlocks) -> BlockLists:
@@ -117,31 +118,20 @@ def truncate_to_window(lists: BlockLists, window_blocks: WindowBlocks) -> BlockL
     untruncated full count. Use `clamp_counts` before reading the lists.
     """
     w = jnp.asarray(window_blocks, dtype=jnp.int32)
-    full_kept = jnp.minimum(lists.full_counts, w - 1)
-    partial_kept = jnp.minimum(lists.partial_counts, jnp.maximum(w - lists.full_counts, 1))
-    return lists._replace(partial_counts=partial_kept, full_counts=full_kept)
+    full_kept = jnp.minimum(lists.full_kv_num_blocks, w - 1)
+    partial_kept = jnp.minimum(lists.kv_num_blocks, jnp.maximum(w - lists.full_kv_num_blocks, 1))
+    return lists._replace(kv_num_blocks=partial_kept, full_kv_num_blocks=full_kept)
 
 
 def clamp_counts(lists: BlockLists) -> BlockLists:
     """Negative counts read as 0, as FlexAttention's CUDA loops do with a negative bound."""
     return lists._replace(
-        partial_counts=jnp.maximum(lists.partial_counts, 0),
-        full_counts=jnp.maximum(lists.full_counts, 0),
+        kv_num_blocks=jnp.maximum(lists.kv_num_blocks, 0),
+        full_kv_num_blocks=jnp.maximum(lists.full_kv_num_blocks, 0),
     )
 
 
-def windowed_block_lists(
-    tokens: jax.Array,
-    window_blocks: WindowBlocks,
-    *,
-    block_size: int = BLOCK_SIZE,
-    eot_id: int = EOT_ID,
-) -> BlockLists:
-    """Block lists of a (T,) token array truncated to `window_blocks`, counts clamped at 0."""
-    return clamp_counts(truncate_to_window(block_lists(tokens, block_size=block_size, eot_id=eot_id), window_blocks))
-
-
-def _listed_blocks(counts: jax.Array, indices: jax.Array) -> jax.Array:
+def _selected_blocks(counts: jax.Array, indices: jax.Array) -> jax.Array:
     """(N, N) bool: key block j is among the first counts[i] entries of row i of indices."""
     n = indices.shape[0]
     within_count = jnp.arange(n)[None, :] < counts[:, None]
@@ -171,14 +161,16 @@ def dense_mask(
     tokens: (T,) integer token ids, T a positive multiple of block_size.
     """
     tokens = jnp.asarray(tokens)
-    lists = windowed_block_lists(tokens, window_blocks, block_size=block_size, eot_id=eot_id)  # checks tokens
-    full_blocks = _listed_blocks(lists.full_counts, lists.full_indices)
-    partial_blocks = _listed_blocks(lists.partial_counts, lists.partial_indices)
+    _check_sequence(tokens, "tokens", block_size)
+    doc_ids = document_ids(tokens, eot_id)
+    lists = clamp_counts(truncate_to_window(block_lists(doc_ids, block_size), window_blocks))
+    full_blocks = _selected_blocks(lists.full_kv_num_blocks, lists.full_kv_indices)
+    partial_blocks = _selected_blocks(lists.kv_num_blocks, lists.kv_indices)
 
     def to_tokens(block_matrix: jax.Array) -> jax.Array:
         return jnp.repeat(jnp.repeat(block_matrix, block_size, axis=0), block_size, axis=1)
 
-    in_partial = to_tokens(partial_blocks) & document_causal(document_ids(tokens, eot_id))
+    in_partial = to_tokens(partial_blocks) & document_causal(doc_ids)
     return to_tokens(full_blocks) | in_partial
 
 
@@ -188,9 +180,7 @@ def closed_form_mask(doc_ids: jax.Array, window_blocks: WindowBlocks, *, block_s
     doc_ids: (T,) int32 document ids (see `document_ids`). Used as the test oracle and by the
     dense attention backend.
     """
-    if doc_ids.ndim != 1:
-        raise ValueError(f"doc_ids must be a 1-D array of T ids, got shape {tuple(doc_ids.shape)}")
-    num_blocks(doc_ids.shape[0], block_size)
+    _check_sequence(doc_ids, "doc_ids", block_size)
     positions = jnp.arange(doc_ids.shape[0])
     return allowed_at(positions[:, None], positions[None, :], doc_ids[:, None], doc_ids[None, :],
                       window_blocks, block_size=block_size)

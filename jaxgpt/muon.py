@@ -25,8 +25,8 @@ import jax.numpy as jnp
 import optax
 
 # Quintic coefficients (a, b, c): steep slope at zero, singular values end in ~[0.5, 1.5].
-NS_COEFFS: tuple[float, float, float] = (3.4445, -4.7750, 2.0315)
-NS_EPS = 1e-7  # added to the Frobenius norm (not to its square), as the record
+NS_COEFFICIENTS: tuple[float, float, float] = (3.4445, -4.7750, 2.0315)
+NS_NORM_EPS = 1e-7  # added to the Frobenius norm (not to its square), as the record
 
 ScalarOrSchedule = float | jax.Array | Callable[[jax.Array], jax.Array]
 Collective = Literal["psum", "all_gather"]
@@ -51,7 +51,7 @@ def _rounder(dtype: Any) -> Callable[[jax.Array], jax.Array]:
 
 
 def newton_schulz(
-    G: jax.Array, steps: int = 5, *, eps: float = NS_EPS, dtype: Any = jnp.bfloat16
+    G: jax.Array, steps: int = 5, *, eps: float = NS_NORM_EPS, dtype: Any = jnp.bfloat16
 ) -> jax.Array:
     """Approximately orthogonalise each matrix of G (the record's `zeropower_via_newtonschulz5`).
 
@@ -78,7 +78,7 @@ def newton_schulz(
         raise ValueError(f"newton_schulz needs a floating-point array, got dtype {G.dtype}")
     if steps < 0:
         raise ValueError(f"newton_schulz steps must be >= 0, got {steps}")
-    a, b, c = (jnp.float32(coef) for coef in NS_COEFFS)
+    a, b, c = (jnp.float32(coef) for coef in NS_COEFFICIENTS)
     rnd = _rounder(dtype)
 
     def matmul(x: jax.Array, y: jax.Array) -> jax.Array:
@@ -110,7 +110,7 @@ def newton_schulz(
     return X.astype(dtype)
 
 
-def shape_scale(shape: Sequence[int]) -> float:
+def update_scale(shape: Sequence[int]) -> float:
     """sqrt(max(1, rows / cols)) from the last two dims: 2.0 for c_fc (3072, 768), else 1.0 here."""
     rows, cols = shape[-2], shape[-1]
     return math.sqrt(max(1.0, rows / cols))
@@ -296,7 +296,7 @@ def scale_by_muon(
         else:
             orthogonal = orthogonalize_split(directions, ns, axis_name, collective)
         # Upcast first, then scale in fp32 (the record's add_ upcasts the bf16 O the same way).
-        out = [o.astype(jnp.float32) * shape_scale(o.shape) for o in orthogonal]
+        out = [o.astype(jnp.float32) * update_scale(o.shape) for o in orthogonal]
         new_state = MuonState(
             count=optax.safe_increment(state.count),
             momentum=jax.tree.unflatten(treedef, new_buffers),

@@ -30,13 +30,26 @@ def timed_steps(step: int, clock_reset_step: int = CLOCK_RESET_STEP) -> float:
     return float("nan") if step <= clock_reset_step + 1 else float(step - clock_reset_step + 1)
 
 
-def val_line(step: int, total: int, loss: float, train_time_ms: float, step_avg_ms: float) -> str:
-    return f"step:{step}/{total} val_loss:{loss:.4f} train_time:{train_time_ms:.0f}ms step_avg:{step_avg_ms:.2f}ms"
+def val_step_avg_ms(step: int, train_time_ms: float, clock_reset_step: int = CLOCK_RESET_STEP) -> float:
+    """step_avg on the val line of `step`: the record divides by one step fewer than its train line."""
+    return train_time_ms / (timed_steps(step, clock_reset_step) - 1)
 
 
-def train_line(step: int, total: int, train_time_ms: float, step_avg_ms: float, loss: float) -> str:
-    """The record's train line, then this port's train loss as an extra trailing field."""
-    return f"step:{step}/{total} train_time:{train_time_ms:.0f}ms step_avg:{step_avg_ms:.2f}ms train_loss:{loss:.4f}"
+def train_step_avg_ms(step: int, train_time_ms: float, clock_reset_step: int = CLOCK_RESET_STEP) -> float:
+    """step_avg on the train line logged after the update made at `step`."""
+    return train_time_ms / timed_steps(step, clock_reset_step)
+
+
+def val_line(step: int, total: int, loss: float, train_time_ms: float, clock_reset_step: int = CLOCK_RESET_STEP) -> str:
+    avg = val_step_avg_ms(step, train_time_ms, clock_reset_step)
+    return f"step:{step}/{total} val_loss:{loss:.4f} train_time:{train_time_ms:.0f}ms step_avg:{avg:.2f}ms"
+
+
+def train_line(step: int, total: int, train_time_ms: float, loss: float, clock_reset_step: int = CLOCK_RESET_STEP) -> str:
+    """Logged after the update made at `step`; shows step + 1 as the record does, then this
+    port's train loss as an extra trailing field."""
+    avg = train_step_avg_ms(step, train_time_ms, clock_reset_step)
+    return f"step:{step + 1}/{total} train_time:{train_time_ms:.0f}ms step_avg:{avg:.2f}ms train_loss:{loss:.4f}"
 
 
 class TrainClock:
@@ -99,17 +112,17 @@ class RunLog:
             self._metrics.flush()
 
     def val(self, step: int, loss: float, train_time_ms: float, window_blocks: int) -> None:
-        """The val line of `step` (the record divides by one step fewer than the train line)."""
-        avg = train_time_ms / (timed_steps(step, self.clock_reset_step) - 1)
-        self.write(val_line(step, self.total_steps, loss, train_time_ms, avg))
-        self.metrics(kind="val", step=step, val_loss=loss, train_time_ms=train_time_ms, step_avg_ms=avg,
+        """The val line of `step` and its metrics record."""
+        self.write(val_line(step, self.total_steps, loss, train_time_ms, self.clock_reset_step))
+        self.metrics(kind="val", step=step, val_loss=loss, train_time_ms=train_time_ms,
+                     step_avg_ms=val_step_avg_ms(step, train_time_ms, self.clock_reset_step),
                      window_blocks=window_blocks)
 
     def train(self, step: int, loss: float, train_time_ms: float, window_blocks: int) -> None:
-        """The train line after update `step` (shown as step + 1, as the record)."""
-        avg = train_time_ms / timed_steps(step, self.clock_reset_step)
-        self.write(train_line(step + 1, self.total_steps, train_time_ms, avg, loss))
-        self.metrics(kind="train", step=step + 1, train_loss=loss, train_time_ms=train_time_ms, step_avg_ms=avg,
+        """The train line after the update made at `step` (shown as step + 1) and its metrics."""
+        self.write(train_line(step, self.total_steps, train_time_ms, loss, self.clock_reset_step))
+        self.metrics(kind="train", step=step + 1, train_loss=loss, train_time_ms=train_time_ms,
+                     step_avg_ms=train_step_avg_ms(step, train_time_ms, self.clock_reset_step),
                      window_blocks=window_blocks)
         if self._bar is not None:
             self._bar.update(1)

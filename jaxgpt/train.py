@@ -196,7 +196,7 @@ def replicate(tree: Any, sharding: NamedSharding) -> Any:
     return jax.tree.map(place, tree)
 
 
-def validate(preset: cfg.Preset, compiled: CompiledSteps, params: Any, window: Any) -> float:
+def evaluate(preset: cfg.Preset, compiled: CompiledSteps, params: Any, window: Any) -> float:
     """Mean val loss over the first val_tokens tokens of the val shards, sliced as the record
     (val_tokens / batch_tokens global batches; device d takes its own sequences of each)."""
     train = preset.train
@@ -257,7 +257,7 @@ def train(preset: cfg.Preset, options: RunOptions = RunOptions()) -> RunResult:
             window = np.int32(optim.window_blocks(step, total_steps, train_cfg.window_max_tokens)[0])
             if train_cfg.val_tokens and (step == total_steps or step % train_cfg.val_every == 0):
                 elapsed = clock.pause()
-                val_losses[step] = validate(preset, compiled, params, window)
+                val_losses[step] = evaluate(preset, compiled, params, window)
                 log.val(step, val_losses[step], elapsed, int(window))
                 clock.resume()
             if checkpointer is not None and checkpoint.is_due(step, start_step, train_cfg, options.save_checkpoint):

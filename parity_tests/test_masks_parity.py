@@ -48,15 +48,15 @@ def test_block_lists_match_torch_ref(seed, jit_fns):
     jit_lists, jit_truncate, _ = jit_fns
     tokens = _layout(seed)
     torch_untruncated = torch_masks.block_lists(torch_masks.document_ids(torch.from_numpy(tokens)))
-    jax_untruncated = jit_lists(jnp.asarray(tokens))
+    jax_untruncated = jit_lists(jax_masks.document_ids(jnp.asarray(tokens)))
     for window in WINDOWS:
         torch_long, torch_short = torch_masks.window_block_lists(torch.from_numpy(tokens), window)
         for name, torch_lists, w in (("long", torch_long, window), ("short", torch_short, window // 2)):
             jax_lists = jit_truncate(jax_untruncated, jnp.int32(w))
             for kind, jax_counts, jax_indices, torch_counts, torch_indices in (
-                ("partial", jax_lists.partial_counts, jax_lists.partial_indices,
+                ("partial", jax_lists.kv_num_blocks, jax_lists.kv_indices,
                  torch_lists.kv_num_blocks, torch_lists.kv_indices),
-                ("full", jax_lists.full_counts, jax_lists.full_indices,
+                ("full", jax_lists.full_kv_num_blocks, jax_lists.full_kv_indices,
                  torch_lists.full_kv_num_blocks, torch_lists.full_kv_indices),
             ):  # fmt: skip
                 where = f"seed {seed}, W={window} {name} (w={w}), {kind}"
@@ -67,9 +67,9 @@ def test_block_lists_match_torch_ref(seed, jit_fns):
                 ), where
     # The untruncated lists too: the entries the windows never reach must also agree.
     for jax_counts, jax_indices, torch_counts, torch_indices in (
-        (jax_untruncated.partial_counts, jax_untruncated.partial_indices,
+        (jax_untruncated.kv_num_blocks, jax_untruncated.kv_indices,
          torch_untruncated.kv_num_blocks, torch_untruncated.kv_indices),
-        (jax_untruncated.full_counts, jax_untruncated.full_indices,
+        (jax_untruncated.full_kv_num_blocks, jax_untruncated.full_kv_indices,
          torch_untruncated.full_kv_num_blocks, torch_untruncated.full_kv_indices),
     ):  # fmt: skip
         np.testing.assert_array_equal(np.asarray(jax_counts), torch_counts.numpy())

@@ -138,24 +138,24 @@ def test_layouts_exercise_full_blocks_and_truncation():
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 def test_block_lists_equal_numpy_transcription(layout):
     tokens = LAYOUTS[layout]
-    lists = masks.block_lists(jnp.asarray(tokens))
+    lists = masks.block_lists(masks.document_ids(jnp.asarray(tokens)))
     partial_counts, partial_order, full_counts, full_order = np_block_lists(tokens)
-    np.testing.assert_array_equal(np.asarray(lists.partial_counts), partial_counts)
-    np.testing.assert_array_equal(np.asarray(lists.full_counts), full_counts)
+    np.testing.assert_array_equal(np.asarray(lists.kv_num_blocks), partial_counts)
+    np.testing.assert_array_equal(np.asarray(lists.full_kv_num_blocks), full_counts)
     # The whole permutation matches, padding included.
-    np.testing.assert_array_equal(np.asarray(lists.partial_indices), partial_order)
-    np.testing.assert_array_equal(np.asarray(lists.full_indices), full_order)
+    np.testing.assert_array_equal(np.asarray(lists.kv_indices), partial_order)
+    np.testing.assert_array_equal(np.asarray(lists.full_kv_indices), full_order)
     for field in lists:
         assert field.dtype == jnp.int32
 
 
 def test_block_lists_are_nearest_first():
     tokens = LAYOUTS["long_doc_then_short"]
-    lists = masks.block_lists(jnp.asarray(tokens))
+    lists = masks.block_lists(masks.document_ids(jnp.asarray(tokens)))
     partial, full = (np.asarray(m) for m in masks.block_matrices(masks.document_ids(jnp.asarray(tokens))))
     for counts, indices, matrix in (
-        (lists.partial_counts, lists.partial_indices, partial),
-        (lists.full_counts, lists.full_indices, full),
+        (lists.kv_num_blocks, lists.kv_indices, partial),
+        (lists.full_kv_num_blocks, lists.full_kv_indices, full),
     ):
         for i in range(NUM_BLOCKS):
             count = int(counts[i])
@@ -163,7 +163,7 @@ def test_block_lists_are_nearest_first():
             assert matrix[i, listed[:count]].all() and not matrix[i, listed[count:]].any()
             assert (np.diff(listed[:count]) < 0).all(), f"row {i}: True blocks not in decreasing order"
     # A query deep in the long document: its first full entries are the blocks right behind it.
-    assert list(np.asarray(lists.full_indices[12, :3])) == [11, 10, 9]
+    assert list(np.asarray(lists.full_kv_indices[12, :3])) == [11, 10, 9]
 
 
 def test_descending_argsort_would_give_farthest_first():
@@ -171,33 +171,33 @@ def test_descending_argsort_would_give_farthest_first():
     # increasing order, which is not what the record truncates.
     row = jnp.array([False, True, True, False, True])
     descending = list(np.asarray(jnp.argsort(row, descending=True, stable=True)[:3]))
-    _, nearest = masks.nearest_first(row[None])
+    _, nearest = masks.dense_to_ordered(row[None])
     assert descending == [1, 2, 4]
     assert list(np.asarray(nearest[0, :3])) == [4, 2, 1]
 
 
 def test_truncation_at_window_zero_gives_minus_one_then_clamped():
-    lists = masks.block_lists(jnp.asarray(LAYOUTS["no_eot"]))
+    lists = masks.block_lists(masks.document_ids(jnp.asarray(LAYOUTS["no_eot"])))
     truncated = masks.truncate_to_window(lists, 0)
     # min(count, w - 1) = -1 for every block, even block 0 whose full count is 0.
-    np.testing.assert_array_equal(np.asarray(truncated.full_counts), np.full(NUM_BLOCKS, -1))
-    np.testing.assert_array_equal(np.asarray(truncated.partial_counts), np.ones(NUM_BLOCKS))
+    np.testing.assert_array_equal(np.asarray(truncated.full_kv_num_blocks), np.full(NUM_BLOCKS, -1))
+    np.testing.assert_array_equal(np.asarray(truncated.kv_num_blocks), np.ones(NUM_BLOCKS))
     clamped = masks.clamp_counts(truncated)
-    np.testing.assert_array_equal(np.asarray(clamped.full_counts), np.zeros(NUM_BLOCKS))
+    np.testing.assert_array_equal(np.asarray(clamped.full_kv_num_blocks), np.zeros(NUM_BLOCKS))
     # Window 0 and window 1 allow the same set (only the query's own block).
     tokens = jnp.asarray(LAYOUTS["random_few"])
     np.testing.assert_array_equal(np.asarray(masks.dense_mask(tokens, 0)), np.asarray(masks.dense_mask(tokens, 1)))
 
 
 def test_window_truncation_keeps_record_counts():
-    lists = masks.block_lists(jnp.asarray(LAYOUTS["long_doc_then_short"]))
+    lists = masks.block_lists(masks.document_ids(jnp.asarray(LAYOUTS["long_doc_then_short"])))
     for window in (1, 3, 7, 14):
         truncated = masks.truncate_to_window(lists, window)
-        full = np.asarray(lists.full_counts)
-        partial = np.asarray(lists.partial_counts)
-        np.testing.assert_array_equal(np.asarray(truncated.full_counts), np.minimum(full, window - 1))
+        full = np.asarray(lists.full_kv_num_blocks)
+        partial = np.asarray(lists.kv_num_blocks)
+        np.testing.assert_array_equal(np.asarray(truncated.full_kv_num_blocks), np.minimum(full, window - 1))
         np.testing.assert_array_equal(
-            np.asarray(truncated.partial_counts), np.minimum(partial, np.maximum(window - full, 1))
+            np.asarray(truncated.kv_num_blocks), np.minimum(partial, np.maximum(window - full, 1))
         )
 
 
@@ -212,11 +212,11 @@ def test_document_ids():
 
 
 def test_traced_window_matches_static():
-    tokens = jnp.asarray(LAYOUTS["random_many"])
-    jitted = jax.jit(masks.windowed_block_lists)
+    lists = masks.block_lists(masks.document_ids(jnp.asarray(LAYOUTS["random_many"])))
+    jitted = jax.jit(masks.truncate_to_window)
     for window in (0, 1, 5, 14):
-        static = masks.windowed_block_lists(tokens, window)
-        traced = jitted(tokens, jnp.int32(window))
+        static = masks.truncate_to_window(lists, window)
+        traced = jitted(lists, jnp.int32(window))
         for a, b in zip(static, traced):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 

@@ -12,7 +12,7 @@ import orbax.checkpoint as ocp
 import pytest
 from optax.contrib import _muon as optax_muon
 
-from jaxgpt.muon import NS_COEFFS, MuonState, muon, newton_schulz, scale_by_muon, shape_scale, torch_lerp
+from jaxgpt.muon import NS_COEFFICIENTS, MuonState, muon, newton_schulz, scale_by_muon, update_scale, torch_lerp
 
 # Compiled once per (shape, dtype): op-by-op eager dispatch is slower than the compile here.
 ns_fp32 = jax.jit(lambda g: newton_schulz(g, dtype=jnp.float32))
@@ -25,7 +25,7 @@ def _random(shape, seed=0, dtype=np.float32):
 
 def _ns_reference(g: np.ndarray, steps: int = 5, eps: float = 1e-7) -> np.ndarray:
     """float64 NS through the SVD: the quintic applied to normalised singular values."""
-    a, b, c = NS_COEFFS
+    a, b, c = NS_COEFFICIENTS
     g = g.astype(np.float64)
     u, s, vt = np.linalg.svd(g, full_matrices=False)
     s = s / (np.linalg.norm(g, axis=(-2, -1), keepdims=True)[..., 0] + eps)
@@ -89,7 +89,7 @@ def test_newton_schulz_keeps_fp32_coefficients():
     n = 4
     out = np.asarray(newton_schulz(jnp.eye(n), steps=1, dtype=jnp.float32))
     s = 1 / np.sqrt(n)
-    a, b, c = NS_COEFFS
+    a, b, c = NS_COEFFICIENTS
     np.testing.assert_allclose(np.diag(out), a * s + b * s**3 + c * s**5, rtol=1e-6)  # fp32 scalar math
 
 
@@ -133,7 +133,7 @@ def test_scale_by_muon_two_steps_against_numpy_momentum():
             g = np.asarray(g, np.float64)
             buffers[k] = m * buffers[k] + (1 - m) * g  # no bias correction, zeros at first
             nesterov = (1 - m) * g + m * buffers[k]
-            expected = shape_scale(g.shape) * _ns_reference(nesterov)
+            expected = update_scale(g.shape) * _ns_reference(nesterov)
             assert out[k].dtype == jnp.float32
             assert _rel(out[k], expected) < 1e-4  # fp32 NS vs float64 SVD (see NS test)
             np.testing.assert_allclose(state.momentum[k], buffers[k], rtol=1e-5, atol=1e-7)  # fp32 lerps
@@ -152,15 +152,15 @@ def test_momentum_schedule_is_read_at_zero_based_step():
     np.testing.assert_allclose(out1["w"], out0["w"], rtol=1e-6)  # g1 ignored when m = 1
 
 
-def test_muon_alias_applies_learning_rate_and_shape_scale():
+def test_muon_alias_applies_learning_rate_and_update_scale():
     lr = 0.05
     tx = muon(lr, momentum=0.0, ns_dtype=jnp.float32)
     grads = _grads(5)
     out, _ = jax.jit(tx.update)(grads, tx.init(_params()))
     for k, g in grads.items():
-        expected = -lr * shape_scale(g.shape) * np.asarray(ns_fp32(g))
+        expected = -lr * update_scale(g.shape) * np.asarray(ns_fp32(g))
         np.testing.assert_allclose(out[k], expected, rtol=1e-6, atol=1e-9)  # same fp32 ops, one extra product
-    assert shape_scale((64, 16)) == 2.0 and shape_scale((16, 64)) == 1.0 and shape_scale((3, 16, 16)) == 1.0
+    assert update_scale((64, 16)) == 2.0 and update_scale((16, 64)) == 1.0 and update_scale((3, 16, 16)) == 1.0
 
 
 def test_scale_by_muon_rejects_vectors():
@@ -187,7 +187,7 @@ def test_muon_state_round_trips_through_orbax(tmp_path):
 def test_optax_newton_schulz_equals_ours_with_matched_eps_and_dtype():
     g = _random((40, 72), seed=30)
     ours = ns_fp32(jnp.asarray(g))
-    theirs_ns = jax.jit(lambda x: optax_muon.orthogonalize_via_newton_schulz(x, jnp.asarray(NS_COEFFS), 5, eps=1e-7))
+    theirs_ns = jax.jit(lambda x: optax_muon.orthogonalize_via_newton_schulz(x, jnp.asarray(NS_COEFFICIENTS), 5, eps=1e-7))
     theirs = theirs_ns(jnp.asarray(g))
     # Same algorithm, both fp32; only the summation order of the norm and matmuls differs.
     np.testing.assert_allclose(theirs, ours, rtol=1e-5, atol=1e-6)
@@ -207,7 +207,7 @@ def test_optax_shape_scale_through_dimension_numbers():
     tx = optax_muon.scale_by_shape(weight_dimension_numbers={k: dims for k in updates})
     scaled, _ = tx.update(updates, tx.init(updates))
     for s in shapes:
-        np.testing.assert_allclose(scaled[str(s)], shape_scale(s), rtol=1e-7)  # a product of exact values
+        np.testing.assert_allclose(scaled[str(s)], update_scale(s), rtol=1e-7)  # a product of exact values
 
 
 def test_optax_scale_by_muon_on_qkv_leaf_matches_without_momentum():

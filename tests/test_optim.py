@@ -15,7 +15,7 @@ import pytest
 from flax import nnx
 
 from jaxgpt.config import OptimConfig
-from jaxgpt.muon import newton_schulz, shape_scale
+from jaxgpt.muon import newton_schulz, update_scale
 from jaxgpt.optim import (
     dotted_name,
     lr_multiplier,
@@ -215,7 +215,7 @@ def test_record_optimizer_muon_group_first_step():
     # fp32 NS of inputs equal up to fp32 rounding: errors ~1e-6 of the largest entry.
     np.testing.assert_allclose(updates["blocks"]["0"]["attn"]["qkv_w"], expected, rtol=0, atol=1e-5 * np.abs(expected).max())
     fc_grad = grads["blocks"]["1"]["mlp"]["c_fc"]["weight"]
-    expected = -0.05 * shape_scale(fc_grad.shape) * np.asarray(newton_schulz(fc_grad, dtype=jnp.float32))
+    expected = -0.05 * update_scale(fc_grad.shape) * np.asarray(newton_schulz(fc_grad, dtype=jnp.float32))
     # Same fp32 NS bound; the shape scale 2 would break it by 100%.
     np.testing.assert_allclose(updates["blocks"]["1"]["mlp"]["c_fc"]["weight"], expected, rtol=0, atol=1e-5 * np.abs(expected).max())
 

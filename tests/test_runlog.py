@@ -10,13 +10,23 @@ from jaxgpt import runlog
 
 
 def test_log_line_formats_are_the_records():
-    assert runlog.val_line(125, 1393, 4.40431, 14281.2, 124.186) == (
+    assert runlog.val_line(0, 1393, 10.82580, 0.0) == "step:0/1393 val_loss:10.8258 train_time:0ms step_avg:nanms"
+    # RECORD.md 9: the final val line of the logged run.
+    assert runlog.val_line(1393, 1393, 3.2785, 179527.0) == (
+        "step:1393/1393 val_loss:3.2785 train_time:179527ms step_avg:129.81ms"
+    )
+    assert runlog.val_line(125, 1393, 4.40431, 14281.4) == (
         "step:125/1393 val_loss:4.4043 train_time:14281ms step_avg:124.19ms"
     )
-    line = runlog.train_line(1393, 1393, 179392.4, 129.714, 3.31)
-    # The record's train line is a prefix; the train loss is this port's extra field.
+    # The last train line (the update made at step 1392), then this port's extra train loss field.
+    line = runlog.train_line(1392, 1393, 179392.4, 3.31)
     assert line.startswith("step:1393/1393 train_time:179392ms step_avg:129.71ms")
     assert line.endswith(" train_loss:3.3100")
+    assert runlog.train_line(11, 1393, 1234.0, 3.0).endswith("step_avg:nanms train_loss:3.0000")
+    # A resumed run resets its clock 10 steps after its own start.
+    assert runlog.train_line(512, 1393, 300.0, 3.0, clock_reset_step=510) == (
+        "step:513/1393 train_time:300ms step_avg:100.00ms train_loss:3.0000"
+    )
 
 
 def test_timing_excludes_the_first_ten_steps():
