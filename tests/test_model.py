@@ -8,9 +8,11 @@ import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
+import optax
 import pytest
 from flax import nnx
 
+from jaxgpt import masks
 from jaxgpt import model as M
 from jaxgpt.config import ModelConfig, replace
 
@@ -447,3 +449,95 @@ def test_remat_gives_the_same_loss_and_gradients(random_fp32_model, remat):
 def test_bad_remat_value_raises():
     with pytest.raises(ValueError, match="remat"):
         replace(TINY, remat="layers")
+
+
+# --- RECORD.md section 11 points no other test pins down (docs/NUMERICS.md) --------------------
+
+# Layer 1 has attention but no value embedding; layer 2 has no attention (RECORD.md layer patterns).
+NUMERICS_SHALLOW = replace(
+    ModelConfig(num_heads=2, model_dim=64, dtype_policy="fp32", attention_backend="dense", max_window_blocks=4,
+                vocab_size=2000, eot_id=1999),
+    num_layers=4, value_embed_slots=(0, None, None, 0), long_window_layers=(0, 3), attention_free_layers=(2,),
+)
+
+
+def _random_numerics_model(seed: int) -> M.GPT:
+    """A NUMERICS_SHALLOW fp32 model whose every parameter is random, so zero-initialised paths carry signal."""
+    model = M.GPT(NUMERICS_SHALLOW, rngs=nnx.Rngs(seed))
+    params = M.param_dict(model)
+    keys = jax.random.split(jax.random.key(seed + 1), len(params))
+    new = {}
+    for key, (name, value) in zip(keys, sorted(params.items())):
+        noise = jax.random.normal(key, value.shape, jnp.float32)
+        offset = 1.0 if name.endswith("lambdas") or name == "skip_weights" else 0.0
+        new[name] = noise * (1.0 if "embed" in name else 0.05) + offset
+    M.load_param_dict(model, new)
+    return model
+
+
+def _shifted_tokens(seed: int, eot_id: int, vocab: int, eot_positions=(0, 60, 130, 131)) -> tuple[np.ndarray, np.ndarray]:
+    """(inputs, targets) of length SEQ cut from one stream, as the loaders do (targets = inputs shifted by 1)."""
+    stream = np.random.default_rng(seed).integers(0, eot_id, size=SEQ + 1).astype(np.int32)
+    stream[list(eot_positions)] = eot_id
+    return stream[:-1], stream[1:]
+
+
+# 13: document ids come from the inputs
+
+
+@pytest.mark.slow  # ~11 s: three compilations of the 4-layer model
+def test_jaxgpt_document_mask_comes_from_inputs_not_targets():
+    model = _random_numerics_model(0)
+    inputs, targets = _shifted_tokens(0, NUMERICS_SHALLOW.eot_id, NUMERICS_SHALLOW.vocab_size)
+    # The two candidate masks really differ for this stream (otherwise the test proves nothing).
+    assert not np.array_equal(np.asarray(masks.document_ids(jnp.asarray(inputs), NUMERICS_SHALLOW.eot_id)),
+                              np.asarray(masks.document_ids(jnp.asarray(targets), NUMERICS_SHALLOW.eot_id)))
+    ids, tgt = jnp.asarray(inputs)[None], jnp.asarray(targets)[None]
+    loss = float(nnx.jit(lambda m, x, y: m(x, y, 2))(model, ids, tgt))
+    # logits() sees the inputs only: the loss built from it is the loss with input document ids.
+    capped = M.soft_cap(nnx.jit(lambda m, x: m.logits(x, 2))(model, ids), 30.0, 7.5)[0]
+    from_inputs = float(optax.softmax_cross_entropy_with_integer_labels(capped, tgt[0]).mean())
+    capped_t = M.soft_cap(nnx.jit(lambda m, x: m.logits(x, 2))(model, tgt), 30.0, 7.5)[0]
+    np.testing.assert_allclose(loss, from_inputs, rtol=1e-6)  # fp32: same ops, sum order may differ
+    # Feeding the targets through the trunk gives a clearly different loss (teeth for the check above).
+    from_targets = float(optax.softmax_cross_entropy_with_integer_labels(capped_t, tgt[0]).mean())
+    assert abs(from_targets - loss) > 1e-3
+
+
+# 14: parameters without signal and padded head rows
+
+
+def test_jaxgpt_gradients_of_silent_lambda_and_padded_head_rows():
+    model = _random_numerics_model(2)
+    inputs, targets = _shifted_tokens(2, NUMERICS_SHALLOW.eot_id, NUMERICS_SHALLOW.vocab_size)
+    grads = nnx.jit(lambda m, x, y: nnx.grad(lambda mm: mm(x, y, 2))(m))(
+        model, jnp.asarray(inputs)[None], jnp.asarray(targets)[None])
+    flat = {M.path_to_name(path): np.asarray(v.get_value()) for path, v in nnx.to_flat_state(grads)}
+    # lambdas[1] scales the value embedding; in layer 1 there is none, so its gradient is exactly 0.
+    assert flat["blocks.1.attn.lambdas"][1] == 0.0
+    assert flat["blocks.1.attn.lambdas"][0] != 0.0
+    for layer in (0, 3):  # layers with a value embedding: lambdas[1] does get signal
+        assert flat[f"blocks.{layer}.attn.lambdas"][1] != 0.0, layer
+    head = flat["lm_head.weight"]
+    assert head.shape[0] > NUMERICS_SHALLOW.vocab_size  # padded to a multiple of 128
+    # Padded classes sit in the softmax, so their rows get p * x != 0 (never exactly 0).
+    assert (np.abs(head[NUMERICS_SHALLOW.vocab_size:]).sum(axis=1) > 0).all()
+
+
+# 5: rotary tables are fp32 products t * freq
+
+
+def test_jaxgpt_rotary_arguments_are_fp32_products_at_large_positions():
+    head_dim, max_len = 16, 65536
+    cos, sin = M.rotary_tables(head_dim, max_len)
+    quarter = head_dim // 4
+    freq = (np.float32(1 / 1024) ** np.linspace(0, 1, quarter, dtype=np.float32)).astype(np.float32)
+    t = np.arange(max_len - 512, max_len, dtype=np.float32)
+    theta32 = t[:, None] * freq  # rounded to fp32, as the record's outer product
+    theta64 = t.astype(np.float64)[:, None] * freq.astype(np.float64)
+    got_cos, got_sin = cos[max_len - 512:, :quarter], sin[max_len - 512:, :quarter]
+    # cos/sin of fp32 arguments ~6.5e4 differ across libms by a few ulp of the result: 1e-5 absolute.
+    np.testing.assert_allclose(got_cos, np.cos(theta32.astype(np.float64)), atol=1e-5)
+    np.testing.assert_allclose(got_sin, np.sin(theta32.astype(np.float64)), atol=1e-5)
+    # A float64 product is off by up to half an fp32 ulp of theta (~2e-3 rad here): far outside 1e-5.
+    assert np.abs(got_cos - np.cos(theta64)).max() > 1e-4

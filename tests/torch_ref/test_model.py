@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -325,3 +326,54 @@ def test_load_record_state_dict_lists_bad_keys():
     assert "missing keys: ['blocks.3.lambdas']" in text
     assert "unexpected keys: ['blocks.7.attn.qkv_w']" in text
     assert "skip_weights: checkpoint (5,) vs model (6,)" in text
+
+
+# --- RECORD.md section 11 points no other test pins down (docs/NUMERICS.md) --------------------
+
+
+def _shifted_tokens(seed: int, eot_id: int, vocab: int, eot_positions=(0, 60, 130, 131)) -> tuple[np.ndarray, np.ndarray]:
+    """(inputs, targets) of length SEQ_LEN cut from one stream, as the loaders do (targets = inputs shifted by 1)."""
+    stream = np.random.default_rng(seed).integers(0, eot_id, size=SEQ_LEN + 1).astype(np.int32)
+    stream[list(eot_positions)] = eot_id
+    return stream[:-1], stream[1:]
+
+
+def _small_torch_gpt(seed: int) -> GPT:
+    torch.manual_seed(seed)
+    gpt = GPT(1000, 12, 1, 32, attention="sdpa", fp8_head=False, rotary_max_len=SEQ_LEN, eot_id=999)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in gpt.named_parameters():
+            noise = torch.randn(param.shape, generator=generator)
+            param.copy_(noise if "embed" in name else 0.05 * noise + (1.0 if name.endswith("lambdas") else 0.0))
+    return gpt
+
+
+# 13: document ids come from the inputs
+
+
+def test_torch_ref_document_mask_comes_from_inputs_not_targets():
+    gpt = _small_torch_gpt(0)
+    inputs, targets = (torch.from_numpy(a) for a in _shifted_tokens(1, 999, 1000))
+    with torch.no_grad():
+        loss = gpt(inputs, targets.long(), 2)
+        from_inputs = F.cross_entropy(model_lib.soft_cap(gpt.logits(inputs, 2)), targets.long())
+        from_targets = F.cross_entropy(model_lib.soft_cap(gpt.logits(targets, 2)), targets.long())
+    torch.testing.assert_close(loss, from_inputs, rtol=1e-6, atol=0)  # fp32: identical ops
+    assert abs(float(from_targets - loss)) > 1e-3  # the other choice is visibly different
+
+
+# 6: attention scale 0.12
+
+
+def test_torch_ref_attention_uses_scale_0_12():
+    generator = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, 2, 64, 128, generator=generator) for _ in range(3))
+    causal = torch.ones(64, 64, dtype=torch.bool).tril()
+    got = model_lib._attend(q, k, v, causal).double()
+    scores = (q.double() @ k.double().mT) * 0.12
+    want = scores.masked_fill(~causal, -math.inf).softmax(-1) @ v.double()
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)  # fp32 SDPA vs float64
+    default = (q.double() @ k.double().mT) / math.sqrt(128)
+    other = default.masked_fill(~causal, -math.inf).softmax(-1) @ v.double()
+    assert (got - other).abs().max() > 1e-2  # 1/sqrt(128) would be clearly different
