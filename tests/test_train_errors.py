@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from jaxgpt import checkpoint, data
-from jaxgpt import config as cfg
 from jaxgpt import train as train_lib
 
 
@@ -132,8 +131,3 @@ def test_dtype_choices_are_checked(capsys):
     with pytest.raises(SystemExit):
         train_lib.main(["--dtype", "fp16"])
     assert "--dtype" in capsys.readouterr().err
-
-
-def test_config_validation_names_the_field():
-    with pytest.raises(ValueError, match="seq_len"):
-        cfg.replace(cfg.tiny_preset().train, seq_len=100)

@@ -1,0 +1,48 @@
+"""jaxgpt.config: validation that names the field, the Literal choices, presets, the FP8 scale rule."""
+
+from __future__ import annotations
+
+from typing import get_args
+
+import pytest
+
+from jaxgpt import config as cfg
+
+
+def test_config_validation_names_the_field():
+    with pytest.raises(ValueError, match="seq_len"):
+        cfg.replace(cfg.tiny_preset().train, seq_len=100)
+
+
+def test_bad_remat_value_raises():
+    with pytest.raises(ValueError, match="remat"):
+        cfg.replace(cfg.ModelConfig(), remat="layers")
+
+
+@pytest.mark.parametrize("section, name, literal", [
+    ("model", "dtype_policy", cfg.DTypePolicy), ("model", "attention_backend", cfg.AttentionBackend),
+    ("model", "remat", cfg.RematPolicy), ("optim", "ns_dtype", cfg.NSDType),
+])
+def test_literal_fields_accept_exactly_their_choices(section, name, literal):
+    base = getattr(cfg.Preset(), section)
+    for choice in get_args(literal):
+        assert getattr(cfg.replace(base, **{name: choice}), name) == choice
+    with pytest.raises(ValueError, match=f"`{name}`: must be one of"):
+        cfg.replace(base, **{name: "fp16"})
+
+
+def test_fp8_grad_scale_for_keeps_the_records_quantised_gradients():
+    assert cfg.fp8_grad_scale_for(65536) == cfg.RECORD_FP8_GRAD_SCALE == 2.0**29  # the record's rank mean
+    assert cfg.fp8_grad_scale_for(256) == 2.0**21  # 256x fewer tokens: 256x larger gradients
+    assert cfg.fp8_grad_scale_for(2048, record_scale=2.0**20) == 2.0**15
+
+
+def test_presets_hold_the_records_numbers_and_tiny_is_cpu_sized():
+    record = cfg.get_preset("record")
+    assert (record.train.steps, record.train.batch_tokens, record.train.seq_len) == (1393, 524_288, 65_536)
+    assert record.train.val_tokens == 10_485_760 and record.model.padded_vocab_size == 50_304
+    tiny = cfg.get_preset("tiny")
+    assert (tiny.train.steps, tiny.train.batch_tokens, tiny.train.val_tokens) == (60, 2048, 16_384)
+    assert tiny.model.num_layers == record.model.num_layers  # every per-layer pattern kept
+    with pytest.raises(ValueError, match="unknown preset 'huge'"):
+        cfg.get_preset("huge")
