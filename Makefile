@@ -11,7 +11,7 @@ SAMPLE := data/sample/.complete
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet -e ".[test]"
+	$(PY) -m pip install --quiet -e ".[test,plot]"
 	touch $@
 
 setup: $(VENV)/.installed

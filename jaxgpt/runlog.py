@@ -79,6 +79,7 @@ class RunLog:
     def __init__(self, out_dir: str, run_id: str, *, total_steps: int, start_step: int, progress: bool,
                  enabled: bool) -> None:
         self.enabled = enabled
+        self.run_id = run_id
         self.total_steps = total_steps
         self.clock_reset_step = start_step + CLOCK_RESET_STEP
         log_dir = Path(out_dir) / "logs"
@@ -107,8 +108,10 @@ class RunLog:
                 print(line, flush=True)
 
     def metrics(self, **record: Any) -> None:
+        """One JSON object per line, each naming its framework and run (the schema
+        torch_ref.train also writes and scripts/plot_runs.py reads)."""
         if self.enabled:
-            self._metrics.write(json.dumps(record) + "\n")
+            self._metrics.write(json.dumps({"framework": "jaxgpt", "run_id": self.run_id, **record}) + "\n")
             self._metrics.flush()
 
     def val(self, step: int, loss: float, train_time_ms: float, window_blocks: int) -> None:

@@ -15,6 +15,7 @@ vocabulary (EOT 511), so that both frameworks run 20 steps in well under a minut
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +62,14 @@ def test_jaxgpt_and_torch_ref_training_trajectories_agree(tmp_path):
     # jaxgpt on a 2-device mesh: one sequence per device, the record's layout.
     jax_preset = dataclasses.replace(torch_preset, train=cfg.replace(torch_preset.train, devices=2))
     jax_result = jax_train.train(jax_preset, jax_train.RunOptions(init_from=str(init_path), run_id="parity", progress=False))
+
+    # Both write the same JSONL metrics schema (scripts/plot_runs.py reads either).
+    def metric_records(path) -> list[dict]:
+        return [json.loads(line) for line in Path(path).read_text().splitlines()]
+
+    torch_records, jax_records = metric_records(torch_result.metrics_path), metric_records(jax_result.metrics_path)
+    assert [(r["kind"], r["step"], sorted(r)) for r in torch_records] == [(r["kind"], r["step"], sorted(r)) for r in jax_records]
+    assert {r["framework"] for r in torch_records + jax_records} == {"torch_ref", "jaxgpt"}
 
     steps = list(range(STEPS + 1))
     torch_losses = np.array([torch_result.val_losses[s] for s in steps])

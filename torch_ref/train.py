@@ -58,6 +58,7 @@ class RunResult:
     val_losses: dict[int, float]
     train_time_ms: float
     log_path: str | None
+    metrics_path: str | None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -292,14 +293,26 @@ class TrainClock:
 
 
 class RunLog:
-    """Rank 0 writes `<log_dir>/<uuid>.txt` and prints the step lines; other ranks stay silent."""
+    """Rank 0 writes `<log_dir>/<uuid>.txt` and prints the step lines; other ranks stay silent.
+
+    Metrics go to `<log_dir>/<uuid>.jsonl` in jaxgpt's schema (one object per line:
+    framework, run_id, kind "train" or "val", step, train_loss or val_loss, train_time_ms,
+    step_avg_ms, window_blocks), so that scripts/plot_runs.py reads both trainers' runs."""
 
     def __init__(self, log_dir: str, enabled: bool) -> None:
-        self.path = None
+        self.path = self.metrics_path = None
         if enabled:
             os.makedirs(log_dir, exist_ok=True)
-            self.path = os.path.join(log_dir, f"{uuid.uuid4()}.txt")
+            self.run_id = str(uuid.uuid4())
+            self.path = os.path.join(log_dir, f"{self.run_id}.txt")
+            self.metrics_path = os.path.join(log_dir, f"{self.run_id}.jsonl")
             print(self.path, flush=True)
+
+    def metrics(self, **record: Any) -> None:
+        if self.metrics_path is None:
+            return
+        with open(self.metrics_path, "a") as f:
+            print(json.dumps({"framework": "torch_ref", "run_id": self.run_id, **record}), file=f)
 
     def write(self, line: str, console: bool = False) -> None:
         if self.path is None:
@@ -318,6 +331,21 @@ def environment_lines(device: torch.device) -> list[str]:
     else:
         lines.append(f"CPU run: {os.cpu_count()} cores visible, {torch.get_num_threads()} torch threads per process")
     return lines
+
+
+def write_train_metrics(log: RunLog, pending: list[tuple[int, Tensor, float, int]], world_size: int) -> None:
+    """Metrics of the updates since the last call: (step, loss tensor, train_time_ms, window).
+    Written at each validation and at the end, so that logging adds no device sync per step;
+    the losses are averaged over the ranks (one all-reduce per call), as jaxgpt logs them."""
+    if not pending:
+        return
+    losses = torch.stack([loss for _, loss, _, _ in pending])
+    if world_size > 1:
+        dist.all_reduce(losses, op=dist.ReduceOp.AVG)
+    for (step, _, train_time_ms, window), loss in zip(pending, losses.tolist()):
+        log.metrics(kind="train", step=step + 1, train_loss=loss, train_time_ms=train_time_ms,
+                    step_avg_ms=train_time_ms / timed_steps(step), window_blocks=window)
+    pending.clear()
 
 
 def write_header(log: RunLog, preset: cfg.Preset, options: RunOptions, device: torch.device) -> None:
@@ -401,7 +429,7 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
     schedulers = build_lr_schedulers(optimizers, schedule_steps, preset.optim)
     write_header(log, preset, options, device)
 
-    steps, val_losses = train_cfg.steps, {}
+    steps, val_losses, pending_metrics = train_cfg.steps, {}, []
     train_batches = distributed_data_generator(train_cfg.train_files, train_cfg.batch_tokens, rank, world_size,
                                                cycle=train_cfg.cycle_data, device=device)
     clock = TrainClock(device)
@@ -409,31 +437,39 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
         last_step = step == steps
         if step == CLOCK_RESET_STEP:
             clock.reset()
-        window = window_argument(window_blocks(step, schedule_steps, train_cfg.window_max_tokens)[0], device)
+        blocks = window_blocks(step, schedule_steps, train_cfg.window_max_tokens)[0]
+        window = window_argument(blocks, device)
         if train_cfg.val_tokens and (last_step or step % train_cfg.val_every == 0):
             train_time_ms = clock.pause()
             val_losses[step] = evaluate(model, train_cfg, window, rank, world_size, device)
             log.write(val_line(step, steps, val_losses[step], train_time_ms), console=True)
+            write_train_metrics(log, pending_metrics, world_size)
+            log.metrics(kind="val", step=step, val_loss=val_losses[step], train_time_ms=train_time_ms,
+                        step_avg_ms=train_time_ms / (timed_steps(step) - 1), window_blocks=blocks)
             clock.resume()
         if last_step:
             break
         inputs, targets = next(train_batches)
-        forward_backward(model, inputs, targets, train_cfg.seq_len, window)
+        loss = forward_backward(model, inputs, targets, train_cfg.seq_len, window)
         average_gradients(raw_model, world_size)
         set_muon_momentum(optimizers[1], step, preset.optim)
         for opt, sched in zip(optimizers, schedulers):
             opt.step()
             sched.step()
         raw_model.zero_grad(set_to_none=True)
-        log.write(train_line(step, steps, clock.elapsed_ms()), console=True)
+        train_time_ms = clock.elapsed_ms()
+        log.write(train_line(step, steps, train_time_ms), console=True)
+        pending_metrics.append((step, loss, train_time_ms, blocks))
     total_train_ms = clock.pause()
+    write_train_metrics(log, pending_metrics, world_size)
 
     if device.type == "cuda":
         log.write(f"peak memory allocated: {torch.cuda.max_memory_allocated() // 1024 // 1024} MiB "
                   f"reserved: {torch.cuda.max_memory_reserved() // 1024 // 1024} MiB", console=True)
     if options.save_checkpoint and rank == 0:
         save_checkpoint(options.save_checkpoint, raw_model, optimizers, steps, preset)
-    return RunResult(val_losses=val_losses, train_time_ms=total_train_ms, log_path=log.path)
+    return RunResult(val_losses=val_losses, train_time_ms=total_train_ms, log_path=log.path,
+                     metrics_path=log.metrics_path)
 
 
 def _rank_device(device_type: str, rank: int) -> torch.device:

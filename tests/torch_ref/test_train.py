@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -124,6 +125,20 @@ def test_log_file_holds_config_environment_and_lines(tiny_run, workspace):
     text = log_path.read_text()
     assert '"steps": 24' in text and "Running PyTorch" in text and "=" * 100 in text
     assert f"step:{STEPS}/{STEPS} val_loss:" in text
+
+
+@pytest.mark.slow
+def test_metrics_jsonl_records_every_step(tiny_run):
+    stdout, _ = tiny_run
+    metrics_path = Path(stdout.splitlines()[0]).with_suffix(".jsonl")
+    records = [json.loads(line) for line in metrics_path.read_text().splitlines()]
+    assert {(r["framework"], r["run_id"]) for r in records} == {("torch_ref", metrics_path.stem)}
+    assert [r["step"] for r in records if r["kind"] == "val"] == [0, 8, 16, 24]
+    assert [r["step"] for r in records if r["kind"] == "train"] == list(range(1, STEPS + 1))
+    val = _val_losses(stdout)
+    assert all(r["val_loss"] == pytest.approx(val[r["step"]], abs=5e-5) for r in records if r["kind"] == "val")
+    first_train = next(r for r in records if r["kind"] == "train")
+    assert first_train["train_loss"] == pytest.approx(math.log(50304), abs=1e-4)  # zero head before update 1
 
 
 @pytest.mark.slow
