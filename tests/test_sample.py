@@ -117,6 +117,7 @@ def test_greedy_sampler_matches_argmax_of_full_forward() -> None:
         sequence.append(int(np.argmax(capped[:300])))
     assert generated == sequence[len(prompt):]
     assert sampler.length == len(prompt) + len(generated) - 1  # the last draw is not fed back
+    assert sampler._step._cache_size() == 1  # prompt and generation share one compiled step
 
 
 def test_top_k_and_temperature() -> None:
