@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from jaxgpt.data import BatchLoader, ShardsExhaustedError, val_batches, write_shard
+from torch_ref.data import ShardsExhaustedError as TorchShardsExhaustedError
 from torch_ref.data import distributed_data_generator
 from torch_ref.data import val_batches as torch_val_batches
 
@@ -61,7 +62,7 @@ def test_loader_matches_torch_ranks(random_shards: str, seq_len: int, process_co
             with pytest.raises(ShardsExhaustedError):
                 next(host)
         generator = distributed_data_generator(random_shards, batch_tokens, 0, WORLD)
-        with pytest.raises(ShardsExhaustedError):
+        with pytest.raises(TorchShardsExhaustedError):
             for _ in range(steps + 1):
                 next(generator)
     finally:

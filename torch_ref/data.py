@@ -1,35 +1,100 @@
-"""The record's distributed batch generator in PyTorch (RECORD.md 8.3).
+"""The record's token shards and distributed batch generator in PyTorch (RECORD.md section 8).
 
-The shard format has one implementation, numpy-only, in `jaxgpt.data`; this module imports
-`read_shard` / `write_shard` (and the shard-list helpers and errors) from there, which is the
-one place torch_ref depends on jaxgpt besides `jaxgpt.config`.
+Written from the spec, independently of jaxgpt.data: parity_tests/test_data_parity.py checks
+that both yield the same tokens. A shard is a 1024-byte header of 256 little-endian int32
+([0] magic 20240520, [1] version 1, [2] token count n) followed by n uint16 tokens.
 """
 
 from __future__ import annotations
 
+import glob
 import itertools
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from jaxgpt.data import (
-    NoShardsError,
-    ShardsExhaustedError,
-    batch_starts,
-    list_shards,
-    read_shard,
-    write_shard,
-)
+SHARD_MAGIC = 20240520
+SHARD_VERSION = 1
+HEADER_BYTES = 256 * 4
 
 __all__ = [
     "NoShardsError",
     "ShardsExhaustedError",
     "distributed_data_generator",
+    "list_shards",
     "read_shard",
+    "read_shard_header",
     "val_batches",
     "write_shard",
 ]
+
+
+class NoShardsError(FileNotFoundError):
+    """No file matches a shard glob pattern."""
+
+
+class ShardsExhaustedError(RuntimeError):
+    """Every shard of a pattern was used and cycling was not asked for."""
+
+
+def read_shard_header(path: str | os.PathLike) -> int:
+    """Check a shard's header and size (the record's asserts, with messages) and return n."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"shard file not found: {path}")
+    size = path.stat().st_size
+    if size < HEADER_BYTES:
+        raise ValueError(f"{path}: header is {size} bytes, expected at least {HEADER_BYTES}")
+    header = np.fromfile(path, dtype="<i4", count=3)
+    magic, version, num_tokens = (int(v) for v in header)
+    if magic != SHARD_MAGIC:
+        raise ValueError(f"{path}: magic number {magic} is not {SHARD_MAGIC}; not a token shard")
+    if version != SHARD_VERSION:
+        raise ValueError(f"{path}: shard version {version} is not supported (expected {SHARD_VERSION})")
+    if num_tokens < 0 or size - HEADER_BYTES != 2 * num_tokens:
+        raise ValueError(f"{path}: header claims {num_tokens} tokens but {size - HEADER_BYTES} body bytes follow")
+    return num_tokens
+
+
+def read_shard(path: str | os.PathLike) -> np.ndarray:
+    """A shard's tokens: (n,) uint16, memory-mapped read-only."""
+    num_tokens = read_shard_header(path)
+    if num_tokens == 0:
+        return np.zeros(0, dtype="<u2")
+    return np.memmap(path, dtype="<u2", mode="r", offset=HEADER_BYTES, shape=(num_tokens,))
+
+
+def write_shard(path: str | os.PathLike, tokens) -> None:
+    """Write 1-D integer tokens in [0, 2**16) as a shard (temporary file, then rename)."""
+    path = Path(path)
+    array = np.asarray(tokens)
+    if array.ndim != 1 or (array.size and not np.issubdtype(array.dtype, np.integer)):
+        raise ValueError(f"{path}: tokens must be a 1-D integer array, got {array.dtype} {array.shape}")
+    if array.size and (array.min() < 0 or array.max() >= 2**16):
+        raise ValueError(f"{path}: tokens must lie in [0, 65536) to fit uint16")
+    header = np.zeros(256, dtype="<i4")
+    header[:3] = (SHARD_MAGIC, SHARD_VERSION, array.size)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(header.tobytes())
+            f.write(array.astype("<u2").tobytes())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def list_shards(pattern: str) -> list[Path]:
+    """Files matching the glob `pattern`, sorted by name (numeric order for 6-digit names)."""
+    files = sorted(Path(name) for name in glob.glob(os.fspath(pattern)) if os.path.isfile(name))
+    if not files:
+        raise NoShardsError(f"no shard files match {pattern!r} (relative to cwd {os.getcwd()})")
+    return files
 
 
 def distributed_data_generator(
@@ -54,20 +119,35 @@ def distributed_data_generator(
     if batch_size <= 0 or batch_size % world_size:
         raise ValueError(f"batch_size {batch_size} must be a positive multiple of world_size {world_size}")
     files = list_shards(filename_pattern)
+    return _generate(files, filename_pattern, batch_size, rank, world_size, cycle, torch.device(device))
+
+
+def _generate(files, pattern, batch_size, rank, world_size, cycle, device):
     local_size = batch_size // world_size
-    device = torch.device(device)
-    return _generate(files, filename_pattern, batch_size, rank * local_size, local_size, cycle, device)
-
-
-def _generate(files, pattern, batch_size, offset, local_size, cycle, device):
-    for tokens, at in batch_starts(files, pattern, batch_size, cycle=cycle):
-        # Only this rank's local_size + 1 tokens leave the memmap; the last one is shared with
-        # the next rank's first (it is this rank's last target).
-        start = at.pos + offset
+    file_index, tokens, pos = 0, read_shard(files[0]), 0
+    while True:
+        if pos + batch_size + 1 >= len(tokens):  # RECORD.md 8.3 step 1: the shard's tail is dropped
+            file_index += 1
+            if file_index == len(files):
+                if not cycle:
+                    raise ShardsExhaustedError(
+                        f"ran out of data: all {len(files)} shard(s) matching {pattern!r} were used; "
+                        "add shards, train fewer steps, or cycle the data"
+                    )
+                file_index = 0
+            tokens, pos = read_shard(files[file_index]), 0
+            if pos + batch_size + 1 >= len(tokens):
+                raise ValueError(
+                    f"{files[file_index]}: {len(tokens)} tokens cannot hold one batch of {batch_size} tokens "
+                    f"(the advance rule needs at least batch + 2 = {batch_size + 2})"
+                )
+        # Only this rank's Bl + 1 tokens leave the memmap; its last is the next rank's first input.
+        start = pos + rank * local_size
         buf = torch.from_numpy(np.asarray(tokens[start : start + local_size + 1], dtype=np.int32))
         if device.type == "cuda":
             buf = buf.pin_memory().to(device, non_blocking=True)
         yield buf[:-1], buf[1:].to(torch.int64)
+        pos += batch_size
 
 
 def val_batches(

@@ -21,7 +21,7 @@ from typing import Callable, NamedTuple
 import torch
 from torch import Tensor
 
-from jaxgpt.config import BLOCK_SIZE, EOT_ID
+from torch_ref.config import BLOCK_SIZE, EOT_ID
 
 __all__ = [
     "BlockLists",

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from jaxgpt.config import BLOCK_SIZE, EOT_ID, ModelConfig, next_multiple
+from torch_ref.config import BLOCK_SIZE, EOT_ID, ModelConfig, next_multiple
 from torch_ref import masks as masks_lib
 from torch_ref.fp8 import GRAD_SCALE, FP8Backend, lm_head_fp8
 

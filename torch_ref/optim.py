@@ -13,7 +13,7 @@ import math
 import torch
 from torch import nn
 
-from jaxgpt.config import BLOCK_SIZE, OptimConfig
+from torch_ref.config import BLOCK_SIZE, OptimConfig
 from torch_ref.muon import Muon
 
 _NS_DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}

@@ -32,9 +32,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import Tensor, nn
 
-import jaxgpt.config as cfg
-from jaxgpt.data import read_shard_header
-from torch_ref.data import ShardsExhaustedError, distributed_data_generator, list_shards, val_batches
+import torch_ref.config as cfg
+from torch_ref.data import ShardsExhaustedError, distributed_data_generator, list_shards, read_shard_header, val_batches
 from torch_ref.model import GPT, cast_embeddings_to_bf16, load_record_state_dict, strip_compile_prefix
 from torch_ref.optim import build_lr_schedulers, build_optimizers, set_muon_momentum, window_blocks
 

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from jaxgpt.config import EOT_ID
-from jaxgpt.data import write_shard
+from torch_ref.config import EOT_ID
+from torch_ref.data import write_shard
 from torch_ref import train as train_lib
 from torch_ref.model import GPT, load_record_state_dict, strip_compile_prefix
 from torch_ref.optim import window_blocks
@@ -145,7 +145,7 @@ def test_metrics_jsonl_records_every_step(tiny_run):
 def test_init_from_and_save_checkpoint_round_trip(tiny_run, workspace):
     stdout, ckpt = tiny_run
     val = _val_losses(stdout)
-    from jaxgpt.data import read_shard
+    from torch_ref.data import read_shard
 
     val_tokens = np.asarray(read_shard(workspace / "tiny_val_000000.bin"))
     # --init-from: the step-0 val loss is the initial checkpoint's own loss (window 1 block).

@@ -1,0 +1,85 @@
+"""Facts that jaxgpt and torch_ref each state on their own must agree.
+
+torch_ref imports nothing from jaxgpt (test_independence.py), so the block size, EOT id,
+vocabulary, preset values and schedules are written twice; these tests compare the two
+statements exactly (they are integers, strings and Python floats: no tolerance).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import jaxgpt.config as jax_cfg
+import torch_ref.config as torch_cfg
+from jaxgpt import data as jax_data
+from jaxgpt import optim as jax_optim
+from torch_ref import data as torch_data
+from torch_ref import optim as torch_optim
+
+
+def test_module_constants_agree():
+    assert torch_cfg.BLOCK_SIZE == jax_cfg.BLOCK_SIZE == 128
+    assert torch_cfg.EOT_ID == jax_cfg.EOT_ID == 50256
+    assert torch_cfg.VOCAB_SIZE == jax_cfg.GPT2_VOCAB_SIZE == 50257
+    assert torch_cfg.RECORD_FP8_GRAD_SCALE == jax_cfg.RECORD_FP8_GRAD_SCALE == 2.0**29
+    for value in (1, 127, 128, 50257, 50304):
+        assert torch_cfg.next_multiple(value, 128) == jax_cfg.next_multiple(value, 128)
+
+
+@pytest.mark.parametrize("name", sorted(torch_cfg.PRESETS))
+def test_every_torch_ref_preset_field_equals_jaxgpt(name):
+    """Each field torch_ref states (a subset of jaxgpt's) has jaxgpt's value, in every preset."""
+    assert sorted(torch_cfg.PRESETS) == sorted(jax_cfg.PRESETS)
+    torch_preset, jax_preset = torch_cfg.get_preset(name), jax_cfg.get_preset(name)
+    for part in ("model", "optim", "train"):
+        for field in dataclasses.fields(getattr(torch_preset, part)):
+            torch_value = getattr(getattr(torch_preset, part), field.name)
+            jax_value = getattr(getattr(jax_preset, part), field.name)
+            assert torch_value == jax_value, f"{name}.{part}.{field.name}: torch_ref {torch_value!r}, jaxgpt {jax_value!r}"
+    assert torch_preset.model.head_dim == jax_preset.model.head_dim
+    assert torch_preset.model.padded_vocab_size == jax_preset.model.padded_vocab_size
+
+
+def test_torch_ref_validates_like_jaxgpt():
+    for bad in (dict(seq_len=100), dict(batch_tokens=1000, seq_len=128), dict(steps=-1), dict(val_every=0)):
+        with pytest.raises(ValueError):
+            jax_cfg.TrainConfig(**bad)
+        with pytest.raises(ValueError):
+            torch_cfg.TrainConfig(**bad)
+
+
+@pytest.mark.parametrize("total", [1, 7, 60, 1393])
+def test_schedules_agree_on_every_step(total):
+    """lr multiplier, Muon momentum and window blocks at every step of a run of `total` steps."""
+    for step in range(total + 1):
+        assert torch_optim.lr_multiplier(step, total) == jax_optim.lr_multiplier(step, total)
+        assert torch_optim.muon_momentum(step) == jax_optim.muon_momentum(step)
+        assert torch_optim.window_blocks(step, total) == jax_optim.window_blocks(step, total)
+
+
+@pytest.mark.parametrize("lengths", [[3000, 1030, 2051, 2049, 4100], [1026, 2050, 5000]])
+def test_shard_advance_rule_agrees(tmp_path, lengths):
+    """torch_ref's generator and jaxgpt's batch_starts visit the same (shard, pos) sequence."""
+    for k, length in enumerate(lengths):
+        # token value = shard * 10000 + position, so a batch's first token names where it starts
+        torch_data.write_shard(tmp_path / f"s_{k:06d}.bin", k * 10000 + np.arange(length) % 10000)
+    pattern, batch = str(tmp_path / "s_*.bin"), 1024
+    files = jax_data.list_shards(pattern)
+    jax_starts = []
+    try:
+        for tokens, at in jax_data.batch_starts(files, pattern, batch):
+            jax_starts.append((at.shard_index, at.pos))
+    except jax_data.ShardsExhaustedError:
+        pass
+    torch_starts = []
+    try:
+        for inputs, _ in torch_data.distributed_data_generator(pattern, batch, 0, 1):
+            first = int(inputs[0])
+            torch_starts.append((first // 10000, first % 10000))
+    except torch_data.ShardsExhaustedError:
+        pass
+    assert torch_starts == jax_starts
+    assert len(jax_starts) == jax_data.batches_available(files, batch)
