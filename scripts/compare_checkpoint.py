@@ -1,13 +1,20 @@
 """Run one record-format checkpoint through torch_ref and jaxgpt and compare logits and loss.
 
     python scripts/compare_checkpoint.py CKPT.pt --tokens SHARD.bin --window-blocks 14 --json \
-        [--dump-logits OUT.npz] [--seq-len T] [--head-dim 128]
+        [--dump-logits OUT.npz] [--seq-len T] [--head-dim 128] [--val-tokens N] [--dtype bf16]
 
 CKPT is a torch file holding {"model": state_dict} (keys may carry `_orig_mod.`, tensors fp32 or
-bf16); model dims come from the shapes. Both models run in eval mode and all-fp32 (plain head, no
-FP8) on the first T+1 tokens of the shard (inputs: the first T, targets: the last T), T being the
-largest multiple of 128 that fits unless --seq-len is given. Prints one JSON object (--json) or
-a short summary. --dump-logits writes the (T, Vp) logits before the soft-cap as arrays `torch`
+bf16); model dims come from the shapes, through jaxgpt.convert.config_from_state_dict (the rule
+--init-from uses). Shapes do not say how D splits into heads: the head dim is --head-dim, else
+the checkpoint's saved config (torch_ref.train writes one), else the head dim of the preset of
+that width (128 for D 768, 64 for D 128); any other width without --head-dim is refused.
+Both models run in eval mode on the first T+1 tokens of the shard (inputs: the first T, targets:
+the last T), T being the largest multiple of 128 that fits unless --seq-len is given; --dtype fp32
+(default) is all-fp32 with a plain head, --dtype bf16 the record's eval policy (bf16 embeddings
+and activations, plain bf16 head). --val-tokens N adds the record's validation loss over the first
+N tokens of the shard in both frameworks: N / T sequences of T tokens (--seq-len, default
+min(N, 65536)), the mean of the per-sequence mean losses. Prints one JSON object (--json) or a
+short summary. --dump-logits writes the (T, Vp) logits before the soft-cap as arrays `torch`
 and `jax`. Memory: the logits are T x Vp fp32 per framework (13 GB each at T = 65536).
 """
 
@@ -28,17 +35,26 @@ import numpy as np  # noqa: E402
 from jaxgpt.config import BLOCK_SIZE, EOT_ID  # noqa: E402
 
 
+RECORD_VAL_SEQ_LEN = 65536  # tokens of one validation sequence per rank in the record
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint", type=Path, help='torch file holding {"model": state_dict}')
     parser.add_argument("--tokens", type=Path, required=True, help="token shard (.bin, record format)")
     parser.add_argument("--window-blocks", type=int, required=True, help="W_long in 128-token blocks (W_short = W // 2)")
-    parser.add_argument("--seq-len", type=int, default=None, help="T (multiple of 128); default: largest that fits")
-    parser.add_argument("--head-dim", type=int, default=128, help="head dim used to infer the number of heads")
+    parser.add_argument("--seq-len", type=int, default=None,
+                        help="T (multiple of 128); default: largest that fits, or min(N, 65536) with --val-tokens N")
+    parser.add_argument("--head-dim", type=int, default=None,
+                        help="heads = D // head_dim; default: the checkpoint's saved config, else the preset of that width")
     parser.add_argument("--eot-id", type=int, default=None,
                         help=f"document separator token (default {EOT_ID}; required for vocabularies smaller than GPT-2's)")
     parser.add_argument("--attention-backend", choices=("blocked", "dense"), default="blocked",
                         help="jaxgpt attention backend")
+    parser.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32",
+                        help="fp32: all fp32, plain head; bf16: the record's eval policy (bf16 activations, bf16 head)")
+    parser.add_argument("--val-tokens", type=int, default=None, metavar="N",
+                        help="also the record's validation loss over the first N tokens of the shard, in both frameworks")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--dump-logits", type=Path, default=None, help="write torch/jax logits (T, Vp) to this .npz")
     return parser.parse_args(argv)
@@ -58,7 +74,18 @@ def choose_seq_len(num_tokens: int, requested: int | None) -> int:
     return requested
 
 
-def load_state_dict(path: Path) -> dict:
+def check_val_tokens(val_tokens: int, seq_len: int, num_tokens: int) -> None:
+    """N must be whole sequences, and the record's advance rule (pos + T + 1 < len before each
+    sequence) must let the shard serve all of them: N + 2 tokens at least."""
+    if val_tokens <= 0 or val_tokens % seq_len:
+        raise ValueError(f"--val-tokens {val_tokens} is not a positive multiple of the sequence length {seq_len}")
+    if val_tokens + 2 > num_tokens:
+        raise ValueError(f"--val-tokens {val_tokens} needs {val_tokens + 2} tokens of the shard "
+                         f"(the record's shard-advance rule); it has {num_tokens}")
+
+
+def load_checkpoint(path: Path) -> dict:
+    """The whole record-format checkpoint {"model": state_dict, ...} on the CPU."""
     import torch
 
     if not path.is_file():
@@ -66,46 +93,119 @@ def load_state_dict(path: Path) -> dict:
     payload = torch.load(path, map_location="cpu", weights_only=True)
     if not isinstance(payload, dict) or "model" not in payload:
         raise ValueError(f'checkpoint {path} is not in the record format {{"model": state_dict}}')
-    return payload["model"]
+    return payload
 
 
-def run_torch(state_dict: dict, config, inputs: np.ndarray, targets: np.ndarray, window: int):
-    """torch_ref in fp32 eval mode: ((T, Vp) fp32 logits before the soft-cap, loss)."""
-    import torch
+def choose_head_dim(state_dict: dict, payload: dict, requested: int | None) -> tuple[int, str]:
+    """(head dim, where it came from). Shapes fix D but not how D splits into heads, so a
+    guess could load a model silently wrong (a 64-dim-head checkpoint read with 128 changes the
+    loss): --head-dim, else the saved config's num_heads, else the preset of that width; refuse
+    otherwise."""
+    from jaxgpt.config import PRESETS
 
-    from torch_ref import model as torch_model
-
-    gpt = torch_model.GPT(
-        config.vocab_size, config.num_layers, config.num_heads, config.model_dim, fp8_head=False,
-        eot_id=config.eot_id, attention_free_layers=config.attention_free_layers,
+    if requested is not None:
+        return requested, "--head-dim"
+    if "embed.weight" not in state_dict:
+        raise ValueError("state dict has no `embed.weight`; cannot infer the model dims")
+    width = int(state_dict["embed.weight"].shape[1])
+    saved = payload.get("config")
+    saved_model = saved.get("model") if isinstance(saved, dict) else None
+    if isinstance(saved_model, dict) and saved_model.get("model_dim") == width and saved_model.get("num_heads"):
+        return width // int(saved_model["num_heads"]), "the checkpoint's saved config"
+    widths = {name: build().model for name, build in PRESETS.items()}
+    matches = sorted({model.head_dim for model in widths.values() if model.model_dim == width})
+    if len(matches) == 1:
+        name = next(n for n, model in widths.items() if model.model_dim == width)
+        return matches[0], f"the {name} preset (width {width})"
+    raise ValueError(
+        f"cannot tell how many heads a {width}-wide model has: its shapes do not say, it has no saved config, "
+        f"and no preset has that width; pass --head-dim"
     )
-    torch_model.load_record_state_dict(gpt, state_dict)  # casts to the model's fp32
-    gpt.eval()
-    captured = {}
-    handle = gpt.lm_head.register_forward_hook(lambda _m, _i, out: captured.setdefault("logits", out))
-    with torch.inference_mode():
-        loss = gpt(torch.from_numpy(inputs), torch.from_numpy(targets.astype(np.int64)), window)
-    handle.remove()
-    return captured["logits"][0].float().numpy(), float(loss)
 
 
-def run_jax(state_dict: dict, config, inputs: np.ndarray, targets: np.ndarray, window: int):
-    """jaxgpt in the fp32 policy: ((T, Vp) fp32 logits before the soft-cap, loss)."""
-    import jax.numpy as jnp
-    from flax import nnx
+class TorchModel:
+    """torch_ref's GPT holding the checkpoint, eval mode, in fp32 or the record's bf16 eval policy."""
 
-    from jaxgpt import convert
-    from jaxgpt import model as jax_model
+    def __init__(self, state_dict: dict, config, window: int, bf16: bool) -> None:
+        from torch_ref import model as torch_model
 
-    model = jax_model.GPT(config, rngs=nnx.Rngs(0))
-    convert.load_params(model, convert.torch_state_dict_to_params(state_dict, config))
+        self.window = window
+        self.gpt = torch_model.GPT(
+            config.vocab_size, config.num_layers, config.num_heads, config.model_dim, fp8_head=False,
+            eot_id=config.eot_id, value_embed_slots=config.value_embed_slots,
+            long_window_layers=config.long_window_layers, attention_free_layers=config.attention_free_layers,
+        )
+        if bf16:
+            torch_model.cast_embeddings_to_bf16(self.gpt)
+        torch_model.load_record_state_dict(self.gpt, state_dict)  # casts to the model's dtypes
+        self.gpt.eval()
 
-    @nnx.jit
-    def logits_and_loss(model, inputs, targets):
-        return model.logits(inputs, window, train=False)[0], model(inputs, targets, window, train=False)
+    def logits_and_loss(self, inputs: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, float]:
+        """((T, Vp) fp32 logits before the soft-cap, loss)."""
+        captured = {}
+        handle = self.gpt.lm_head.register_forward_hook(lambda _m, _i, out: captured.setdefault("logits", out))
+        loss = self.loss(inputs, targets)
+        handle.remove()
+        return captured["logits"][0].float().numpy(), loss
 
-    logits, loss = logits_and_loss(model, jnp.asarray(inputs)[None], jnp.asarray(targets)[None])
-    return np.asarray(logits, np.float32), float(loss)
+    def loss(self, inputs, targets) -> float:
+        """Mean loss of one (T,) int sequence (numpy or torch)."""
+        import torch
+
+        with torch.inference_mode():
+            return float(self.gpt(torch.as_tensor(inputs), torch.as_tensor(targets).to(torch.int64), self.window))
+
+
+class JaxModel:
+    """jaxgpt's GPT holding the checkpoint; `config.dtype_policy` says fp32 or record (bf16)."""
+
+    def __init__(self, state_dict: dict, config, window: int) -> None:
+        from flax import nnx
+
+        from jaxgpt import convert
+        from jaxgpt import model as jax_model
+
+        self.model = jax_model.GPT(config, rngs=nnx.Rngs(0))
+        convert.load_params(self.model, convert.torch_state_dict_to_params(state_dict, config))
+        # The window is a Python int closed over: one compile per shape, as in the record.
+        self._logits = nnx.jit(lambda model, inputs: model.logits(inputs, window, train=False)[0])
+        self._loss = nnx.jit(lambda model, inputs, targets: model(inputs, targets, window, train=False))
+
+    def logits_and_loss(self, inputs: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, float]:
+        import jax.numpy as jnp
+
+        logits = self._logits(self.model, jnp.asarray(inputs)[None])
+        return np.asarray(logits, np.float32), self.loss(inputs[None], targets[None])
+
+    def loss(self, inputs, targets) -> float:
+        """Mean loss of (1, T) int32 inputs and targets."""
+        import jax.numpy as jnp
+
+        return float(self._loss(self.model, jnp.asarray(inputs), jnp.asarray(targets)))
+
+
+def torch_val_loss(model: TorchModel, shard: Path, val_tokens: int, seq_len: int) -> float:
+    """The record's evaluation on one rank: torch_ref's generator, mean of the sequence losses."""
+    from tqdm import tqdm
+
+    from torch_ref.data import val_batches
+
+    losses = [model.loss(inputs, targets)
+              for inputs, targets in tqdm(val_batches(str(shard), val_tokens, seq_len, 0, 1), total=val_tokens // seq_len,
+                                          desc="torch_ref val", file=sys.stderr, disable=None)]
+    return float(np.mean(losses))
+
+
+def jax_val_loss(model: JaxModel, shard: Path, val_tokens: int, seq_len: int) -> float:
+    """The same evaluation through jaxgpt's loader (one sequence per batch)."""
+    from tqdm import tqdm
+
+    from jaxgpt.data import val_batches
+
+    losses = [model.loss(batch.inputs, batch.targets)
+              for batch in tqdm(val_batches(str(shard), val_tokens, seq_len, seq_len), total=val_tokens // seq_len,
+                                desc="jaxgpt val", file=sys.stderr, disable=None)]
+    return float(np.mean(losses))
 
 
 def compare(args: argparse.Namespace) -> dict:
@@ -115,28 +215,37 @@ def compare(args: argparse.Namespace) -> dict:
     if args.window_blocks < 0:
         raise ValueError(f"--window-blocks must be >= 0, got {args.window_blocks}")
     tokens = read_shard(args.tokens)
-    seq_len = choose_seq_len(len(tokens), args.seq_len)
+    requested = args.seq_len
+    if args.val_tokens is not None and requested is None:
+        requested = min(args.val_tokens, RECORD_VAL_SEQ_LEN)
+    seq_len = choose_seq_len(len(tokens), requested)
+    if args.val_tokens is not None:
+        check_val_tokens(args.val_tokens, seq_len, len(tokens))
     chunk = np.asarray(tokens[: seq_len + 1], dtype=np.int32)
     inputs, targets = chunk[:-1], chunk[1:]
 
-    state_dict = convert.strip_compile_prefix(load_state_dict(args.checkpoint))
+    payload = load_checkpoint(args.checkpoint)
+    state_dict = convert.strip_compile_prefix(payload["model"])
+    head_dim, head_dim_source = choose_head_dim(state_dict, payload, args.head_dim)
     eot = {} if args.eot_id is None else {"eot_id": args.eot_id}
     config = convert.config_from_state_dict(
-        state_dict, head_dim=args.head_dim, **eot, dtype_policy="fp32",
+        state_dict, head_dim=head_dim, **eot, dtype_policy="fp32" if args.dtype == "fp32" else "record",
         attention_backend=args.attention_backend, max_window_blocks=max(args.window_blocks, 1),
     )
     start = time.perf_counter()
-    torch_logits, torch_loss = run_torch(state_dict, config, inputs, targets, args.window_blocks)
+    torch_gpt = TorchModel(state_dict, config, args.window_blocks, bf16=args.dtype == "bf16")
+    torch_logits, torch_loss = torch_gpt.logits_and_loss(inputs, targets)
     torch_seconds = time.perf_counter() - start
     start = time.perf_counter()
-    jax_logits, jax_loss = run_jax(state_dict, config, inputs, targets, args.window_blocks)
+    jax_gpt = JaxModel(state_dict, config, args.window_blocks)
+    jax_logits, jax_loss = jax_gpt.logits_and_loss(inputs, targets)
     jax_seconds = time.perf_counter() - start
 
     diff = np.abs(jax_logits - torch_logits)
     scale = float(np.abs(torch_logits).max())
     if args.dump_logits is not None:
         np.savez(args.dump_logits, torch=torch_logits, jax=jax_logits)
-    return {
+    result = {
         "torch_loss": torch_loss,
         "jax_loss": jax_loss,
         "loss_abs_diff": abs(jax_loss - torch_loss),
@@ -148,6 +257,8 @@ def compare(args: argparse.Namespace) -> dict:
         "argmax_agreement": float(np.mean(jax_logits.argmax(-1) == torch_logits.argmax(-1))),
         "seq_len": seq_len,
         "window_blocks": args.window_blocks,
+        "dtype": args.dtype,
+        "head_dim_from": head_dim_source,
         "model": {"vocab_size": config.vocab_size, "padded_vocab_size": config.padded_vocab_size,
                   "num_layers": config.num_layers, "num_heads": config.num_heads,
                   "model_dim": config.model_dim, "attention_free_layers": list(config.attention_free_layers)},
@@ -155,6 +266,12 @@ def compare(args: argparse.Namespace) -> dict:
         "torch_seconds": round(torch_seconds, 3),
         "jax_seconds": round(jax_seconds, 3),
     }
+    if args.val_tokens is not None:
+        torch_val = torch_val_loss(torch_gpt, args.tokens, args.val_tokens, seq_len)
+        jax_val = jax_val_loss(jax_gpt, args.tokens, args.val_tokens, seq_len)
+        result.update(val_tokens=args.val_tokens, torch_val_loss=torch_val, jax_val_loss=jax_val,
+                      val_loss_abs_diff=abs(jax_val - torch_val))
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -167,8 +284,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"T={result['seq_len']} W={result['window_blocks']}: torch_loss {result['torch_loss']:.6f}  "
+        print(f"T={result['seq_len']} W={result['window_blocks']} {args.dtype}: torch_loss {result['torch_loss']:.6f}  "
               f"jax_loss {result['jax_loss']:.6f}  max |logit diff| {result['max_abs_logit_diff']:.3g}")
+        if "torch_val_loss" in result:
+            print(f"val over {result['val_tokens']} tokens: torch_ref {result['torch_val_loss']:.6f}  "
+                  f"jaxgpt {result['jax_val_loss']:.6f}")
     return 0
 
 

@@ -101,3 +101,63 @@ def test_missing_eot_for_small_vocabulary_is_reported(tiny_files, capsys):
     assert compare_checkpoint.main([str(checkpoint), "--tokens", str(shard), "--window-blocks", "2",
                                     "--head-dim", "64"]) == 1
     assert "pass eot_id" in capsys.readouterr().err
+
+
+def _shapes_only(width: int) -> dict:
+    return {"embed.weight": torch.empty(VOCAB, width)}
+
+
+@pytest.mark.parametrize(
+    "payload_config, width, requested, expected",
+    [
+        (None, 128, 32, (32, "--head-dim")),
+        (None, 128, None, (64, "the tiny preset (width 128)")),
+        (None, 768, None, (128, "the record preset (width 768)")),
+        ({"model": {"model_dim": 256, "num_heads": 4}}, 256, None, (64, "the checkpoint's saved config")),
+    ],
+)
+def test_head_dim_comes_from_the_flag_the_saved_config_or_the_preset_of_that_width(payload_config, width, requested, expected):
+    payload = {} if payload_config is None else {"config": payload_config}
+    assert compare_checkpoint.choose_head_dim(_shapes_only(width), payload, requested) == expected
+
+
+def test_head_count_of_an_unknown_width_is_refused_not_guessed():
+    with pytest.raises(ValueError, match="how many heads a 256-wide model has.*pass --head-dim"):
+        compare_checkpoint.choose_head_dim(_shapes_only(256), {}, None)
+
+
+def test_mismatched_keys_are_each_named(tiny_files, tmp_path, capsys):
+    checkpoint, shard = tiny_files
+    state = torch.load(checkpoint, weights_only=True)["model"]
+    state["_orig_mod.blocks.0.extra"] = torch.zeros(3)
+    del state["_orig_mod.blocks.3.mlp.c_fc.weight"]
+    broken = tmp_path / "broken.pt"
+    torch.save({"model": state}, broken)
+    assert compare_checkpoint.main([str(broken), "--tokens", str(shard), "--window-blocks", "2", "--eot-id", str(EOT)]) == 1
+    err = capsys.readouterr().err
+    assert "blocks.0.extra" in err and "blocks.3.mlp.c_fc.weight" in err
+
+
+@pytest.mark.slow
+def test_val_tokens_is_the_record_mean_of_sequence_losses_in_both_frameworks(tiny_files):
+    """--val-tokens 256 with T 128: two sequences at tokens 0 and 128; fp32 and bf16 policies."""
+    checkpoint, shard = tiny_files
+    args = [str(checkpoint), "--tokens", str(shard), "--window-blocks", "1", "--eot-id", str(EOT),
+            "--val-tokens", "256", "--seq-len", "128"]
+    fp32 = compare_checkpoint.compare(compare_checkpoint.parse_args(args))
+    assert fp32["head_dim_from"] == "the tiny preset (width 128)" and fp32["model"]["num_heads"] == 2
+    from jaxgpt.data import read_shard
+
+    tokens = np.asarray(read_shard(shard), dtype=np.int32)
+    gpt = torch_model.GPT(VOCAB, 12, 2, 128, eot_id=EOT)
+    torch_model.load_record_state_dict(gpt, torch.load(checkpoint, weights_only=True)["model"])
+    gpt.eval()
+    with torch.inference_mode():
+        by_hand = np.mean([float(gpt(torch.from_numpy(tokens[s : s + 128]), torch.from_numpy(tokens[s + 1 : s + 129]).long(), 1))
+                           for s in (0, 128)])
+    assert fp32["torch_val_loss"] == pytest.approx(by_hand, rel=1e-6)  # same fp32 model, same tokens
+    assert abs(fp32["jax_val_loss"] - fp32["torch_val_loss"]) <= 1e-5 * fp32["torch_val_loss"]  # fp32 parity
+    bf16 = compare_checkpoint.compare(compare_checkpoint.parse_args([*args, "--dtype", "bf16"]))
+    # bf16 activations: ~3 significant digits per rounding; the losses still agree to 1e-2 relative
+    assert abs(bf16["jax_val_loss"] - bf16["torch_val_loss"]) <= 1e-2 * bf16["torch_val_loss"]
+    assert bf16["torch_val_loss"] != fp32["torch_val_loss"]  # the policy did change the numerics
