@@ -171,20 +171,17 @@ def generate(sampler: Sampler, prompt_ids: Sequence[int], max_new_tokens: int, s
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m jaxgpt.sample", description="Sample text from a jaxgpt checkpoint.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    parser = argparse.ArgumentParser(prog="python -m jaxgpt.sample", description="Sample text from a jaxgpt checkpoint.")
     parser.add_argument("--checkpoint", required=True, metavar="PATH",
                         help="training checkpoint directory (orbax) or record-format .pt file")
-    parser.add_argument("--prompt", default="", help="text to continue (encoded after an EOT, as a document)")
-    parser.add_argument("--max-new-tokens", type=int, default=100, help="tokens to generate at most")
-    parser.add_argument("--temperature", type=float, default=0.8, help="softmax temperature (0: greedy)")
-    parser.add_argument("--top-k", type=int, default=50, help="sample among the K most likely tokens (0: all)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed of the draws")
+    parser.add_argument("--prompt", default="", help="text to continue (encoded after an EOT, as a document; default empty)")
+    parser.add_argument("--max-new-tokens", type=int, default=100, metavar="N", help="tokens to generate at most (default 100)")
+    parser.add_argument("--temperature", type=float, default=0.8, metavar="T", help="softmax temperature, 0: greedy (default 0.8)")
+    parser.add_argument("--top-k", type=int, default=50, metavar="K", help="draw among the K most likely tokens, 0: all (default 50)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the draws (default 0)")
     parser.add_argument("--tokenizer", choices=["gpt2", "gpt2-bytes"], help="default: from the shards' meta.json, else gpt2")
     parser.add_argument("--shards-meta", metavar="META.json", help="meta.json of the shards the model was trained on")
-    parser.add_argument("--window-blocks", type=int, help="attention window W_long in 128-token blocks "
+    parser.add_argument("--window-blocks", type=int, metavar="W", help="attention window W_long in 128-token blocks "
                         "(default: the run's final validation window; 14 for a .pt)")
     parser.add_argument("--head-dim", type=int, help=".pt only: head width (default: the record's, 128)")
     return parser

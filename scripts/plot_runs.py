@@ -7,7 +7,7 @@ Each RUN.jsonl is the metrics file a trainer writes (jaxgpt.train: `<out_dir>/lo
 torch_ref.train: `<log_dir>/<uuid>.jsonl`), one JSON object per line with `framework`, `run_id`,
 `kind` ("train" or "val"), `step`, `train_loss` or `val_loss`, and `train_time_ms` (the record's
 training clock: compilation before step 10 and validation excluded). One colour per run,
-labelled "framework run_id"; validation loss is drawn with markers, train loss as a thin line.
+labelled "framework run_id" (a uuid shortened to its first 8 digits); validation loss is drawn with markers, train loss as a thin line.
 Needs matplotlib (`pip install -e ".[plot]"`).
 """
 
@@ -43,7 +43,8 @@ def read_run(path: str | Path) -> Run:
             record = json.loads(line)
             kind = record["kind"]
             point = (int(record["step"]), float(record[f"{kind}_loss"]), float(record["train_time_ms"]) / 1000)
-            label = f"{record['framework']} {record['run_id']}"
+            run_id = str(record["run_id"])
+            label = f"{record['framework']} {run_id[:8] if len(run_id) > 16 else run_id}"  # uuids: 8 hex digits
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
             raise ValueError(f"{path}:{number}: not a metrics record ({type(error).__name__}: {error})") from error
         if kind not in ("train", "val"):
