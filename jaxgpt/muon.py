@@ -24,6 +24,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxgpt.compat import all_gather_invariant
+
 # Quintic coefficients (a, b, c): steep slope at zero, singular values end in ~[0.5, 1.5].
 NS_COEFFICIENTS: tuple[float, float, float] = (3.4445, -4.7750, 2.0315)
 NS_NORM_EPS = 1e-7  # added to the Frobenius norm (not to its square), as the record
@@ -182,11 +184,11 @@ def orthogonalize_split(
     rounds * world matrices and viewed as (rounds, world, ...); device r orthogonalises
     column r, a (rounds, ...) batch.
     The results come back in NS dtype (bf16: half the bytes of fp32), either by
+    - "all_gather" (default, the record's collective): each device's column is gathered by an
+      all-gather typed as replicated over the axis (`compat.all_gather_invariant`), so the
+      result leaves a shard_map with out_specs P() under the default check_vma=True; or by
     - "psum": each device writes its column into a zero buffer and the buffers are summed
-      (exact: one nonzero term per slot). The result is typed as replicated, so it can leave a
-      shard_map with out_specs P() under the default check_vma=True; or by
-    - "all_gather": half the bytes of psum's all-reduce, but JAX types the result as varying
-      over the axis, so the enclosing shard_map needs check_vma=False to return it as P().
+      (exact: one nonzero term per slot); an all-reduce, about twice all_gather's bytes.
     """
     world = jax.lax.axis_size(axis_name)
     rank = jax.lax.axis_index(axis_name)
@@ -205,7 +207,7 @@ def orthogonalize_split(
             is_mine = (jnp.arange(world) == rank).reshape(1, world, *([1] * len(shape)))
             shared = jax.lax.psum(jnp.where(is_mine, mine[:, None], jnp.zeros((), mine.dtype)), axis_name)
         elif collective == "all_gather":
-            shared = jax.lax.all_gather(mine, axis_name, axis=1)
+            shared = all_gather_invariant(mine, axis_name, axis=1)
         else:
             raise ValueError(f"collective must be 'psum' or 'all_gather', got {collective!r}")
         shared = shared.reshape(rounds * world, *shape)
@@ -226,7 +228,7 @@ def scale_by_muon(
     ns_dtype: Any = jnp.bfloat16,
     axis_name: str | None = None,
     *,
-    collective: Collective = "psum",
+    collective: Collective = "all_gather",
     momentum_complement: ScalarOrSchedule | None = None,
 ) -> optax.GradientTransformation:
     """The record's Muon direction, without the learning rate.
@@ -314,7 +316,7 @@ def muon(
     ns_dtype: Any = jnp.bfloat16,
     axis_name: str | None = None,
     *,
-    collective: Collective = "psum",
+    collective: Collective = "all_gather",
     momentum_complement: ScalarOrSchedule | None = None,
 ) -> optax.GradientTransformation:
     """The record's Muon: `scale_by_muon` then `optax.scale_by_learning_rate(learning_rate)`.

@@ -4,6 +4,8 @@ The split transform must give the same numbers as the single-device one, and mus
 split: each device's Newton-Schulz batch holds ceil(n / 8) matrices of a shape group, not n.
 """
 
+import re
+
 import jax
 import jax.extend
 import jax.numpy as jnp
@@ -44,15 +46,16 @@ def _hidden_params(seed=0, layers=5, attention_layers=(0, 4)):
     return {"blocks": blocks}
 
 
-def _run(tx, params, grads_seq, mesh=None, check_vma=True):
-    """Apply `tx` for len(grads_seq) steps, inside shard_map (replicated everything) if mesh."""
+def _run(tx, params, grads_seq, mesh=None):
+    """Apply `tx` for len(grads_seq) steps, inside shard_map (replicated everything, shard_map's
+    default replication check on) if mesh."""
 
     def step(params, state, grads):
         updates, state = tx.update(grads, state, params)
         return optax.apply_updates(params, updates), state
 
     if mesh is not None:
-        step = jax.shard_map(step, mesh=mesh, in_specs=(P(), P(), P()), out_specs=(P(), P()), check_vma=check_vma)
+        step = jax.shard_map(step, mesh=mesh, in_specs=(P(), P(), P()), out_specs=(P(), P()))
     step = jax.jit(step)
     state = tx.init(params)
     for grads in grads_seq:
@@ -75,15 +78,31 @@ def _assert_trees_equal(a, b):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("collective, check_vma", [("psum", True), ("all_gather", False)])
-def test_split_muon_equals_single_device_over_three_steps(mesh, collective, check_vma):
+@pytest.mark.parametrize("collective", ["all_gather", "psum"])
+def test_split_muon_equals_single_device_over_three_steps(mesh, collective):
     params = _hidden_params()
     grads = _grads_seq(params, 3)
     momentum = muon_momentum_schedule()
     single = _run(muon(0.05, momentum), params, grads)
-    split = _run(muon(0.05, momentum, axis_name=AXIS, collective=collective), params, grads, mesh, check_vma)
+    split = _run(muon(0.05, momentum, axis_name=AXIS, collective=collective), params, grads, mesh)
     _assert_trees_equal(single[0], split[0])  # parameters
     _assert_trees_equal(single[1], split[1])  # count and momentum buffers
+
+
+@pytest.mark.parametrize("collective, expected", [(None, "all-gather"), ("psum", "all-reduce")])
+def test_collective_in_compiled_update(mesh, collective, expected):
+    """The default exchanges NS results by all-gather (the record's collective), with shard_map's
+    replication check on; psum stays available as an all-reduce."""
+    params = _hidden_params()
+    grads = _grads_seq(params, 1)[0]
+    kwargs = {} if collective is None else {"collective": collective}
+    tx = muon(0.05, 0.95, axis_name=AXIS, **kwargs)
+    update = jax.shard_map(lambda g, s: tx.update(g, s)[0], mesh=mesh, in_specs=(P(), P()), out_specs=P())
+    hlo = jax.jit(update).lower(grads, tx.init(params)).compile().as_text()
+    other = {"all-gather": "all-reduce", "all-reduce": "all-gather"}[expected]
+    # XLA's combiners may merge the 3 NS shape groups' collectives (see _hidden_params) into one.
+    assert re.search(rf" {expected}(-start)?\(", hlo), hlo
+    assert not re.search(rf" {other}(-start)?\(", hlo), hlo
 
 
 def _matrices_multiplied(jaxpr) -> int:
