@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,23 @@ def refuse_config_change(meta: dict[str, Any], config: dict[str, Any], directory
         )
 
 
+class CorruptCheckpointError(ValueError):
+    """A checkpoint step folder whose files cannot be read back."""
+
+    def __init__(self, folder: Path, cause: BaseException) -> None:
+        first_line = (str(cause).strip().splitlines() or [""])[0][:200]
+        super().__init__(f"cannot read the checkpoint in {folder}: its files are damaged or not an orbax "
+                         f"checkpoint ({type(cause).__name__}: {first_line}); resume from an earlier step or start afresh")
+
+
+TMP_MARKER = "tmp"  # orbax names unfinished saves <step>.orbax-checkpoint-tmp-<n>
+
+
+def leftover_tmp_dirs(directory: Path) -> list[Path]:
+    """Folders of saves that never finished (a killed run): orbax never restores them."""
+    return sorted(path for path in directory.iterdir() if path.is_dir() and TMP_MARKER in path.name)
+
+
 class Checkpointer:
     """Saves and restores training state in one directory, keeping the newest `max_to_keep`.
 
@@ -100,6 +118,7 @@ class Checkpointer:
             max_to_keep=max_to_keep, enable_async_checkpointing=async_save, create=True
         )
         self._manager = ocp.CheckpointManager(self.directory, options=options)
+        self._closed = False
 
     def latest_step(self) -> int | None:
         return self._manager.latest_step()
@@ -121,8 +140,7 @@ class Checkpointer:
     def read_meta(self, step: int | None = None) -> dict[str, Any]:
         """The JSON item of `step` (default: the newest step)."""
         step = self._require_step(step)
-        restored = self._manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
-        return restored.meta
+        return self._restore(step, ocp.args.Composite(meta=ocp.args.JsonRestore())).meta
 
     def restore(self, abstract_state: Any, *, config: dict[str, Any] | None, step: int | None = None) -> tuple[Any, dict[str, Any]]:
         """Restore the state saved at `step` (default: newest) into the structure, dtypes and
@@ -134,9 +152,7 @@ class Checkpointer:
         if config is not None:
             refuse_config_change(meta, config, self.directory)
         target = jax.tree.map(_abstract, abstract_state)
-        restored = self._manager.restore(
-            meta["step"], args=ocp.args.Composite(state=ocp.args.StandardRestore(target))
-        )
+        restored = self._restore(meta["step"], ocp.args.Composite(state=ocp.args.StandardRestore(target)))
         return restored.state, meta
 
     def restore_params(self, step: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -152,10 +168,22 @@ class Checkpointer:
         restored = self._manager.restore(meta["step"], args=ocp.args.Composite(state=ocp.args.StandardRestore(target)))
         return dict(restored.state["params"]), meta
 
+    def _restore(self, step: int, args: Any) -> Any:
+        """orbax's restore, with a short error naming the step folder when its files are
+        damaged (orbax and tensorstore raise many kinds, with long tracebacks)."""
+        try:
+            return self._manager.restore(step, args=args)
+        except Exception as error:  # noqa: BLE001 - tensorstore/orbax errors share no base class
+            raise CorruptCheckpointError(self.directory / str(step), error) from error
+
     def wait(self) -> None:
         self._manager.wait_until_finished()
 
     def close(self) -> None:
+        """Wait for the save in flight, then release orbax's threads. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
         self._manager.wait_until_finished()
         self._manager.close()
 
@@ -181,6 +209,9 @@ def open_run_checkpoints(
         directory = Path(resume)
         if not directory.is_dir():
             raise FileNotFoundError(f"--resume directory not found: {directory}")
+        for leftover in leftover_tmp_dirs(directory):
+            print(f"warning: ignoring {leftover}: an unfinished save of a run that was killed (never restored; "
+                  "delete it to reclaim the space)", file=sys.stderr)
         checkpointer = Checkpointer(directory, max_to_keep=train.keep_checkpoints)
         meta = checkpointer.read_meta()  # FileNotFoundError when the directory holds no checkpoint
         return checkpointer, int(meta["step"]), DataPosition.from_dict(meta["data_position"]), meta

@@ -33,6 +33,8 @@ class RunOptions:
     num_processes: int | None = None
     process_id: int | None = None
     head_dim: int | None = None  # --init-from: heads = model_dim / head_dim (None: the preset's)
+    debug: bool = False  # show tracebacks instead of one-line errors
+    overridden: tuple[str, ...] = ()  # "section.field" of every config flag given
 
 
 def parse_bool(text: str) -> bool:
@@ -137,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--head-dim", type=int, help="with --init-from: head width used to infer the number of heads (default: the preset's)")
     parser.add_argument("--run-id", help="name of this run's log files (default: a random uuid)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (it is only shown on a terminal anyway)")
+    parser.add_argument("--debug", action="store_true", help="on an error, show the full traceback instead of one line")
     _add_run_flags(parser.add_argument_group("run (overrides the preset)"))
     _add_model_flags(parser.add_argument_group("model (overrides the preset)"))
     _add_optim_flags(parser.add_argument_group("optimizer (overrides the preset)"))
@@ -153,10 +156,12 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[cfg.Preset, RunOption
     Raises ValueError (naming the field) for an invalid combination of values."""
     args = build_parser().parse_args(argv)
     overrides: dict[str, dict[str, Any]] = {"model": {}, "optim": {}, "train": {}}
+    overridden = set()
     for dest, value in vars(args).items():
         if "." in dest and value is not None:
             section, name = dest.split(".", 1)
             overrides[section][name] = value
+            overridden.add(dest)
     preset = cfg.get_preset(args.preset)
     preset = cfg.Preset(
         model=cfg.replace(preset.model, **overrides["model"]),
@@ -167,5 +172,6 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[cfg.Preset, RunOption
         init_from=args.init_from, resume=args.resume, export_torch=args.export_torch, run_id=args.run_id,
         progress=not args.no_progress, save_checkpoint=args.save_checkpoint, coordinator=args.coordinator,
         num_processes=args.num_processes, process_id=args.process_id, head_dim=args.head_dim,
+        debug=args.debug, overridden=tuple(sorted(overridden)),
     )
     return preset, options

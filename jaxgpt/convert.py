@@ -139,7 +139,12 @@ def read_record_checkpoint(path: str | Path, *, flag: str = "checkpoint") -> dic
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{flag} checkpoint not found: {path}")
-    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # noqa: BLE001 - unpickling fails in many ways on a foreign file
+        first_line = (str(error).strip().splitlines() or [""])[0][:200]
+        raise ValueError(f"{flag}: {path} is not a readable torch checkpoint ({type(error).__name__}: {first_line}); "
+                         "expected a torch.save file holding {'model': state_dict}") from None
     if not isinstance(checkpoint, dict) or "model" not in checkpoint:
         raise ValueError(f"{path} is not a record-format checkpoint (a dict with a 'model' state dict)")
     return strip_compile_prefix(checkpoint["model"])

@@ -247,6 +247,34 @@ def batch_starts(
         pos += batch_tokens
 
 
+def check_token_ids(path: str | os.PathLike, tokens: np.ndarray, vocab_size: int) -> None:
+    """Raise ValueError naming the shard, its largest id and the vocabulary when any token id is
+    >= `vocab_size` (a shard made with another tokenizer would otherwise train on garbage
+    embeddings or index past the table). One vectorised max over the memmap: ~0.1 s per 10**8 tokens."""
+    if len(tokens) == 0:
+        return
+    largest = int(np.max(tokens))
+    if largest >= vocab_size:
+        raise ValueError(
+            f"{path}: token id {largest} is outside the model's vocabulary of {vocab_size} "
+            "(were these shards made with another tokenizer?)"
+        )
+
+
+def check_shards(files: Sequence[Path], batch_tokens: int, vocab_size: int | None = None) -> None:
+    """Check every shard of a list up front, before anything compiles: its header and length
+    (`read_shard_header`), that it can serve at least one batch of `batch_tokens` on its own
+    (the loader reaches any shard at pos 0, and a shard that cannot serve one is an error there),
+    and, when `vocab_size` is given, that every token id is below it (`check_token_ids`).
+    Raises ValueError naming the first shard that fails."""
+    for path in files:
+        num_tokens = read_shard_header(path)
+        if not shard_serves_batch(0, batch_tokens, num_tokens):
+            raise ValueError(too_short_message(Path(path), num_tokens, batch_tokens))
+        if vocab_size is not None:
+            check_token_ids(path, read_shard(path), vocab_size)
+
+
 def batches_available(files: Sequence[Path], batch_tokens: int, start: DataPosition = DataPosition()) -> int:
     """Batches `batch_starts` yields from `files` starting at `start` before it runs out: a
     shard serves batches at pos, pos + B, ... while pos + B + 1 < its length (RECORD.md 8.3)."""

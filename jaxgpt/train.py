@@ -16,7 +16,9 @@ from __future__ import annotations
 import functools
 import os
 import shlex
+import signal
 import sys
+import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -84,9 +86,13 @@ def check_run(preset: cfg.Preset, num_devices: int, process_count: int, start_st
             f"val_tokens {train.val_tokens} must be a multiple of batch_tokens {train.batch_tokens} "
             "(each evaluation reads whole global batches, as the record)"
         )
+    # Every shard the run can reach: headers, lengths, one batch each, token ids < vocab.
     train_files = data.list_shards(train.train_files)
+    reachable = train_files if train.cycle_data else train_files[start.shard_index:]
+    data.check_shards(reachable, train.batch_tokens, preset.model.vocab_size)
     if train.val_tokens:
         val_files = data.list_shards(train.val_files)
+        data.check_shards(val_files, train.batch_tokens, preset.model.vocab_size)
         if data.batches_available(val_files, train.batch_tokens) < train.val_tokens // train.batch_tokens:
             raise ValueError(
                 f"validation needs {train.val_tokens} tokens (+1) from {train.val_files!r}, which holds fewer "
@@ -101,6 +107,40 @@ def check_run(preset: cfg.Preset, num_devices: int, process_count: int, start_st
                 f"tokens, but the {len(train_files)} shard(s) matching {train.train_files!r} hold {available}; "
                 "add shards, lower --steps, or pass --cycle-data"
             )
+
+
+def check_writable(directory: Path, what: str) -> None:
+    """Create `directory` if needed and prove a file can be written there; ValueError otherwise
+    (checked before the first step, so no trained state is lost to a bad path at the end)."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / f".write-test-{uuid.uuid4().hex}"
+        probe.touch()
+        probe.unlink()
+    except OSError as error:
+        raise ValueError(f"{what} {directory} is not writable: {error.strerror or error}") from None
+
+
+def check_outputs(preset: cfg.Preset, options: RunOptions) -> None:
+    """Every place the run writes to (--out-dir with its logs and checkpoints, --resume,
+    --export-torch's folder) is writable; --export-torch does not name a folder."""
+    check_writable(Path(preset.train.out_dir), "--out-dir")
+    if options.resume is not None and Path(options.resume).is_dir():
+        check_writable(Path(options.resume), "--resume directory")
+    if options.export_torch is not None:
+        target = Path(options.export_torch)
+        if target.is_dir():
+            raise ValueError(f"--export-torch {target} is a directory; give a file path such as {target / 'model.pt'}")
+        check_writable(target.parent, "--export-torch folder")
+
+
+def keep_saved_cadence(preset: cfg.Preset, saved_meta: dict[str, Any], overridden: Sequence[str]) -> cfg.Preset:
+    """A resumed run keeps the saved run's checkpoint_every and keep_checkpoints unless the
+    command line sets them again."""
+    saved_train = saved_meta["config"]["train"]
+    kept = {name: saved_train[name] for name in ("checkpoint_every", "keep_checkpoints")
+            if f"train.{name}" not in overridden and name in saved_train}
+    return cfg.Preset(model=preset.model, optim=preset.optim, train=cfg.replace(preset.train, **kept))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -206,6 +246,57 @@ def evaluate(preset: cfg.Preset, compiled: CompiledSteps, params: Any, window: A
     return float(sum(losses)) / len(losses)
 
 
+
+# ---------------------------------------------------------------------------------------------
+# Interruptions: SIGINT / SIGTERM stop the run between steps, never inside a save
+
+
+class Interrupted(Exception):
+    """The run stopped on a signal; `exit_code` is 128 + the signal number (130 for SIGINT)."""
+
+    def __init__(self, signum: int, message: str) -> None:
+        super().__init__(message)
+        self.exit_code = 128 + signum
+
+
+class StopRequest:
+    """While active (a `with` block on the main thread), SIGINT and SIGTERM only record that a
+    stop was asked for; the loop checks `signum` between steps, saves and exits cleanly. A
+    second SIGINT falls back to Python's KeyboardInterrupt (the save in flight is still waited for)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.signum = signum
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        print(f"\n{signal.Signals(signum).name}: stopping after this step (Ctrl-C again to abandon it)",
+              file=sys.stderr, flush=True)
+
+    def __enter__(self) -> StopRequest:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {signum: signal.signal(signum, self._handle) for signum in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+
+def _interrupted(signum: int, step: int, checkpointer: checkpoint.Checkpointer | None) -> Interrupted:
+    where = (f"the state after step {step} is in {_shown_path(checkpointer.directory)} (continue with --resume "
+             f"{_shown_path(checkpointer.directory)})" if checkpointer is not None and step in checkpointer.all_steps()
+             else "no checkpoint was written (checkpointing is off: --checkpoint-every K or --save-checkpoint)")
+    return Interrupted(signum, f"interrupted by {signal.Signals(signum).name} at step {step}; {where}")
+
+
+# Test hook (tests/test_failures.py): deliver SIGINT to this process right after the save of the
+# given step was started, so the signal arrives while the asynchronous write is in flight.
+_TEST_INTERRUPT_AFTER_SAVE = "JAXGPT_TEST_INTERRUPT_AFTER_SAVE"
+
 # ---------------------------------------------------------------------------------------------
 # The run
 
@@ -230,9 +321,15 @@ def train(preset: cfg.Preset, options: RunOptions = RunOptions()) -> RunResult:
     maybe_initialize_distributed(options)
     devices = select_devices(preset.train.devices)
     run_id = options.run_id or str(uuid.uuid4())
+    check_outputs(preset, options)
     checkpointer, start_step, position, saved_meta = checkpoint.open_run_checkpoints(
         preset, options.resume, run_id, options.save_checkpoint)
+    if saved_meta is not None:
+        preset = keep_saved_cadence(preset, saved_meta, options.overridden)
     check_run(preset, len(devices), jax.process_count(), start_step, position)
+    if checkpointer is None and preset.train.steps > 0 and jax.process_index() == 0:
+        print("note: this run writes no checkpoint (pass --checkpoint-every K or --save-checkpoint to keep its state)",
+              file=sys.stderr)
     preset, graph, host_params = build_model(preset, options, num_devices=len(devices))
     if saved_meta is not None:  # refused before anything compiles
         checkpoint.refuse_config_change(saved_meta, checkpoint.config_to_json(preset), checkpointer.directory)
@@ -250,27 +347,42 @@ def train(preset: cfg.Preset, options: RunOptions = RunOptions()) -> RunResult:
                         progress=options.progress, enabled=jax.process_index() == 0)
     runlog.write_header(log, preset, options, devices, start_step)
     val_losses, train_losses, clock = {}, {}, runlog.TrainClock()
-    with loader:
-        for step in range(start_step, total_steps + 1):
-            if step == log.clock_reset_step:
-                clock.reset()
-            window = np.int32(optim.window_blocks(step, total_steps, train_cfg.window_max_tokens)[0])
-            if train_cfg.val_tokens and (step == total_steps or step % train_cfg.val_every == 0):
-                elapsed = clock.pause()
-                val_losses[step] = evaluate(preset, compiled, params, window)
-                log.val(step, val_losses[step], elapsed, int(window))
-                clock.resume()
-            if checkpointer is not None and checkpoint.is_due(step, start_step, train_cfg, options.save_checkpoint):
-                clock.pause()
-                checkpointer.save(step, {"params": params, "opt_state": opt_state},
-                                  data_position=loader.position.to_dict(), config=checkpoint.config_to_json(preset))
-                clock.resume()
-            if step == total_steps:
-                break
-            inputs, targets = data.to_global_arrays(next(loader), compiled.batch)
-            params, opt_state, loss = compiled.train(params, opt_state, inputs, targets, window)
-            train_losses[step] = float(loss)  # waits for the step, as the record's synchronize
-            log.train(step, train_losses[step], clock.elapsed_ms(), int(window))
+    interrupt_step = int(os.environ.get(_TEST_INTERRUPT_AFTER_SAVE, -1))
+    try:
+        with loader, StopRequest() as stop:
+            for step in range(start_step, total_steps + 1):
+                if stop.signum is not None:  # params hold `step` updates: save them, then stop
+                    if checkpointer is not None and step != start_step:
+                        checkpointer.save(step, {"params": params, "opt_state": opt_state},
+                                          data_position=loader.position.to_dict(), config=checkpoint.config_to_json(preset))
+                        checkpointer.close()
+                    raise _interrupted(stop.signum, step, checkpointer)
+                if step == log.clock_reset_step:
+                    clock.reset()
+                window = np.int32(optim.window_blocks(step, total_steps, train_cfg.window_max_tokens)[0])
+                if train_cfg.val_tokens and (step == total_steps or step % train_cfg.val_every == 0):
+                    elapsed = clock.pause()
+                    val_losses[step] = evaluate(preset, compiled, params, window)
+                    log.val(step, val_losses[step], elapsed, int(window))
+                    clock.resume()
+                if checkpointer is not None and checkpoint.is_due(step, start_step, train_cfg, options.save_checkpoint):
+                    clock.pause()
+                    checkpointer.save(step, {"params": params, "opt_state": opt_state},
+                                      data_position=loader.position.to_dict(), config=checkpoint.config_to_json(preset))
+                    clock.resume()
+                    if step == interrupt_step:
+                        os.kill(os.getpid(), signal.SIGINT)
+                if step == total_steps:
+                    break
+                inputs, targets = data.to_global_arrays(next(loader), compiled.batch)
+                params, opt_state, loss = compiled.train(params, opt_state, inputs, targets, window)
+                train_losses[step] = float(loss)  # waits for the step, as the record's synchronize
+                log.train(step, train_losses[step], clock.elapsed_ms(), int(window))
+    except BaseException:
+        if checkpointer is not None:  # finish the save in flight: no *-tmp directory is left behind
+            checkpointer.close()
+        log.close()
+        raise
     return finish_run(preset, options, log, checkpointer, compiled, params, val_losses, train_losses)
 
 
@@ -313,12 +425,23 @@ def sample_command(checkpoint_dir: str | Path) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI entry: errors in the input (bad flags, missing or exhausted data, a mismatched
-    resume directory) print `error: ...` on stderr and return 1 instead of a traceback."""
+    """CLI entry. Exit codes (the same in torch_ref.train): 2 for a usage error (a bad flag or
+    an invalid config value, one `error: ...` line), 1 for a runtime error (missing, bad or
+    exhausted data, a mismatched or damaged checkpoint, an unwritable path: one line, the
+    traceback only with --debug), 128 + the signal for SIGINT (130) / SIGTERM (143)."""
     try:
         preset, options = parse_args(argv)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    try:
         train(preset, options)
-    except (ValueError, FileNotFoundError, data.ShardsExhaustedError) as error:
+    except Interrupted as interrupted:
+        print(interrupted, file=sys.stderr)
+        return interrupted.exit_code
+    except (ValueError, OSError, data.ShardsExhaustedError) as error:
+        if options.debug:
+            raise
         print(f"error: {error}", file=sys.stderr)
         return 1
     return 0

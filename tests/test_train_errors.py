@@ -1,4 +1,5 @@
-"""Bad input to `python -m jaxgpt.train` ends with `error: ...` and exit status 1, no traceback.
+"""Bad input to `python -m jaxgpt.train` ends with `error: ...` and exit status 1 (2 for an
+invalid config value, a usage error), no traceback.
 
 Every case here fails before a step is compiled, so the whole file takes seconds.
 """
@@ -23,10 +24,11 @@ def shards(tmp_path: Path) -> tuple[str, str]:
     return str(tmp_path / "t_train_*.bin"), str(tmp_path / "t_val_*.bin")
 
 
-def run_main(capsys, args: list[str]) -> str:
-    """main(args) must return 1 and print one clear error; returns that message."""
-    assert train_lib.main(args) == 1
+def run_main(capsys, args: list[str], code: int = 1) -> str:
+    """main(args) must return `code` and print one clear error; returns that message."""
+    assert train_lib.main(args) == code
     err = capsys.readouterr().err
+    err = "".join(line for line in err.splitlines(keepends=True) if not line.startswith("note: "))
     assert err.startswith("error: "), err
     assert "Traceback" not in err
     return err
@@ -52,7 +54,7 @@ def test_no_val_shards_match_the_glob(capsys, tmp_path, shards):
 
 
 def test_seq_len_not_a_multiple_of_128(capsys, tmp_path, shards):
-    message = run_main(capsys, base_args(shards, tmp_path) + ["--seq-len", "200"])
+    message = run_main(capsys, base_args(shards, tmp_path) + ["--seq-len", "200"], code=2)
     assert "seq_len" in message and "multiple of 128" in message
 
 
@@ -63,7 +65,7 @@ def test_batch_not_divisible_over_the_devices(capsys, tmp_path, shards):
 
 
 def test_batch_not_a_multiple_of_seq_len(capsys, tmp_path, shards):
-    assert "batch_tokens" in run_main(capsys, base_args(shards, tmp_path) + ["--batch-tokens", "1000"])
+    assert "batch_tokens" in run_main(capsys, base_args(shards, tmp_path) + ["--batch-tokens", "1000"], code=2)
 
 
 def test_val_tokens_not_whole_batches(capsys, tmp_path, shards):

@@ -1,0 +1,236 @@
+"""Failure modes of `python -m jaxgpt.train` as a user meets them (issue 12; docs/RELIABILITY.md).
+
+Each case asserts the exit code, a message naming the problem and what is left on disk. All but
+one fail before anything compiles and call `main` in this process; the interrupted run is a real
+subprocess that receives SIGINT while its asynchronous save is in flight (a test hook sends the
+signal right after the save of step 2 is started, so no timing luck is involved).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jaxgpt import checkpoint, cli, config, data
+from jaxgpt import train as train_lib
+
+REPO = Path(__file__).resolve().parents[1]
+VOCAB = 1024  # a small model: the run below compiles in well under a minute
+
+
+def write_shards(folder: Path, *, train_lengths=(20_000,), val_length=5_000, largest: int = VOCAB - 1) -> tuple[str, str]:
+    rng = np.random.default_rng(0)
+    for index, length in enumerate(train_lengths, start=1):
+        data.write_shard(folder / f"t_train_{index:06d}.bin", rng.integers(0, VOCAB, length))
+    val = rng.integers(0, VOCAB, val_length)
+    val[-1] = largest
+    data.write_shard(folder / "t_val_000000.bin", val)
+    return str(folder / "t_train_*.bin"), str(folder / "t_val_*.bin")
+
+
+def run_args(shards: tuple[str, str], out: Path, *extra: str) -> list[str]:
+    train_files, val_files = shards
+    return [
+        "--preset", "tiny", "--train-files", train_files, "--val-files", val_files, "--vocab-size", str(VOCAB),
+        "--eot-id", "0", "--seq-len", "256", "--batch-tokens", "1024", "--val-tokens", "1024",
+        "--window-max-tokens", "256", "--steps", "4", "--val-every", "100", "--devices", "1",
+        "--out-dir", str(out), "--no-progress", *extra,
+    ]
+
+
+def failed(capsys, args: list[str], code: int = 1) -> str:
+    """main(args) returns `code` with one `error: ...` message and no traceback; returns stderr."""
+    assert train_lib.main(args) == code
+    err = capsys.readouterr().err
+    assert "error: " in err and "Traceback" not in err, err
+    return err
+
+
+def tmp_dirs(folder: Path) -> list[Path]:
+    return [path for path in folder.rglob("*") if "tmp" in path.name]
+
+
+# 1. token ids outside the vocabulary --------------------------------------------------------
+
+
+def test_train_token_ids_beyond_the_vocabulary_are_refused_before_compiling(capsys, tmp_path):
+    shards = write_shards(tmp_path)
+    rng = np.random.default_rng(1)
+    bad = rng.integers(0, VOCAB, 20_000)
+    bad[12_345] = 60_000  # as a shard made with another tokenizer
+    data.write_shard(tmp_path / "t_train_000002.bin", bad)
+    err = failed(capsys, run_args(shards, tmp_path / "out"))
+    assert "t_train_000002.bin" in err and "token id 60000" in err and f"vocabulary of {VOCAB}" in err
+
+
+def test_val_token_ids_beyond_the_vocabulary_are_refused(capsys, tmp_path):
+    shards = write_shards(tmp_path, largest=VOCAB)
+    err = failed(capsys, run_args(shards, tmp_path / "out"))
+    assert "t_val_000000.bin" in err and f"token id {VOCAB} " in err
+
+
+def test_token_check_is_one_vectorised_max():
+    tokens = np.zeros(10, dtype=np.uint16)
+    data.check_token_ids("x.bin", tokens, 1)  # all below the vocabulary: fine
+    tokens[3] = 1
+    with pytest.raises(ValueError, match="x.bin: token id 1 is outside the model's vocabulary of 1"):
+        data.check_token_ids("x.bin", tokens, 1)
+
+
+# 2. SIGINT while an asynchronous save is in flight ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def interrupted_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path, list[str]]:
+    """A 6-step run with checkpoints every 2 steps, sent SIGINT right after the save of step 2."""
+    folder = tmp_path_factory.mktemp("sigint")
+    shards = write_shards(folder, train_lengths=(20_000,))
+    args = run_args(shards, folder / "out", "--steps", "6", "--checkpoint-every", "2", "--run-id", "r")
+    env = {**os.environ, "PYTHONPATH": str(REPO), train_lib._TEST_INTERRUPT_AFTER_SAVE: "2"}
+    result = subprocess.run([sys.executable, "-m", "jaxgpt.train", *args], cwd=folder, env=env,
+                            capture_output=True, text=True, timeout=240)
+    return result, folder / "out" / "checkpoints" / "r", args
+
+
+def test_sigint_saves_the_last_completed_step_and_exits_130(interrupted_run):
+    result, directory, _ = interrupted_run
+    assert result.returncode == 130, result.stderr
+    assert "Traceback" not in result.stderr
+    # The handler lets step 2 finish; the loop stops at the top of step 3 and saves it.
+    assert re.search(r"interrupted by SIGINT at step 3; the state after step 3 is in \S*checkpoints/r", result.stderr)
+    assert sorted(int(p.name) for p in directory.iterdir()) == [2, 3]
+    assert not tmp_dirs(directory.parent.parent)
+
+
+def test_the_checkpoint_of_an_interrupted_run_restores(interrupted_run):
+    _, directory, _ = interrupted_run
+    params, meta = checkpoint.restore_params(directory)
+    assert meta["step"] == 3 and meta["data_position"] == {"shard_index": 0, "pos": 3 * 1024}
+    assert all(np.isfinite(np.asarray(value, dtype=np.float32)).all() for value in params.values())
+
+
+# 3. --resume keeps the cadence; a run without checkpoints says so -----------------------------
+
+
+def test_resume_keeps_the_saved_checkpoint_cadence():
+    preset, options = cli.parse_args(["--preset", "tiny"])
+    saved = {"config": checkpoint.config_to_json(config.Preset(
+        preset.model, preset.optim, config.replace(preset.train, checkpoint_every=7, keep_checkpoints=2)))}
+    kept = train_lib.keep_saved_cadence(preset, saved, options.overridden)
+    assert (kept.train.checkpoint_every, kept.train.keep_checkpoints) == (7, 2)
+    _, options = cli.parse_args(["--preset", "tiny", "--checkpoint-every", "3"])
+    told = train_lib.keep_saved_cadence(preset, saved, options.overridden)
+    assert (told.train.checkpoint_every, told.train.keep_checkpoints) == (0, 2)
+
+
+def test_a_run_without_checkpoints_says_so_at_start(capsys, monkeypatch, tmp_path):
+    def stop(*args, **kwargs):
+        raise ValueError("stopped after the start-up checks")
+
+    monkeypatch.setattr(train_lib, "build_model", stop)  # the note comes before the model is built
+    err = failed(capsys, run_args(write_shards(tmp_path), tmp_path / "out"))
+    assert err.startswith("note: this run writes no checkpoint") and "stopped after" in err
+    err = failed(capsys, run_args(write_shards(tmp_path), tmp_path / "out", "--checkpoint-every", "2"))
+    assert "writes no checkpoint" not in err and "stopped after" in err
+
+
+# 4. output paths are checked before the first step --------------------------------------------
+
+
+def test_export_torch_into_an_unwritable_place_fails_before_training(capsys, tmp_path):
+    shards = write_shards(tmp_path)
+    (tmp_path / "a_file").write_text("x")
+    err = failed(capsys, run_args(shards, tmp_path / "out", "--export-torch", str(tmp_path / "a_file" / "m.pt")))
+    assert "--export-torch folder" in err and "not writable" in err
+    assert not (tmp_path / "out" / "logs").exists()  # nothing ran
+
+
+def test_out_dir_that_is_a_file_fails_before_training(capsys, tmp_path):
+    shards = write_shards(tmp_path)
+    (tmp_path / "out").write_text("x")
+    assert "--out-dir" in failed(capsys, run_args(shards, tmp_path / "out"))
+
+
+# 6. every shard is checked up front ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("middle_length", [0, 1025])
+def test_a_short_shard_in_the_middle_fails_before_compiling(capsys, tmp_path, middle_length):
+    shards = write_shards(tmp_path, train_lengths=(20_000, middle_length, 20_000))
+    err = failed(capsys, run_args(shards, tmp_path / "out"))
+    assert "t_train_000002.bin" in err and f"{middle_length} tokens cannot hold one batch of 1024" in err
+
+
+# 7. unreadable files -------------------------------------------------------------------------
+
+
+def test_a_non_torch_init_file_is_one_line(capsys, tmp_path):
+    shards = write_shards(tmp_path)
+    (tmp_path / "notes.pt").write_text("not a checkpoint\n")
+    err = failed(capsys, run_args(shards, tmp_path / "out", "--init-from", str(tmp_path / "notes.pt")))
+    assert "notes.pt is not a readable torch checkpoint" in err and "{'model': state_dict}" in err
+    assert len(err.strip().splitlines()) == 2  # the note that no checkpoint is written, then the error
+
+
+def test_a_corrupted_checkpoint_on_resume_is_one_line(capsys, tmp_path, interrupted_run):
+    _, directory, args = interrupted_run
+    import shutil
+
+    copy = tmp_path / "ckpt"
+    shutil.copytree(directory, copy)
+    for path in (copy / "3").rglob("*"):
+        if path.is_file():
+            path.write_bytes(b"\0garbage")
+    err = failed(capsys, [*args, "--resume", str(copy)])
+    assert f"cannot read the checkpoint in {copy / '3'}" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_leftover_tmp_dir_is_reported_and_never_restored(capsys, tmp_path, interrupted_run):
+    _, directory, args = interrupted_run
+    import shutil
+
+    copy = tmp_path / "ckpt"
+    shutil.copytree(directory, copy)
+    (copy / "5.orbax-checkpoint-tmp-1234").mkdir()  # what a SIGKILL during a save leaves
+    err = failed(capsys, [*args, "--resume", str(copy), "--muon-lr", "0.01"])  # refused before compiling
+    assert "warning: ignoring" in err and "5.orbax-checkpoint-tmp-1234" in err
+    assert checkpoint.Checkpointer(copy).latest_step() == 3
+
+
+# 9. one convention for exit codes and edge cases -----------------------------------------------
+
+
+def test_an_invalid_config_value_is_a_usage_error(capsys):
+    err = failed(capsys, ["--preset", "tiny", "--steps", "-1"], code=2)
+    assert "steps" in err
+
+
+def test_more_devices_than_exist_is_an_error(capsys, tmp_path):
+    shards = write_shards(tmp_path)
+    err = failed(capsys, run_args(shards, tmp_path / "out", "--devices", "99"))
+    assert "--devices 99" in err
+
+
+def test_help_lists_choices_without_none_defaults():
+    text = cli.build_parser().format_help()
+    assert "(default: None)" not in text
+    assert "{none,block,block_dots}" in text and "--debug" in text
+
+
+# 10. docs/DATA.md states the tiny preset's numbers ---------------------------------------------
+
+
+def test_data_doc_gives_the_tiny_preset_numbers():
+    tiny = config.tiny_preset().train
+    text = (REPO / "docs" / "DATA.md").read_text()
+    assert f"({tiny.steps} steps x {tiny.batch_tokens:,} tokens)" in text
+    assert f"evaluates the first {tiny.val_tokens:,}" in text
+    assert "65,536" not in text
