@@ -33,7 +33,8 @@ import torch.multiprocessing as mp
 from torch import Tensor, nn
 
 import torch_ref.config as cfg
-from torch_ref.data import ShardsExhaustedError, distributed_data_generator, list_shards, read_shard_header, val_batches
+from torch_ref.data import (ShardsExhaustedError, distributed_data_generator, list_shards, read_shard, read_shard_header,
+                            val_batches)
 from torch_ref.model import GPT, cast_embeddings_to_bf16, load_record_state_dict, strip_compile_prefix
 from torch_ref.optim import build_lr_schedulers, build_optimizers, set_muon_momentum, window_blocks
 
@@ -100,7 +101,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[cfg.Preset, RunOption
     torchrun_world = _torchrun_world_size()
     if args.devices is not None and torchrun_world is not None and args.devices != torchrun_world:
         raise ValueError(f"--devices {args.devices} disagrees with torchrun's WORLD_SIZE {torchrun_world}")
-    devices = args.devices or torchrun_world or 1
+    devices = args.devices if args.devices is not None else torchrun_world or 1
     if devices < 1:
         raise ValueError(f"--devices must be >= 1, got {devices}")
     train_overrides = {
@@ -147,10 +148,23 @@ def check_run(preset: cfg.Preset, options: RunOptions) -> None:
         if available < train.val_tokens // val_batch:
             raise ValueError(f"{train.val_files!r} holds {available} batches of {val_batch} tokens; "
                              f"--val-tokens {train.val_tokens} needs {train.val_tokens // val_batch}")
+    check_token_ids(train_shards + (list_shards(train.val_files) if train.val_tokens else []), preset.model.vocab_size)
     if options.init_from is not None and not Path(options.init_from).is_file():
         raise FileNotFoundError(f"--init-from checkpoint not found: {options.init_from}")
     if options.device == "cuda" and world > torch.cuda.device_count() and _torchrun_world_size() is None:
         raise ValueError(f"--devices {world} but only {torch.cuda.device_count()} CUDA devices are visible")
+
+
+def check_token_ids(shards: Sequence[Path], vocab_size: int) -> None:
+    """Every token id of every shard is below `vocab_size` (one max over each memmap), else a
+    ValueError naming the shard, its largest id and the vocabulary (not an IndexError deep in
+    the embedding)."""
+    for shard in shards:
+        tokens = read_shard(shard)
+        largest = int(tokens.max()) if len(tokens) else -1
+        if largest >= vocab_size:
+            raise ValueError(f"{shard}: token id {largest} is outside the model's vocabulary of {vocab_size} "
+                             "(were these shards made with another tokenizer?)")
 
 
 def batches_available(shards: Sequence[Path], batch_tokens: int) -> int:
@@ -523,12 +537,18 @@ def run(preset: cfg.Preset, options: RunOptions) -> RunResult | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry, with jaxgpt.train's convention: 2 for a usage error (bad flag or value),
+    1 for a runtime error (data, checkpoint, devices), one `error:` line each."""
     try:
         preset, options = parse_args(argv)
+    except ValueError as err:
+        print(f"torch_ref.train: error: {err}", file=sys.stderr)
+        return 2
+    try:
         run(preset, options)
     except (ValueError, FileNotFoundError, ShardsExhaustedError) as err:
         print(f"torch_ref.train: error: {err}", file=sys.stderr)
-        return 2
+        return 1
     return 0
 
 

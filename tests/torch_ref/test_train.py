@@ -187,20 +187,32 @@ def test_log_line_helpers_follow_the_record():
 
 
 @pytest.mark.parametrize(
-    "extra, message",
+    "extra, message, code",
     [
-        (["--seq-len", "100"], "seq_len"),
-        (["--batch-tokens", "384"], "batch_tokens"),  # not a multiple of seq_len 256
-        (["--devices", "2", "--batch-tokens", "256"], "not divisible by devices"),
-        (["--train-files", "nowhere/none_*.bin"], "no shard files match"),
-        (["--steps", "1000"], "1000 steps need 1000"),
-        (["--val-tokens", str(256 * 64)], "--val-tokens 16384 needs 64"),
+        (["--seq-len", "100"], "seq_len", 2),  # invalid config values are usage errors
+        (["--batch-tokens", "384"], "batch_tokens", 2),  # not a multiple of seq_len 256
+        (["--devices", "0"], "--devices must be >= 1", 2),
+        (["--devices", "2", "--batch-tokens", "256"], "not divisible by devices", 1),
+        (["--train-files", "nowhere/none_*.bin"], "no shard files match", 1),
+        (["--steps", "1000"], "1000 steps need 1000", 1),
+        (["--val-tokens", str(256 * 64)], "--val-tokens 16384 needs 64", 1),
     ],
 )
-def test_bad_input_is_refused_with_a_clear_message(workspace, capsys, extra, message):
+def test_bad_input_is_refused_with_a_clear_message(workspace, capsys, extra, message, code):
     argv = _args(workspace, "--steps", "1", "--seq-len", "256", "--batch-tokens", "512", "--val-tokens", "512", *extra)
-    assert train_lib.main(argv) == 2
+    assert train_lib.main(argv) == code
     assert message in capsys.readouterr().err
+
+
+def test_token_ids_beyond_the_vocabulary_are_refused(workspace, capsys, tmp_path):
+    bad = np.zeros(5000, dtype=np.int64)
+    bad[4321] = 60000  # as a shard made with another tokenizer
+    write_shard(tmp_path / "other_train_000001.bin", bad)
+    argv = _args(workspace, "--steps", "1", "--seq-len", "256", "--batch-tokens", "512", "--val-tokens", "512",
+                 "--train-files", str(tmp_path / "other_train_*.bin"))
+    assert train_lib.main(argv) == 1
+    err = capsys.readouterr().err
+    assert "other_train_000001.bin: token id 60000 is outside the model's vocabulary" in err
 
 
 def test_batches_available_follows_the_advance_rule(tmp_path):
@@ -214,7 +226,7 @@ def test_batches_available_follows_the_advance_rule(tmp_path):
 def test_missing_init_checkpoint_is_refused(workspace, capsys):
     argv = _args(workspace, "--steps", "1", "--batch-tokens", "128")
     argv[argv.index("--init-from") + 1] = str(workspace / "absent.pt")
-    assert train_lib.main(argv) == 2
+    assert train_lib.main(argv) == 1
     assert "--init-from checkpoint not found" in capsys.readouterr().err
 
 
