@@ -234,3 +234,35 @@ def test_data_doc_gives_the_tiny_preset_numbers():
     assert f"({tiny.steps} steps x {tiny.batch_tokens:,} tokens)" in text
     assert f"evaluates the first {tiny.val_tokens:,}" in text
     assert "65,536" not in text
+
+
+# 5. make_shards: staged, marked complete, never mixed with earlier shards ------------------------
+
+
+def make_shards(*args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, str(REPO / "scripts/make_shards.py"), *args, "--encoding", "gpt2-bytes", "--workers", "1"]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+def test_make_shards_refuses_earlier_shards_unless_overwrite(tmp_path):
+    (tmp_path / "small.txt").write_text("a small corpus " * 10)
+    out = tmp_path / "out"
+    for stale in ("x_train_000001.bin", "x_train_000002.bin", "x_train_000003.bin"):  # an earlier, larger run
+        data.write_shard(out / stale, np.zeros(10, dtype=np.uint16))
+    refused = make_shards(str(tmp_path / "small.txt"), "--out", str(out), "--prefix", "x", "-s", "100")
+    assert refused.returncode == 1 and "already holds 3 shard file(s)" in refused.stderr and "--overwrite" in refused.stderr
+    done = make_shards(str(tmp_path / "small.txt"), "--out", str(out), "--prefix", "x", "-s", "100", "--overwrite")
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in out.iterdir()) == [".complete", "meta.json", "x_train_000001.bin", "x_val_000000.bin"]
+    assert [p.name for p in tmp_path.iterdir() if "tmp" in p.name] == []
+
+
+def test_make_shards_names_a_file_that_is_not_utf8(tmp_path):
+    source = tmp_path / "texts"
+    source.mkdir()
+    (source / "a.txt").write_text("fine text " * 20)
+    (source / "b.txt").write_bytes(b"caf\xe9 latin-1\n")
+    result = make_shards(str(source), "--out", str(tmp_path / "out"), "-s", "50")
+    assert result.returncode == 1 and "b.txt: not UTF-8 text" in result.stderr
+    assert not (tmp_path / "out").exists()  # nothing half-written looks complete
+    assert [p.name for p in tmp_path.iterdir() if "tmp" in p.name] == []
