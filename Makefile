@@ -6,7 +6,12 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 SAMPLE := data/sample/.complete
 
-.PHONY: train test setup sample clean
+# Compile-only GPU plans (scripts/gpu_plan.py) need the jax CUDA plugin, kept in its own venv so
+# that .venv's CPU runs never load it; the plugin is pinned to .venv's jax version.
+GPU_VENV := .venv-gpu-aot
+GPU_PLAN_ARGS ?= --preset record --device h100 --devices 1
+
+.PHONY: train test setup sample clean gpu-plan
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,5 +32,14 @@ train: $(SAMPLE)
 test: $(SAMPLE)
 	$(PY) -m pytest tests parity_tests -m "not gpu"
 
+$(GPU_VENV)/.installed: $(VENV)/.installed
+	$(PYTHON) -m venv $(GPU_VENV)
+	$(GPU_VENV)/bin/pip install --quiet "jax[cuda13]==$$($(PY) -c 'import jax; print(jax.__version__)')" "$(TORCH_SPEC)"
+	$(GPU_VENV)/bin/pip install --quiet -e ".[gpu-aot]"
+	touch $@
+
+gpu-plan: $(GPU_VENV)/.installed
+	$(GPU_VENV)/bin/python scripts/gpu_plan.py $(GPU_PLAN_ARGS)
+
 clean:
-	rm -rf $(VENV) data/sample
+	rm -rf $(VENV) $(GPU_VENV) data/sample

@@ -1,0 +1,52 @@
+"""Compile jaxgpt's full training step for a GPU that is not here and print XLA's plan.
+
+    python scripts/gpu_plan.py [--preset record] [--device h100|h200|a100] [--devices 1|8] [--json]
+        [--hlo-dir runs/gpu_plan]
+
+Needs the jax CUDA plugin (`make gpu-plan` installs the `gpu-aot` extra). Numbers are "compiled
+without a GPU, no autotuning": memory and kernel counts of XLA's plan, not timings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from jaxgpt import gpu_plan
+
+gpu_plan.compile_only_environment()  # before jax is imported (by the imports below)
+
+from jaxgpt import config as cfg  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--preset", default="record", choices=sorted(cfg.PRESETS))
+    parser.add_argument("--device", default="h100", choices=gpu_plan.device_names())
+    parser.add_argument("--devices", type=int, default=1, help="compile-only devices in the mesh; each holds batch_tokens / devices tokens")
+    parser.add_argument("--batch-tokens", type=int,
+                        help="global tokens per step (default: each device gets the preset's batch_tokens / 8, at least one sequence)")
+    parser.add_argument("--hlo-dir", type=Path, default=Path("runs/gpu_plan"), help="where the optimized HLO text is written")
+    parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
+    args = parser.parse_args(argv)
+    preset = cfg.get_preset(args.preset)
+    batch_tokens = args.batch_tokens or max(preset.train.batch_tokens // 8, preset.train.seq_len) * args.devices
+    preset = cfg.Preset(model=preset.model, optim=preset.optim,
+                        train=cfg.replace(preset.train, batch_tokens=batch_tokens, devices=args.devices))
+    plan = gpu_plan.plan_train_step(preset, args.device, args.devices)
+    args.hlo_dir.mkdir(parents=True, exist_ok=True)
+    hlo_path = args.hlo_dir / f"{args.preset}_{args.device}_x{args.devices}_train_step.hlo.txt"
+    hlo_path.write_text(plan.hlo)
+    summary = {"preset": args.preset, "batch_tokens": batch_tokens, **plan.summary(), "hlo": str(hlo_path)}
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        for key, value in summary.items():
+            print(f"{key:>14}: {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

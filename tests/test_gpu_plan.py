@@ -1,0 +1,79 @@
+"""jaxgpt.gpu_plan: the training step compiled for compile-only GPU devices (no GPU needed).
+
+The compile tests need the jax CUDA plugin (`make gpu-plan` installs it into .venv-gpu-aot) and
+are skipped without it; run them there:
+    .venv-gpu-aot/bin/python -m pytest tests/test_gpu_plan.py
+Plans are "compiled without a GPU, no autotuning": these tests check structure, not speed.
+"""
+
+import pytest
+
+from jaxgpt import gpu_plan
+
+needs_plugin = pytest.mark.skipif(not gpu_plan.plugin_available(), reason="jax CUDA plugin not installed (make gpu-plan)")
+
+
+def test_every_device_description_names_its_device():
+    assert gpu_plan.device_names() == ["a100", "h100", "h200"]
+    for name in gpu_plan.device_names():
+        text = gpu_plan.target_config(name)
+        assert 'platform_name: "CUDA"' in text and "device_description_str" in text
+
+
+def test_unknown_device_is_refused_by_name():
+    with pytest.raises(ValueError, match="unknown device 'v100'.*h100"):
+        gpu_plan.target_config("v100")
+
+
+def test_read_hlo_counts_fp8_triton_gemms_and_collectives():
+    hlo = """HloModule m
+
+%gemm_fp8 (p0: f8e4m3fn[16,16], p1: f8e5m2[16,16]) -> bf16[16,16] {
+  %p0 = f8e4m3fn[16,16]{1,0} parameter(0)
+  %p1 = f8e5m2[16,16]{1,0} parameter(1)
+  ROOT %dot = bf16[16,16]{1,0} dot(f8e4m3fn[16,16]{1,0} %p0, f8e5m2[16,16]{1,0} %p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+
+%gemm_bf16 (p0: bf16[16,16], p1: bf16[16,16]) -> bf16[16,16] {
+  %p0 = bf16[16,16]{1,0} parameter(0)
+  %p1 = bf16[16,16]{1,0} parameter(1)
+  ROOT %dot = bf16[16,16]{1,0} dot(bf16[16,16]{1,0} %p0, bf16[16,16]{1,0} %p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+
+ENTRY %main (a: f8e4m3fn[16,16], b: f8e5m2[16,16], c: bf16[16,16]) -> bf16[16,16] {
+  %a = f8e4m3fn[16,16]{1,0} parameter(0)
+  %b = f8e5m2[16,16]{1,0} parameter(1)
+  %c = bf16[16,16]{1,0} parameter(2)
+  %f = bf16[16,16]{1,0} fusion(%a, %b), kind=kCustom, calls=%gemm_fp8, backend_config={"fusion_backend_config":{"kind":"__triton_gemm"}}
+  %g = bf16[16,16]{1,0} fusion(%c, %c), kind=kCustom, calls=%gemm_bf16, backend_config={"fusion_backend_config":{"kind":"__triton_gemm"}}
+  %ag = bf16[8,16,16]{2,1,0} all-gather(%g), channel_id=1, replica_groups={{0,1}}, dimensions={0}
+  ROOT %r = bf16[16,16]{1,0} all-reduce(%f), channel_id=2, replica_groups={{0,1}}, to_apply=%gemm_bf16
+}
+"""
+    counts = gpu_plan.read_hlo(hlo)
+    assert counts["triton_gemms"] == 2
+    assert counts["fp8_gemms"] == ["f8e4m3fn x f8e5m2"]
+    assert counts["collectives"] == {"all-gather": 1, "all-reduce": 1}
+    assert counts["fusions"] == {"kCustom": 2}
+
+
+@pytest.fixture(scope="module")
+def tiny_plan():
+    from jaxgpt import config as cfg
+
+    return gpu_plan.plan_train_step(cfg.tiny_preset(), "h100", 1)
+
+
+@needs_plugin
+def test_tiny_step_compiles_for_an_h100(tiny_plan):
+    summary = tiny_plan.summary()
+    assert summary["device"] == "h100" and summary["caveat"] == gpu_plan.CAVEAT
+    assert tiny_plan.temp_bytes > 0 and tiny_plan.argument_bytes > 0
+    assert tiny_plan.triton_gemms + tiny_plan.cublas_gemms > 0
+
+
+@needs_plugin
+def test_fp8_head_is_three_fp8_gemms_with_the_records_operand_types(tiny_plan):
+    # RECORD.md: forward x_f8 (e4m3) @ w_f8 (e4m3); backward grad_f8 (e5m2) against w (e4m3)
+    # for grad_x and against x (e4m3) for grad_w.
+    assert sorted(tiny_plan.fp8_gemms) == ["f8e4m3fn x f8e4m3fn", "f8e4m3fn x f8e5m2", "f8e4m3fn x f8e5m2"], tiny_plan.fp8_gemms
