@@ -109,6 +109,16 @@ def write_shards(
 META_FILE = "meta.json"
 
 
+def read_meta(path: str | os.PathLike) -> dict:
+    """A shard folder's meta.json as a dict; ValueError naming the file when it is not JSON
+    (a truncated write, say) and FileNotFoundError when it is missing."""
+    try:
+        return json.loads(Path(path).read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not valid JSON ({error.msg} at line {error.lineno}); "
+                         "rebuild the shard folder or restore this file") from None
+
+
 def shard_meta(paths: list[Path], encoder: Encoder) -> dict:
     """What a shard folder's meta.json records about its shards: the encoding (its `name`,
     e.g. "gpt2" or "gpt2-bytes", which `jaxgpt.tokenizer.tokenizer_for` turns back into a

@@ -121,7 +121,7 @@ def is_up_to_date(out_dir: str | os.PathLike) -> bool:
     before the GPT-2 BPE files were available are rebuilt in BPE."""
     if not is_complete(out_dir):
         return False
-    meta = json.loads((Path(out_dir) / META_FILE).read_text())
+    meta = corpus.read_meta(Path(out_dir) / META_FILE)
     return meta.get("encoding") == tokenizer.gpt2_tokenizer().name
 
 
@@ -145,7 +145,7 @@ def build_sample_data(
     """
     out = Path(out_dir)
     if not force and (is_up_to_date(out) if encoder is None else is_complete(out)):
-        return json.loads((out / META_FILE).read_text())
+        return corpus.read_meta(out / META_FILE)
     out.mkdir(parents=True, exist_ok=True)
     (out / COMPLETE_MARKER).unlink(missing_ok=True)
     for stale in out.glob(f"{PREFIX}_*.bin"):

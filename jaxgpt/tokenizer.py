@@ -23,7 +23,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
-import json
 import os
 import tempfile
 from collections.abc import Sequence
@@ -252,7 +251,9 @@ def tokenizer_for(name: str) -> Tokenizer:
 
 def tokenizer_from_meta(meta_path: str | os.PathLike) -> Tokenizer:
     """The tokenizer named by the "encoding" field of a shard folder's meta.json."""
-    meta = json.loads(Path(meta_path).read_text())
+    from jaxgpt import corpus  # corpus needs no tokenizer; imported here to keep tokenizer's imports minimal
+
+    meta = corpus.read_meta(meta_path)
     if "encoding" not in meta:
         raise ValueError(f"{meta_path}: no 'encoding' field")
     return tokenizer_for(meta["encoding"])

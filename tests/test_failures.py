@@ -266,3 +266,14 @@ def test_make_shards_names_a_file_that_is_not_utf8(tmp_path):
     assert result.returncode == 1 and "b.txt: not UTF-8 text" in result.stderr
     assert not (tmp_path / "out").exists()  # nothing half-written looks complete
     assert [p.name for p in tmp_path.iterdir() if "tmp" in p.name] == []
+
+
+def test_a_truncated_meta_json_names_the_file(tmp_path):
+    from jaxgpt import sample_data, tokenizer  # noqa: PLC0415 - only this test needs them
+
+    (tmp_path / "meta.json").write_text('{"encoding": "gpt2-by')  # a write cut short
+    with pytest.raises(ValueError, match=r"meta.json: not valid JSON"):
+        tokenizer.tokenizer_from_meta(tmp_path / "meta.json")
+    (tmp_path / sample_data.COMPLETE_MARKER).write_text("")  # a sample folder marked complete reads it too
+    with pytest.raises(ValueError, match=r"meta.json: not valid JSON"):
+        sample_data.is_up_to_date(tmp_path)
