@@ -23,6 +23,7 @@ from typing import Any
 import jax
 import orbax.checkpoint as ocp
 
+from jaxgpt import convert
 from jaxgpt.config import ModelConfig, OptimConfig, Preset, TrainConfig
 from jaxgpt.data import DataPosition
 
@@ -252,8 +253,6 @@ def export_torch(params: dict[str, Any], path: str | Path) -> Path:
     """Write `params` ({record key: array}, dtypes kept: bf16 tables stay bf16) to `path` as the
     record's `{"model": state_dict}` torch file, loadable by torch_ref and the record's code."""
     import torch  # torch only when exporting
-
-    from jaxgpt import convert
 
     state_dict = convert.params_to_torch_state_dict(params)
     path = Path(path)

@@ -17,6 +17,11 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+import flax
+import jax
+import jaxlib
+import optax
+
 from jaxgpt import checkpoint
 from jaxgpt import config as cfg
 
@@ -141,11 +146,6 @@ class RunLog:
 
 
 def environment_lines(devices: Sequence[Any]) -> list[str]:
-    import flax
-    import jax
-    import jaxlib
-    import optax
-
     return [
         f"Running Python {sys.version}",
         f"Running JAX {jax.__version__} (jaxlib {jaxlib.__version__}), flax {flax.__version__}, optax {optax.__version__}",

@@ -383,10 +383,11 @@ def train(preset: cfg.Preset, options: RunOptions = RunOptions()) -> RunResult:
             checkpointer.close()
         log.close()
         raise
-    return finish_run(preset, options, log, checkpointer, compiled, params, val_losses, train_losses)
+    return finish_run(preset, options, log=log, checkpointer=checkpointer, compiled=compiled, params=params,
+                      val_losses=val_losses, train_losses=train_losses)
 
 
-def finish_run(preset: cfg.Preset, options: RunOptions, log: runlog.RunLog, checkpointer: checkpoint.Checkpointer | None,
+def finish_run(preset: cfg.Preset, options: RunOptions, *, log: runlog.RunLog, checkpointer: checkpoint.Checkpointer | None,
                compiled: CompiledSteps, params: Any, val_losses: dict[int, float], train_losses: dict[int, float]) -> RunResult:
     """Wait for the last save, export, and report compilations and peak memory."""
     host_params = {name: np.asarray(value) for name, value in params.items()}

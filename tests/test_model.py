@@ -287,6 +287,7 @@ def test_fp8_head_gradient_scale_is_invisible():
 # --- loss ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("use_fp8", [False, True])
 @pytest.mark.parametrize("chunk", [64, 100])  # 100 leaves a 56-token remainder of 256
 def test_chunked_cross_entropy_equals_unchunked(use_fp8, chunk):
@@ -322,6 +323,7 @@ def test_cross_entropy_counts_padded_classes():
     np.testing.assert_allclose(float(loss), LN_VP, rtol=1e-6)  # fp32 log-sum-exp
 
 
+@pytest.mark.slow
 def test_model_chunked_loss_equals_unchunked(random_fp32_model):
     ids = _tokens(3)
     chunked = M.GPT(replace(SHALLOW, loss_chunk_tokens=96), rngs=nnx.Rngs(0))
@@ -334,6 +336,7 @@ def test_model_chunked_loss_equals_unchunked(random_fp32_model):
 # --- whole model -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_causality_no_gradient_from_future_tokens(random_fp32_model):
     # Distinct token ids, so each embedding row belongs to exactly one position.
     ids = jnp.asarray(np.random.default_rng(0).permutation(TINY.eot_id)[:SEQ][None].astype(np.int32))
@@ -377,6 +380,7 @@ def test_batch_rows_are_independent(random_fp32_model):
     np.testing.assert_allclose(np.asarray(both[:1]), np.asarray(first), rtol=1e-5, atol=1e-5)  # fp32
 
 
+@pytest.mark.slow
 def test_record_policy_dtypes_and_train_head_differs():
     model = M.GPT(replace(SHALLOW, dtype_policy="record"), rngs=nnx.Rngs(0))
     _randomize(model, seed=2)
@@ -502,6 +506,7 @@ def test_jaxgpt_document_mask_comes_from_inputs_not_targets():
 # 14: parameters without signal and padded head rows
 
 
+@pytest.mark.slow
 def test_jaxgpt_gradients_of_silent_lambda_and_padded_head_rows():
     model = _random_numerics_model(2)
     inputs, targets = _shifted_tokens(2, NUMERICS_SHALLOW.eot_id, NUMERICS_SHALLOW.vocab_size)

@@ -210,6 +210,7 @@ def test_optax_shape_scale_through_dimension_numbers():
         np.testing.assert_allclose(scaled[str(s)], update_scale(s), rtol=1e-7)  # a product of exact values
 
 
+@pytest.mark.slow
 def test_optax_scale_by_muon_on_qkv_leaf_matches_without_momentum():
     """With beta = 0 optax's bias correction and Nesterov are identities, so on a (3, D, D) leaf
     both transforms return NS(g) per slice; with momentum they differ from the second step."""

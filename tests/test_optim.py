@@ -176,6 +176,7 @@ def _adam_reference(p, grads, lr, steps_total, b1=0.8, b2=0.95, eps=1e-10):
     return p
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("num_steps", [1, 10])
 def test_record_optimizer_adam_groups_match_torch_formula(num_steps):
     params = _tiny_record_params()
@@ -202,6 +203,7 @@ def test_record_optimizer_adam_groups_match_torch_formula(num_steps):
         np.testing.assert_allclose(p1, expected, rtol=0, atol=1e-6 * change + ulp, err_msg=dotted_name(path))
 
 
+@pytest.mark.slow
 def test_record_optimizer_muon_group_first_step():
     params = _tiny_record_params()
     config = OptimConfig(ns_dtype="fp32")
@@ -220,6 +222,7 @@ def test_record_optimizer_muon_group_first_step():
     np.testing.assert_allclose(updates["blocks"]["1"]["mlp"]["c_fc"]["weight"], expected, rtol=0, atol=1e-5 * np.abs(expected).max())
 
 
+@pytest.mark.slow
 def test_record_optimizer_bf16_embeddings_store_bf16_and_round_params():
     params = _tiny_record_params(embed_dtype=jnp.bfloat16)
     tx = record_optimizer(OptimConfig(), total_steps=10, bf16_embeddings=True)

@@ -71,6 +71,7 @@ def full_and_cached_logits(config: ModelConfig, ids: np.ndarray, window: int, ch
     return full, np.concatenate(pieces)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunk", [1, 7])
 def test_cached_logits_equal_full_forward_fp32(chunk: int) -> None:
     config = ModelConfig(vocab_size=300, eot_id=299, dtype_policy="fp32", **SMALL)
@@ -82,6 +83,7 @@ def test_cached_logits_equal_full_forward_fp32(chunk: int) -> None:
     np.testing.assert_allclose(cached, full, rtol=0, atol=1e-5 * scale)  # measured 5e-7 * scale
 
 
+@pytest.mark.slow
 def test_cached_logits_follow_the_window_and_documents() -> None:
     # Same prefix, different windows: the cache must apply the window, not just causality.
     config = ModelConfig(vocab_size=300, eot_id=299, dtype_policy="fp32", **SMALL)
@@ -92,6 +94,7 @@ def test_cached_logits_follow_the_window_and_documents() -> None:
     assert np.abs(narrow[80:] - wide[80:]).max() > 1e-3  # later blocks: window 1 sees fewer keys
 
 
+@pytest.mark.slow
 def test_cached_logits_equal_full_forward_bf16() -> None:
     config = ModelConfig(vocab_size=300, eot_id=299, dtype_policy="record", **SMALL)
     ids = token_stream(300, 299, 64)
@@ -102,6 +105,7 @@ def test_cached_logits_equal_full_forward_bf16() -> None:
     np.testing.assert_allclose(cached, full, rtol=0, atol=3e-2 * np.abs(full).max())
 
 
+@pytest.mark.slow
 def test_greedy_sampler_matches_argmax_of_full_forward() -> None:
     config = ModelConfig(vocab_size=300, eot_id=299, dtype_policy="fp32", **SMALL)
     params = random_params(config, seed=3)
@@ -182,6 +186,7 @@ def test_cli_samples_from_a_torch_file(run_dir: Path, capsys: pytest.CaptureFixt
     assert capsys.readouterr().out == greedy_pt  # same weights, same window, same greedy text
 
 
+@pytest.mark.slow
 def test_cli_errors(run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert sample.main(["--checkpoint", str(tmp_path / "nope")]) == 1
     assert "checkpoint not found" in capsys.readouterr().err

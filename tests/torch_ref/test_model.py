@@ -160,6 +160,7 @@ def init_model():
     return tiny_gpt()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bf16", [False, True])
 def test_logits_and_loss_at_init(init_model, bf16):
     model = cast_embeddings_to_bf16(tiny_gpt()) if bf16 else init_model
@@ -190,6 +191,7 @@ def perturbed_fp32():
     return perturb(tiny_gpt(seed=1), seed=1).eval()
 
 
+@pytest.mark.slow
 def test_eval_head_is_the_plain_lm_head_and_train_head_is_fp8(perturbed_fp32):
     model = perturbed_fp32
     x, _ = tokens()
@@ -228,6 +230,7 @@ def test_document_isolation_causality_and_window(perturbed_fp32):
         assert not torch.equal(out_wide[128:], model.logits(x, 2)[128:])  # W=2 does
 
 
+@pytest.mark.slow
 def test_long_and_short_masks_per_layer(perturbed_fp32, monkeypatch):
     seen = []
     real_attend = model_lib._attend
@@ -269,6 +272,7 @@ def test_cpu_training_step_bf16_fp8():
     assert model.lm_head.weight.grad[VOCAB:].abs().sum() > 0  # padded classes take part in the softmax
 
 
+@pytest.mark.slow
 def test_fp32_policy_has_fp32_activations_and_gradients(perturbed_fp32):
     model = tiny_gpt(seed=1, fp8_head=False)
     model.load_state_dict(perturbed_fp32.state_dict())
@@ -303,6 +307,7 @@ def test_bad_constructor_arguments_are_rejected():
         GPT(VOCAB, 10, HEADS, DIM)
 
 
+@pytest.mark.slow
 def test_load_record_state_dict_strips_prefixes_and_casts():
     source = perturb(tiny_gpt(seed=4), seed=4)
     record_sd = {f"_orig_mod.{k}": v.bfloat16() for k, v in source.state_dict().items()}
