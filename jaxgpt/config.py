@@ -20,6 +20,7 @@ DTypePolicy = Literal["record", "fp32"]
 AttentionBackend = Literal["dense", "blocked", "pallas"]
 RematPolicy = Literal["none", "block", "block_dots"]
 NSDType = Literal["bf16", "fp32"]
+QKVLayout = Literal["merged", "separate"]
 
 
 def next_multiple(value: int, multiple: int) -> int:
@@ -93,6 +94,10 @@ class ModelConfig:
     # Default "none": on XLA:CPU's plan "block" saves only ~10% (docs/BENCHMARKS.md, "Record
     # step memory"), not worth a second forward pass until measured on a GPU.
     remat: RematPolicy = "none"
+    # Attention's input projection: "merged" is the record's one (3, D, D) `attn.qkv_w`;
+    # "separate" holds `attn.q_w`, `attn.k_w`, `attn.v_w`, each (D, D), whose stack is the merged
+    # weight (same numbers, three matmuls; for the fusion study, docs/FUSION.md).
+    qkv_layout: QKVLayout = "merged"
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "num_layers", "num_heads", "model_dim", "block_size", "rope_max_len"):
@@ -122,6 +127,7 @@ class ModelConfig:
         if self.loss_chunk_tokens is not None and self.loss_chunk_tokens <= 0:
             _fail("loss_chunk_tokens", f"must be positive or None, got {self.loss_chunk_tokens}")
         _check_choice("remat", self.remat, RematPolicy)
+        _check_choice("qkv_layout", self.qkv_layout, QKVLayout)
         if not self.fp8_grad_scale > 0:
             _fail("fp8_grad_scale", f"must be positive, got {self.fp8_grad_scale}")
 

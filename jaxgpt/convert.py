@@ -56,6 +56,58 @@ def strip_compile_prefix(state_dict: Mapping[str, Any]) -> dict[str, Any]:
     return stripped
 
 
+_QKV_KEY = re.compile(r"^(blocks\.\d+\.attn\.)(qkv_w|q_w|k_w|v_w)$")
+
+
+def qkv_layout_of(state_dict: Mapping[str, Any]) -> str | None:
+    """"merged" when the attention weights are `attn.qkv_w`, "separate" for `attn.q_w`/`k_w`/`v_w`,
+    None without attention weights. Raises ValueError when a state dict mixes the two."""
+    found = {"merged" if m.group(2) == "qkv_w" else "separate"
+             for key in state_dict if (m := _QKV_KEY.match(key))}
+    if len(found) > 1:
+        raise ValueError("state dict mixes merged (`attn.qkv_w`) and separate (`attn.q_w`...) QKV weights")
+    return found.pop() if found else None
+
+
+def to_qkv_layout(params: Mapping[str, Any], layout: str) -> dict[str, Any]:
+    """`params` ({record name: array or torch tensor}) with every attention's QKV weights in
+    `layout`: "merged" stacks q_w, k_w, v_w (D, D) into qkv_w (3, D, D); "separate" splits
+    qkv_w into its three slices. Values are moved, not changed; other keys pass through.
+    Raises ValueError on an unknown layout or a block missing some of q_w, k_w, v_w."""
+    if layout not in ("merged", "separate"):
+        raise ValueError(f"qkv_layout must be 'merged' or 'separate', got {layout!r}")
+    out: dict[str, Any] = {}
+    separate: dict[str, dict[str, Any]] = {}
+    for key, value in params.items():
+        m = _QKV_KEY.match(key)
+        if m is None:
+            out[key] = value
+        elif m.group(2) == "qkv_w":
+            if layout == "merged":
+                out[key] = value
+            else:
+                out.update({m.group(1) + name: value[i] for i, name in enumerate(model_lib.SEPARATE_QKV_NAMES)})
+        elif layout == "separate":
+            out[key] = value
+        else:
+            separate.setdefault(m.group(1), {})[m.group(2)] = value
+    for prefix, parts in separate.items():
+        missing = [name for name in model_lib.SEPARATE_QKV_NAMES if name not in parts]
+        if missing:
+            raise ValueError(f"{prefix[:-1]} has separate QKV weights but lacks {missing}")
+        slices = [parts[name] for name in model_lib.SEPARATE_QKV_NAMES]
+        out[prefix + "qkv_w"] = _stack(slices)
+    return out
+
+
+def _stack(slices: list[Any]) -> Any:
+    if _is_torch_tensor(slices[0]):
+        import torch  # lazy: see module docstring
+
+        return torch.stack(slices)
+    return np.stack([np.asarray(s) for s in slices]) if isinstance(slices[0], np.ndarray) else jnp.stack(slices)
+
+
 def config_from_state_dict(
     state_dict: Mapping[str, Any], base: ModelConfig | None = None, *, head_dim: int | None = None, **overrides: Any
 ) -> ModelConfig:
@@ -66,12 +118,14 @@ def config_from_state_dict(
     config fits and `head_dim` is None or its own, it is returned as is (all fields kept).
     Otherwise D and V come from `embed.weight` (V, D), the depth from the `blocks.{i}` indices,
     heads = D // head_dim (shapes do not say how D splits into heads: `head_dim`, else the base's,
-    128 for the record and 64 for tiny), and layers without `attn.qkv_w` are attention-free; every
+    128 for the record and 64 for tiny), and layers without `attn.qkv_w` (or `attn.q_w`...) are
+    attention-free; qkv_layout is the state dict's (`qkv_layout_of`) whenever it has one; every
     other field (the per-layer patterns included) is the base's, so the depth must be the base's.
     Raises ValueError naming what does not fit; `torch_state_dict_to_params` checks every key.
     """
     keys = strip_compile_prefix(state_dict)
     base = replace(base or ModelConfig(), **overrides)
+    base = replace(base, qkv_layout=qkv_layout_of(keys) or base.qkv_layout)
     if head_dim in (None, base.head_dim) and not model_lib.param_shape_problems(keys, _shapes(base)):
         return base
     head_dim = head_dim or base.head_dim
@@ -92,7 +146,7 @@ def config_from_state_dict(
         raise ValueError(
             f"embed.weight has {vocab_size} rows, too few for the GPT-2 EOT id {base.eot_id}; pass eot_id=..."
         )
-    attention_free = tuple(i for i in layers if f"blocks.{i}.attn.qkv_w" not in keys)
+    attention_free = tuple(i for i in layers if not any(key.startswith(f"blocks.{i}.attn.") and _QKV_KEY.match(key) for key in keys))
     return replace(base, vocab_size=vocab_size, model_dim=model_dim, num_heads=model_dim // head_dim,
                    attention_free_layers=attention_free)
 
@@ -121,12 +175,15 @@ def torch_state_dict_to_params(
 
     Keys may carry `_orig_mod.`. Dtypes are kept (bf16 as ml_dtypes.bfloat16); the model casts
     on load. With config=None the dims are inferred (`config_from_state_dict`). Raises
-    ValueError listing every missing, unknown and mis-shaped key. `config_overrides` go to
+    ValueError listing every missing, unknown and mis-shaped key. QKV weights are converted to
+    config.qkv_layout (`to_qkv_layout`: a merged record checkpoint loads into a separate model
+    and back). `config_overrides` go to
     `config_from_state_dict` when the config is inferred.
     """
     keys = strip_compile_prefix(state_dict)
     if config is None:
         config = config_from_state_dict(keys, head_dim=head_dim, **config_overrides)
+    keys = to_qkv_layout(keys, config.qkv_layout)
     _check_against(keys, config)
     return {name: _to_numpy(value) for name, value in keys.items()}
 
@@ -170,8 +227,10 @@ def params_to_torch_state_dict(params: Mapping[str, Any]) -> dict[str, Any]:
 def load_params(model: nnx.Module, params: Mapping[str, Any]) -> None:
     """Write `params` (record names, any float dtype) into an NNX GPT, cast to its dtypes.
 
-    Raises ValueError listing every missing, unknown and mis-shaped name.
+    QKV weights in either layout are converted to the model's (`to_qkv_layout`). Raises
+    ValueError listing every missing, unknown and mis-shaped name.
     """
+    params = to_qkv_layout(params, model.config.qkv_layout)
     model_lib.load_param_dict(model, {name: _to_numpy(value) for name, value in params.items()})
 
 

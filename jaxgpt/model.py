@@ -266,13 +266,22 @@ class ValueEmbeddings(nnx.Module):
         ])
 
 
+SEPARATE_QKV_NAMES = ("q_w", "k_w", "v_w")  # qkv_layout "separate": the slices of qkv_w, in order
+
+
 class Attention(nnx.Module):
-    """Merged-QKV attention: qkv_w (3, D, D) as (q|k|v, out, in), lambdas (2,), c_proj (D, D)."""
+    """QKV attention: lambdas (2,), c_proj (D, D) and, by config.qkv_layout, either the record's
+    merged qkv_w (3, D, D) as (q|k|v, out, in) or q_w, k_w, v_w, each (D, D) (out, in), whose
+    stack is qkv_w (both layouts draw the same numbers from the same key)."""
 
     def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
         dim = config.model_dim
         self.config = config
-        self.qkv_w = nnx.Param(_uniform_init(rngs.params(), (3, dim, dim), dim))
+        qkv_w = _uniform_init(rngs.params(), (3, dim, dim), dim)
+        if config.qkv_layout == "merged":
+            self.qkv_w = nnx.Param(qkv_w)
+        else:
+            self.q_w, self.k_w, self.v_w = (nnx.Param(w) for w in qkv_w)
         self.lambdas = nnx.Param(jnp.array([0.5, 0.5], jnp.float32))
         self.c_proj = Linear(dim, dim, zero_init=True, rngs=rngs)
 
@@ -300,14 +309,18 @@ class Attention(nnx.Module):
     def project(
         self, h_BTD: jax.Array, ve_BTD: jax.Array | None, rotary: tuple[jax.Array, jax.Array]
     ) -> tuple[jax.Array, jax.Array, jax.Array]:
-        """(q, k, v), each (B, T, H, Dh) in h's dtype: merged QKV matmul, value mixing with
-        the value embedding, QK-norm and rotary on q and k."""
+        """(q, k, v), each (B, T, H, Dh) in h's dtype: QKV matmul (one merged or three
+        separate), value mixing with the value embedding, QK-norm and rotary on q and k."""
         cfg = self.config
         batch, seq, dim = h_BTD.shape
         heads = cfg.num_heads
-        qkv = linear(h_BTD, self.qkv_w[...].reshape(3 * dim, dim))
-        qkv = qkv.reshape(batch, seq, 3 * heads, cfg.head_dim)
-        q, k, v = qkv[:, :, :heads], qkv[:, :, heads:2 * heads], qkv[:, :, 2 * heads:]
+        if cfg.qkv_layout == "merged":
+            qkv = linear(h_BTD, self.qkv_w[...].reshape(3 * dim, dim))
+            qkv = qkv.reshape(batch, seq, 3 * heads, cfg.head_dim)
+            q, k, v = qkv[:, :, :heads], qkv[:, :, heads:2 * heads], qkv[:, :, 2 * heads:]
+        else:
+            q, k, v = (linear(h_BTD, w[...]).reshape(batch, seq, heads, cfg.head_dim)
+                       for w in (self.q_w, self.k_w, self.v_w))
         # Scalars are rounded to the activation dtype first, as torch does for a 0-dim tensor.
         lam = self.lambdas[...].astype(h_BTD.dtype)
         v = lam[0] * v

@@ -45,6 +45,7 @@ class ModelConfig:
     attention_free_layers: tuple[int, ...] = (7,)
     dtype_policy: str = "record"
     fp8_grad_scale: float = RECORD_FP8_GRAD_SCALE
+    qkv_layout: str = "merged"  # the record's (3, D, D) qkv_w; "separate": q_w, k_w, v_w (D, D)
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "num_layers", "num_heads", "model_dim", "rope_max_len"):
@@ -53,6 +54,8 @@ class ModelConfig:
         _check(len(self.value_embed_slots) == self.num_layers, "value_embed_slots",
                f"has {len(self.value_embed_slots)} entries for {self.num_layers} layers")
         _check(self.dtype_policy in ("record", "fp32"), "dtype_policy", f"must be 'record' or 'fp32', got {self.dtype_policy!r}")
+        _check(self.qkv_layout in ("merged", "separate"), "qkv_layout",
+               f"must be 'merged' or 'separate', got {self.qkv_layout!r}")
 
     @property
     def head_dim(self) -> int:

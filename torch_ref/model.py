@@ -134,17 +134,32 @@ def _attend(q: Tensor, k: Tensor, v: Tensor, mask) -> Tensor:
     return _compiled_flex_attention()(q, k, v, block_mask=mask, scale=ATTN_SCALE)
 
 
-class CausalSelfAttention(nn.Module):
-    """Merged-QKV attention with QK-norm, rotary, value-embedding mixing and a zero-init projection."""
+QKV_LAYOUTS = ("merged", "separate")
+SEPARATE_QKV_NAMES = ("q_w", "k_w", "v_w")  # the slices of qkv_w, in order
 
-    def __init__(self, dim: int, num_heads: int, cos: Tensor, sin: Tensor):
+
+class CausalSelfAttention(nn.Module):
+    """QKV attention with QK-norm, rotary, value-embedding mixing and a zero-init projection.
+
+    qkv_layout "merged" (the record's): one qkv_w (3, D, D); "separate": q_w, k_w, v_w, each
+    (D, D), whose stack is qkv_w (same init numbers) and three matmuls instead of one.
+    `load_record_state_dict` loads either layout's state dict into either (`to_qkv_layout`)."""
+
+    def __init__(self, dim: int, num_heads: int, cos: Tensor, sin: Tensor, qkv_layout: str = "merged"):
         super().__init__()
         if dim % num_heads:
             raise ValueError(f"model_dim {dim} is not divisible by num_heads {num_heads}")
+        if qkv_layout not in QKV_LAYOUTS:
+            raise ValueError(f"qkv_layout must be 'merged' or 'separate', got {qkv_layout!r}")
         self.num_heads = num_heads
+        self.qkv_layout = qkv_layout
         bound = 3**0.5 * 0.5 * dim**-0.5
         # (3, D, D): query, key, value matrices in (out, in) layout, orthogonalised separately by Muon.
-        self.qkv_w = nn.Parameter(torch.empty(3, dim, dim).uniform_(-bound, bound))
+        qkv_w = torch.empty(3, dim, dim).uniform_(-bound, bound)
+        if qkv_layout == "merged":
+            self.qkv_w = nn.Parameter(qkv_w)
+        else:
+            self.q_w, self.k_w, self.v_w = (nn.Parameter(w.clone()) for w in qkv_w)
         self.lambdas = nn.Parameter(torch.tensor([0.5, 0.5]))
         self.rotary = Rotary(cos, sin)
         self.c_proj = CastedLinear(dim, dim)
@@ -153,8 +168,12 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x: Tensor, ve: Tensor | None, mask) -> Tensor:
         """x (1, T, D) normed input, ve (T, D) or None -> (1, T, D) in x's dtype."""
         batch, seq_len, dim = x.shape
-        qkv = F.linear(x, self.qkv_w.flatten(end_dim=1).type_as(x))
-        q, k, v = qkv.view(batch, seq_len, 3 * self.num_heads, -1).chunk(3, dim=-2)
+        if self.qkv_layout == "merged":
+            qkv = F.linear(x, self.qkv_w.flatten(end_dim=1).type_as(x))
+            q, k, v = qkv.view(batch, seq_len, 3 * self.num_heads, -1).chunk(3, dim=-2)
+        else:
+            q, k, v = (F.linear(x, w.type_as(x)).view(batch, seq_len, self.num_heads, -1)
+                       for w in (self.q_w, self.k_w, self.v_w))
         if ve is None:
             v = self.lambdas[0] * v  # lambdas[1] unused here: its gradient stays 0
         else:
@@ -181,9 +200,10 @@ class MLP(nn.Module):
 class Block(nn.Module):
     """x <- l0*x + l1*x0; x += attn(norm(x)) (if any); x += mlp(norm(x))."""
 
-    def __init__(self, dim: int, num_heads: int, has_attention: bool, cos: Tensor, sin: Tensor):
+    def __init__(self, dim: int, num_heads: int, has_attention: bool, cos: Tensor, sin: Tensor,
+                 qkv_layout: str = "merged"):
         super().__init__()
-        self.attn = CausalSelfAttention(dim, num_heads, cos, sin) if has_attention else None
+        self.attn = CausalSelfAttention(dim, num_heads, cos, sin, qkv_layout) if has_attention else None
         self.mlp = MLP(dim)
         self.lambdas = nn.Parameter(torch.tensor([1.0, 0.0]))
 
@@ -220,7 +240,8 @@ class GPT(nn.Module):
     Keyword options (defaults = the record): `attention` backend, `fp8_head` (training mode uses the
     FP8 lm_head; the fp32 policy turns it off), `fp8_backend`, `fp8_grad_scale` (the record's 2^29
     suits a loss averaged over 65536 tokens; scale it by T / 65536 for fewer, see fp8.py), `rotary_max_len`, `eot_id`, and the
-    per-layer patterns `value_embed_slots`, `long_window_layers`, `attention_free_layers`.
+    per-layer patterns `value_embed_slots`, `long_window_layers`, `attention_free_layers`, and
+    `qkv_layout` ("merged" as the record, or "separate": see CausalSelfAttention).
     """
 
     def __init__(
@@ -239,6 +260,7 @@ class GPT(nn.Module):
         value_embed_slots: tuple[int | None, ...] = _RECORD.value_embed_slots,
         long_window_layers: Iterable[int] = _RECORD.long_window_layers,
         attention_free_layers: Iterable[int] = _RECORD.attention_free_layers,
+        qkv_layout: str = _RECORD.qkv_layout,
     ):
         super().__init__()
         if attention not in ("auto", "flex", "sdpa"):
@@ -262,7 +284,7 @@ class GPT(nn.Module):
         # One pair of tables shared by every layer (identical in the record, which builds 11 copies).
         cos, sin = rotary_tables(model_dim // num_heads, rotary_max_len)
         self.blocks = nn.ModuleList(
-            [Block(model_dim, num_heads, i not in attention_free, cos, sin) for i in range(num_layers)]
+            [Block(model_dim, num_heads, i not in attention_free, cos, sin, qkv_layout) for i in range(num_layers)]
         )
         self.num_encoder_layers = num_layers // 2
         self.num_decoder_layers = num_layers - self.num_encoder_layers
@@ -352,14 +374,44 @@ def strip_compile_prefix(state_dict: Mapping[str, Tensor]) -> dict[str, Tensor]:
     return out
 
 
+def to_qkv_layout(state_dict: Mapping[str, Tensor], layout: str) -> dict[str, Tensor]:
+    """`state_dict` with every block's attention weights in `layout`: "merged" stacks
+    `attn.q_w`, `attn.k_w`, `attn.v_w` (D, D) into `attn.qkv_w` (3, D, D), "separate" splits it.
+    Values are moved, not changed; other keys pass through. Raises ValueError on an unknown
+    layout or a block with only some of q_w, k_w, v_w."""
+    if layout not in QKV_LAYOUTS:
+        raise ValueError(f"qkv_layout must be 'merged' or 'separate', got {layout!r}")
+    out: dict[str, Tensor] = {}
+    for key, value in state_dict.items():
+        prefix, _, name = key.rpartition(".")
+        if name == "qkv_w" and layout == "separate":
+            out.update({f"{prefix}.{part}": w for part, w in zip(SEPARATE_QKV_NAMES, value.unbind(0))})
+        elif name in SEPARATE_QKV_NAMES and layout == "merged":
+            parts = [f"{prefix}.{part}" for part in SEPARATE_QKV_NAMES]
+            if not all(part in state_dict for part in parts):
+                raise ValueError(f"{prefix} has separate QKV weights but not all of {list(SEPARATE_QKV_NAMES)}")
+            if name == SEPARATE_QKV_NAMES[0]:
+                out[f"{prefix}.qkv_w"] = torch.stack([state_dict[part] for part in parts])
+        else:
+            out[key] = value
+    return out
+
+
+def qkv_layout_of(model: nn.Module) -> str:
+    """The qkv_layout of `model`'s attention layers ("merged" when it has none)."""
+    layouts = {m.qkv_layout for m in model.modules() if isinstance(m, CausalSelfAttention)}
+    return layouts.pop() if len(layouts) == 1 else "merged"
+
+
 def load_record_state_dict(model: nn.Module, state_dict: Mapping[str, Tensor]) -> nn.Module:
     """Load a record-format state dict into `model`, in place.
 
-    Strips torch.compile's `_orig_mod.` prefixes and casts each tensor to the dtype and device of the
-    model's own tensor (bf16 <-> fp32). Raises ValueError listing missing, unexpected and mis-shaped keys.
+    Strips torch.compile's `_orig_mod.` prefixes, converts the QKV weights to the model's
+    qkv_layout (`to_qkv_layout`) and casts each tensor to the dtype and device of the model's
+    own tensor (bf16 <-> fp32). Raises ValueError listing missing, unexpected and mis-shaped keys.
     """
     own = model.state_dict()
-    renamed = strip_compile_prefix(state_dict)
+    renamed = to_qkv_layout(strip_compile_prefix(state_dict), qkv_layout_of(model))
     missing = sorted(set(own) - set(renamed))
     unexpected = sorted(set(renamed) - set(own))
     misshaped = sorted(

@@ -186,7 +186,8 @@ def model_config_from_state_dict(base: cfg.ModelConfig, state_dict: dict[str, Te
     """`base` with vocab, width, depth, heads and attention-free layers read off a record state dict.
 
     D = embed.weight.shape[1], vocab = its rows, layers = the number of `blocks.i`, heads =
-    D // head_dim; a block without `attn.qkv_w` is attention-free (layer 7 in the record).
+    D // head_dim; a block without `attn.qkv_w` (or `attn.q_w`...) is attention-free (layer 7 in
+    the record); qkv_layout is the state dict's.
     """
     if "embed.weight" not in state_dict:
         raise ValueError("checkpoint state dict has no 'embed.weight'; not a record-format model")
@@ -196,9 +197,12 @@ def model_config_from_state_dict(base: cfg.ModelConfig, state_dict: dict[str, Te
         raise ValueError(f"checkpoint blocks are not numbered 0..n-1: {layers}")
     if model_dim % head_dim:
         raise ValueError(f"model_dim {model_dim} from the checkpoint is not divisible by --head-dim {head_dim}")
-    attention_free = tuple(i for i in layers if f"blocks.{i}.attn.qkv_w" not in state_dict)
+    has_attention = {i for i in layers for name in ("qkv_w", "q_w") if f"blocks.{i}.attn.{name}" in state_dict}
+    attention_free = tuple(i for i in layers if i not in has_attention)
+    separate = any(f"blocks.{i}.attn.q_w" in state_dict for i in layers)
     return cfg.replace(
         base,
+        qkv_layout="separate" if separate else "merged" if has_attention else base.qkv_layout,
         vocab_size=int(vocab_size),
         model_dim=int(model_dim),
         num_layers=len(layers),
@@ -226,6 +230,7 @@ def build_model(model_config: cfg.ModelConfig, local_tokens: int, seed: int,
         value_embed_slots=model_config.value_embed_slots,
         long_window_layers=model_config.long_window_layers,
         attention_free_layers=model_config.attention_free_layers,
+        qkv_layout=model_config.qkv_layout,
     )
     if fp8:
         cast_embeddings_to_bf16(model)
