@@ -77,6 +77,7 @@ def _grads_and_step(model: GPT, tokens: torch.Tensor) -> tuple[dict, dict]:
     return grads, {name: p.detach().clone() for name, p in model.named_parameters()}
 
 
+@pytest.mark.slow  # two 12-layer training steps: ~1 min on the shared 2-core machine
 def test_merged_and_separate_agree_on_logits_gradients_and_one_step():
     merged, separate = _pair()
     merged_before = {name: p.detach().clone() for name, p in merged.named_parameters()}
