@@ -14,7 +14,8 @@ Backends:
   blocked: each query block sees a static window of `max_window_blocks` key blocks gathered
            around it, so memory and FLOPs are O(T * max_window_blocks); the dynamic window,
            causality and documents are applied as a mask inside that window.
-  pallas:  slot for a fused kernel (not implemented here).
+  pallas:  `jaxgpt.kernels.flash_attention`: a Pallas (Triton) flash-attention kernel that
+           visits only the listed key blocks, as FlexAttention does; interpret mode on a CPU.
 
 Shapes: B batch, T tokens, H heads, Dh head dim, N = T // block_size blocks,
 W = max_window_blocks, C query blocks per scan step.
@@ -30,6 +31,8 @@ import numpy as np
 from jax import lax
 
 from jaxgpt.config import BLOCK_SIZE
+from jaxgpt.kernels.block_lists import KernelBlockLists
+from jaxgpt.kernels.flash_attention import flash_attention
 from jaxgpt.masks import allowed_at, closed_form_mask
 
 Backend = Literal["dense", "blocked", "pallas"]
@@ -207,13 +210,16 @@ def attention(
     scale: float = 0.12,
     block_size: int = BLOCK_SIZE,
     max_window_blocks: int = 14,
+    kernel_lists: KernelBlockLists | None = None,
 ) -> jax.Array:
     """Document-causal block-window attention (the record's FlexAttention call).
 
     q, k: (B, T, H, Dh); v: (B, T, H, Dv); doc_ids: (B, T) int32 document ids
     (`jaxgpt.masks.document_ids`); window_blocks: window in 128-token blocks, a Python int in
     0..max_window_blocks or a traced int32 scalar (a traced value above max_window_blocks is
-    treated as max_window_blocks by `blocked` but not by `dense`; 0 acts as 1).
+    treated as max_window_blocks by `blocked` and `pallas` but not by `dense`; 0 acts as 1).
+    kernel_lists: for `pallas`, the lists of `jaxgpt.kernels.block_lists.kernel_block_lists`
+    for this window (built here when None; pass them to share them between layers).
     Returns (B, T, H, Dv) in q's dtype. Scores and softmax are fp32.
     """
     _validate(q, k, v, doc_ids, window_blocks, block_size, max_window_blocks)
@@ -224,10 +230,8 @@ def attention(
             q, k, v, doc_ids, window_blocks, scale=scale, block_size=block_size, max_window_blocks=max_window_blocks
         )
     if backend == "pallas":
-        raise NotImplementedError(
-            "attention backend 'pallas' is a slot for a fused Pallas kernel that is not written yet "
-            "(a follow-up to issue 4); use backend='blocked'"
-        )
+        return flash_attention(q, k, v, doc_ids, window_blocks, scale=scale, block_size=block_size,
+                               max_window_blocks=max_window_blocks, lists=kernel_lists)
     raise ValueError(f"unknown attention backend {backend!r}; choose 'dense', 'blocked' or 'pallas'")
 
 

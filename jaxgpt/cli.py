@@ -57,10 +57,10 @@ def or_none(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
 
 def _add_field(group: Any, section: str, name: str, parse: Callable[[str], Any] | None, help_text: str, *,
-               flag: str | None = None, choices: Sequence[str] | None = None) -> None:
-    """A flag `--name-with-dashes` (or `flag`) that overrides `section`.`name` of the preset."""
+               flag: str | None = None, aliases: Sequence[str] = (), choices: Sequence[str] | None = None) -> None:
+    """A flag `--name-with-dashes` (or `flag`, plus `aliases`) that overrides `section`.`name` of the preset."""
     group.add_argument(
-        flag or "--" + name.replace("_", "-"), dest=f"{section}.{name}", type=parse, default=None,
+        flag or "--" + name.replace("_", "-"), *aliases, dest=f"{section}.{name}", type=parse, default=None,
         choices=choices, metavar=None if choices else name.split("_")[-1].upper(), help=help_text,
     )
 
@@ -88,7 +88,8 @@ def _add_model_flags(group: Any) -> None:
     add = functools.partial(_add_field, group, "model")
     add("dtype_policy", str, "record: bf16 + FP8 head as the record; fp32: all-fp32 policy for parity",
         flag="--dtype", choices=get_args(cfg.DTypePolicy))
-    add("attention_backend", str, "attention implementation", choices=get_args(cfg.AttentionBackend))
+    add("attention_backend", str, "attention implementation (pallas: the block-sparse kernel; interpreted on a CPU)",
+        aliases=("--attention",), choices=get_args(cfg.AttentionBackend))
     add("remat", str, "rematerialise each block in the backward pass", choices=get_args(cfg.RematPolicy))
     add("vocab_size", int, "vocabulary size (the head is padded to a multiple of 128)")
     add("num_layers", int, "transformer blocks (even: the U-net pairs them)")

@@ -140,6 +140,36 @@ def _selected_blocks(counts: jax.Array, indices: jax.Array) -> jax.Array:
     return jnp.zeros((n, n), dtype=bool).at[rows, indices].set(within_count)
 
 
+class QBlockLists(NamedTuple):
+    """Per-key-block query lists (FlexAttention's q-side names), the transpose of `BlockLists`.
+
+    *num_blocks: (N,) int32, how many query blocks list key block j (partial / full).
+    *indices: (N, N) int32, those query blocks nearest first (increasing i >= j), then the rest.
+    """
+
+    q_num_blocks: jax.Array
+    q_indices: jax.Array
+    full_q_num_blocks: jax.Array
+    full_q_indices: jax.Array
+
+
+def transpose_block_lists(lists: BlockLists) -> QBlockLists:
+    """The q-side lists of (truncated, clamped) key lists: for each key block j, the query blocks
+    i whose partial (full) list names j among its first num_blocks[i] entries.
+
+    A block-sparse backward walks these to accumulate dK and dV (FlexAttention derives its
+    q-side lists the same way from the kv-side ones).
+    """
+    def by_key_block(counts: jax.Array, indices: jax.Array) -> tuple[jax.Array, jax.Array]:
+        listed_ji = _selected_blocks(counts, indices).T  # (key block j, query block i)
+        # Stable ascending argsort of NOT listed: listed query blocks first, in increasing i.
+        order = jnp.argsort(jnp.logical_not(listed_ji).astype(jnp.int32), axis=-1, stable=True)
+        return jnp.sum(listed_ji, axis=-1, dtype=jnp.int32), order.astype(jnp.int32)
+
+    return QBlockLists(*by_key_block(lists.kv_num_blocks, lists.kv_indices),
+                       *by_key_block(lists.full_kv_num_blocks, lists.full_kv_indices))
+
+
 def document_causal(doc_ids: jax.Array) -> jax.Array:
     """The record's mask_mod on all token pairs: (T, T) bool, k <= q and same document."""
     positions = jnp.arange(doc_ids.shape[-1])

@@ -30,6 +30,7 @@ from flax import nnx
 
 from jaxgpt import attention as attention_lib
 from jaxgpt import masks
+from jaxgpt.kernels.block_lists import KernelBlockLists, kernel_block_lists
 from jaxgpt.config import RECORD_FP8_GRAD_SCALE, ModelConfig
 
 WindowBlocks = int | jax.Array
@@ -288,12 +289,13 @@ class Attention(nnx.Module):
     def __call__(
         self, h_BTD: jax.Array, ve_BTD: jax.Array | None, doc_ids_BT: jax.Array,
         window_blocks: WindowBlocks, rotary: tuple[jax.Array, jax.Array],
-        decode: DecodeContext | None = None,
+        decode: DecodeContext | None = None, lists: KernelBlockLists | None = None,
     ) -> jax.Array:
         """h (B, T, D) normed input; ve (B, T, D) or None; returns (B, T, D) in h's dtype.
 
         With `decode` (after `init_cache`), the T new keys and values are written into the
-        cache at decode.positions and the queries attend to the whole cache instead."""
+        cache at decode.positions and the queries attend to the whole cache instead.
+        `lists`: the pallas backend's block lists for this window, shared between layers."""
         cfg = self.config
         batch, seq, dim = h_BTD.shape
         q, k, v = self.project(h_BTD, ve_BTD, rotary)
@@ -303,6 +305,7 @@ class Attention(nnx.Module):
             y = attention_lib.attention(
                 q, k, v, doc_ids_BT, window_blocks, backend=cfg.attention_backend,
                 scale=cfg.attn_scale, block_size=cfg.block_size, max_window_blocks=cfg.max_window_blocks,
+                kernel_lists=lists,
             )
         return self.c_proj(y.reshape(batch, seq, dim))
 
@@ -368,17 +371,17 @@ class Block(nnx.Module):
     def __call__(
         self, x_BTD: jax.Array, ve_BTD: jax.Array | None, x0_BTD: jax.Array, doc_ids_BT: jax.Array,
         window_blocks: WindowBlocks, rotary: tuple[jax.Array, jax.Array],
-        decode: DecodeContext | None = None,
+        decode: DecodeContext | None = None, lists: KernelBlockLists | None = None,
     ) -> jax.Array:
         lam = self.lambdas[...].astype(x_BTD.dtype)
         x = lam[0] * x_BTD + lam[1] * x0_BTD
         if self.attn is not None:
-            x = x + self.attn(rms_norm(x), ve_BTD, doc_ids_BT, window_blocks, rotary, decode)
+            x = x + self.attn(rms_norm(x), ve_BTD, doc_ids_BT, window_blocks, rotary, decode, lists)
         return x + self.mlp(rms_norm(x))
 
 
 def _block_runner(remat: str):
-    """Returns run(block, x, ve, x0, doc_ids, window, rotary, decode) -> block output (B, T, D).
+    """Returns run(block, x, ve, x0, doc_ids, window, rotary, decode, lists) -> block output (B, T, D).
 
     "none" calls the block as is; "block" / "block_dots" call it under nnx.remat (nothing
     saved / matmul outputs saved), so the backward pass recomputes the block from its inputs.
@@ -386,12 +389,13 @@ def _block_runner(remat: str):
     """
     policy = jax.checkpoint_policies.dots_saveable if remat == "block_dots" else None
 
-    def run(block: Block, x, ve, x0, doc_ids, window: WindowBlocks, rotary, decode=None):
+    def run(block: Block, x, ve, x0, doc_ids, window: WindowBlocks, rotary, decode=None, lists=None):
         if remat == "none" or decode is not None:
-            return block(x, ve, x0, doc_ids, window, rotary, decode)
+            return block(x, ve, x0, doc_ids, window, rotary, decode, lists)
         # The window is closed over, so a Python-int window stays static inside the remat.
-        step = nnx.remat(lambda blk, x_, ve_, x0_, ids_, rot_: blk(x_, ve_, x0_, ids_, window, rot_), policy=policy)
-        return step(block, x, ve, x0, doc_ids, rotary)
+        step = nnx.remat(lambda blk, x_, ve_, x0_, ids_, rot_, lists_: blk(x_, ve_, x0_, ids_, window, rot_, None, lists_),
+                         policy=policy)
+        return step(block, x, ve, x0, doc_ids, rotary, lists)
 
     return run
 
@@ -439,6 +443,12 @@ class GPT(nnx.Module):
         cfg = self.config
         long_window = window_blocks
         short_window = window_blocks // 2
+        lists = None
+        if cfg.attention_backend == "pallas" and decode is None:
+            # The kernel's block lists, built once per step for each window and shared by its layers.
+            build = functools.partial(kernel_block_lists, doc_ids, max_window_blocks=cfg.max_window_blocks,
+                                      block_size=cfg.block_size)
+            lists = {"long": build(long_window), "short": build(short_window)}
 
         x = x0 = rms_norm(self.embed(input_ids))
         tables = [table(input_ids) for table in self.value_embeds.embed]
@@ -451,8 +461,9 @@ class GPT(nnx.Module):
                 x = x + skip_w * skips.pop()
             slot = cfg.value_embed_slots[layer]
             ve = None if slot is None else tables[slot]
-            window = long_window if cfg.uses_long_window(layer) else short_window
-            x = run_block(block, x, ve, x0, doc_ids, window, rotary, decode)
+            kind = "long" if cfg.uses_long_window(layer) else "short"
+            window = long_window if kind == "long" else short_window
+            x = run_block(block, x, ve, x0, doc_ids, window, rotary, decode, None if lists is None else lists.get(kind))
             if decoder_step < 0:
                 skips.append(x)
         return rms_norm(x)

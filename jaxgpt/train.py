@@ -36,6 +36,7 @@ from jax.sharding import PartitionSpec as P
 from jaxgpt import checkpoint, convert, data, optim, runlog
 from jaxgpt import config as cfg
 from jaxgpt import model as model_lib
+from jaxgpt.kernels import compat as kernel_compat
 from jaxgpt.cli import RunOptions, parse_args
 from jaxgpt.data import DataPosition
 
@@ -185,7 +186,8 @@ class CompiledSteps:
     batch: NamedSharding  # (S, T) batches: sequences split over "data"
 
 
-def compile_steps(mesh: Mesh, graph: model_lib.ModelGraph, optimizer: optax.GradientTransformation) -> CompiledSteps:
+def compile_steps(mesh: Mesh, graph: model_lib.ModelGraph, optimizer: optax.GradientTransformation, *,
+                  check_vma: bool = True) -> CompiledSteps:
     def local_loss(params, inputs, targets, window, *, train: bool):
         return graph.bind(params)(inputs, targets, window, train=train)
 
@@ -205,9 +207,11 @@ def compile_steps(mesh: Mesh, graph: model_lib.ModelGraph, optimizer: optax.Grad
 
     batch_spec, rep = P(AXIS), P()
     train_step = jax.shard_map(
-        local_train_step, mesh=mesh, in_specs=(rep, rep, batch_spec, batch_spec, rep), out_specs=(rep, rep, rep)
+        local_train_step, mesh=mesh, in_specs=(rep, rep, batch_spec, batch_spec, rep), out_specs=(rep, rep, rep),
+        check_vma=check_vma,
     )
-    eval_step = jax.shard_map(local_eval_step, mesh=mesh, in_specs=(rep, batch_spec, batch_spec, rep), out_specs=rep)
+    eval_step = jax.shard_map(local_eval_step, mesh=mesh, in_specs=(rep, batch_spec, batch_spec, rep), out_specs=rep,
+                              check_vma=check_vma)
     return CompiledSteps(
         # The old params and optimizer state are dead after the step: donate their buffers.
         train=jax.jit(train_step, donate_argnums=(0, 1)),
@@ -335,7 +339,10 @@ def train(preset: cfg.Preset, options: RunOptions = RunOptions()) -> RunResult:
         checkpoint.refuse_config_change(saved_meta, checkpoint.config_to_json(preset), checkpointer.directory)
     total_steps, train_cfg = preset.train.steps, preset.train
     optimizer = make_optimizer(preset)
-    compiled = compile_steps(Mesh(np.array(devices), (AXIS,)), graph, optimizer)
+    # Pallas's interpreter (the pallas backend on a CPU) cannot carry shard_map's varying-axes
+    # types through its grid loop; the compiled GPU kernels can, and keep the check.
+    interpreted = preset.model.attention_backend == "pallas" and kernel_compat.default_interpret()
+    compiled = compile_steps(Mesh(np.array(devices), (AXIS,)), graph, optimizer, check_vma=not interpreted)
     params = replicate(host_params, compiled.replicated)
     opt_state = jax.jit(optimizer.init, out_shardings=compiled.replicated)(params)
     if saved_meta is not None:

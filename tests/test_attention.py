@@ -251,7 +251,5 @@ def test_bad_inputs_raise():
         attention(q, k, v, doc_ids[0], 2)
     with pytest.raises(ValueError, match=r"\(B, T, H, Dh\)"):
         attention(q[0], k[0], v[0], doc_ids, 2)
-    with pytest.raises(NotImplementedError, match="pallas"):
-        attention(q, k, v, doc_ids, 2, backend="pallas")
     with pytest.raises(ValueError, match="unknown attention backend"):
         attention(q, k, v, doc_ids, 2, backend="flash")

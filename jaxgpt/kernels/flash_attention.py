@@ -1,0 +1,340 @@
+"""Block-sparse flash attention in Pallas (Triton lowering): the record's FlexAttention call.
+
+For each query tile the forward kernel walks only the key blocks in its query block's lists
+(`KernelBlockLists.kv`): partial blocks with the document-causal mask, full blocks without it,
+keeping fp32 running max / sum / accumulator (online softmax) and writing the log-sum-exp.
+The backward recomputes probabilities from the log-sum-exp: dQ walks the same lists; dK and dV
+walk, for each key tile, the query blocks that listed its key block (`KernelBlockLists.q`).
+Nothing of O(T^2) size is formed, and the window costs only the blocks it lists.
+
+Shapes: q, k (B, T, H, Dh); v (B, T, H, Dv); doc_ids (B, T) int32; output (B, T, H, Dv) in q's
+dtype; log-sum-exp (B, H, T) fp32. The mask block is 128 tokens (the record's); kernel tiles
+(`Tiles`) are powers of two that divide it. On a CPU the kernels run in Pallas interpret mode.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from jaxgpt.config import BLOCK_SIZE
+from jaxgpt.kernels.block_lists import KernelBlockLists, kernel_block_lists
+from jaxgpt.kernels.compat import default_interpret, out_struct, pl, triton_params
+
+SUPPORTED_HEAD_DIMS = (16, 32, 64, 128, 256)  # Triton dots want power-of-two sizes >= 16
+
+
+@dataclass(frozen=True)
+class Tiles:
+    """Kernel tile sizes (tokens) and Triton launch settings; the mask block stays 128.
+
+    block_q / block_k: query and key tile of the forward and dQ kernels; bwd_block_q /
+    bwd_block_k: the same for the dK/dV kernel. Each must be a power of two >= 16 that divides
+    the mask block.
+    """
+
+    block_q: int = 128
+    block_k: int = 64
+    bwd_block_q: int = 64
+    bwd_block_k: int = 64
+    num_warps: int = 8
+    num_stages: int = 2
+
+    def check(self, mask_block: int) -> None:
+        for name in ("block_q", "block_k", "bwd_block_q", "bwd_block_k"):
+            size = getattr(self, name)
+            if size < 16 or size & (size - 1) or mask_block % size:
+                raise ValueError(f"kernel tile {name}={size} must be a power of two >= 16 that divides the "
+                                 f"mask block {mask_block}")
+
+
+def _scores(q: jax.Array, k: jax.Array, scale: float) -> jax.Array:
+    """(bq, Dh) x (bk, Dh) -> (bq, bk) fp32 scaled scores."""
+    s = lax.dot_general(q, k, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32)
+    return s * scale
+
+
+def _allowed(q_pos, q_doc, k_pos, k_doc) -> jax.Array:
+    """The record's mask_mod on a tile: (bq, bk) bool, k <= q and the same document."""
+    return (k_pos[None, :] <= q_pos[:, None]) & (k_doc[None, :] == q_doc[:, None])
+
+
+def _walk(count_ref, index_ref, row: jax.Array, tiles_per_block: int, tile: int, mask_block: int,
+          visit, carry):
+    """For each of the first count[row] listed blocks, call visit(start, carry) per tile."""
+
+    def one_block(entry, carry):
+        block = index_ref[row, entry]
+        for sub in range(tiles_per_block):  # static: the tiles of one mask block
+            carry = visit(block * mask_block + sub * tile, carry)
+        return carry
+
+    return lax.fori_loop(0, count_ref[row], one_block, carry)
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernels (one program per (batch, head, tile))
+
+
+def _forward_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, qdoc_ref, kdoc_ref,
+                    o_ref, lse_ref, *, scale, block_q, block_k, mask_block):
+    first = pl.program_id(2) * block_q
+    row = first // mask_block
+    q = q_ref[...]
+    q_pos = first + lax.broadcasted_iota(jnp.int32, (block_q,), 0)
+    q_doc = qdoc_ref[...]
+
+    def visit(masked):
+        def step(start, carry):
+            m, l, acc = carry
+            k = k_ref[pl.ds(start, block_k), :]
+            v = v_ref[pl.ds(start, block_k), :]
+            s = _scores(q, k, scale)
+            if masked:
+                k_pos = start + lax.broadcasted_iota(jnp.int32, (block_k,), 0)
+                s = jnp.where(_allowed(q_pos, q_doc, k_pos, kdoc_ref[pl.ds(start, block_k)]), s, -jnp.inf)
+            m_new = jnp.maximum(m, jnp.max(s, axis=1))
+            # A row that has seen only masked keys keeps m = -inf: shift by 0 so exp gives 0, not NaN.
+            shift = jnp.where(m_new == -jnp.inf, 0.0, m_new)
+            alpha = jnp.exp(m - shift)
+            p = jnp.exp(s - shift[:, None])
+            pv = jnp.dot(p.astype(v.dtype), v, preferred_element_type=jnp.float32)
+            return m_new, alpha * l + jnp.sum(p, axis=1), alpha[:, None] * acc + pv
+
+        return step
+
+    carry = (jnp.full((block_q,), -jnp.inf, jnp.float32), jnp.zeros((block_q,), jnp.float32),
+             jnp.zeros((block_q, v_ref.shape[-1]), jnp.float32))
+    tiles = mask_block // block_k
+    carry = _walk(pc_ref, pi_ref, row, tiles, block_k, mask_block, visit(True), carry)
+    m, l, acc = _walk(fc_ref, fi_ref, row, tiles, block_k, mask_block, visit(False), carry)
+    o_ref[...] = (acc / l[:, None]).astype(o_ref.dtype)  # every query sees itself: l > 0
+    lse_ref[...] = m + jnp.log(l)
+
+
+def _dq_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, qdoc_ref, kdoc_ref,
+               do_ref, lse_ref, delta_ref, dq_ref, *, scale, block_q, block_k, mask_block):
+    first = pl.program_id(2) * block_q
+    row = first // mask_block
+    q, do = q_ref[...], do_ref[...]
+    lse, delta = lse_ref[...], delta_ref[...]
+    q_pos = first + lax.broadcasted_iota(jnp.int32, (block_q,), 0)
+    q_doc = qdoc_ref[...]
+
+    def visit(masked):
+        def step(start, dq):
+            k = k_ref[pl.ds(start, block_k), :]
+            v = v_ref[pl.ds(start, block_k), :]
+            s = _scores(q, k, scale)
+            if masked:
+                k_pos = start + lax.broadcasted_iota(jnp.int32, (block_k,), 0)
+                s = jnp.where(_allowed(q_pos, q_doc, k_pos, kdoc_ref[pl.ds(start, block_k)]), s, -jnp.inf)
+            p = jnp.exp(s - lse[:, None])
+            dp = lax.dot_general(do, v, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32)
+            ds = p * (dp - delta[:, None])
+            return dq + jnp.dot(ds.astype(k.dtype), k, preferred_element_type=jnp.float32)
+
+        return step
+
+    dq = jnp.zeros(q.shape, jnp.float32)
+    tiles = mask_block // block_k
+    dq = _walk(pc_ref, pi_ref, row, tiles, block_k, mask_block, visit(True), dq)
+    dq = _walk(fc_ref, fi_ref, row, tiles, block_k, mask_block, visit(False), dq)
+    dq_ref[...] = (dq * scale).astype(dq_ref.dtype)
+
+
+def _dkdv_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, qdoc_ref, kdoc_ref,
+                 do_ref, lse_ref, delta_ref, dk_ref, dv_ref, *, scale, block_q, block_k, mask_block):
+    first = pl.program_id(2) * block_k
+    row = first // mask_block  # this tile's key block; the lists here are the q-side ones
+    k, v = k_ref[...], v_ref[...]
+    k_pos = first + lax.broadcasted_iota(jnp.int32, (block_k,), 0)
+    k_doc = kdoc_ref[...]
+    transposed = (((0,), (0,)), ((), ()))  # contract the query axis: A^T @ B
+
+    def visit(masked):
+        def step(start, carry):
+            dk, dv = carry
+            q = q_ref[pl.ds(start, block_q), :]
+            do = do_ref[pl.ds(start, block_q), :]
+            lse = lse_ref[pl.ds(start, block_q)]
+            delta = delta_ref[pl.ds(start, block_q)]
+            s = _scores(q, k, scale)
+            if masked:
+                q_pos = start + lax.broadcasted_iota(jnp.int32, (block_q,), 0)
+                s = jnp.where(_allowed(q_pos, qdoc_ref[pl.ds(start, block_q)], k_pos, k_doc), s, -jnp.inf)
+            p = jnp.exp(s - lse[:, None])
+            dv = dv + lax.dot_general(p.astype(do.dtype), do, transposed, preferred_element_type=jnp.float32)
+            dp = lax.dot_general(do, v, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32)
+            ds = p * (dp - delta[:, None])
+            dk = dk + lax.dot_general(ds.astype(q.dtype), q, transposed, preferred_element_type=jnp.float32)
+            return dk, dv
+
+        return step
+
+    carry = (jnp.zeros(k.shape, jnp.float32), jnp.zeros(v.shape, jnp.float32))
+    tiles = mask_block // block_q
+    carry = _walk(pc_ref, pi_ref, row, tiles, block_q, mask_block, visit(True), carry)
+    dk, dv = _walk(fc_ref, fi_ref, row, tiles, block_q, mask_block, visit(False), carry)
+    dk_ref[...] = (dk * scale).astype(dk_ref.dtype)
+    dv_ref[...] = dv.astype(dv_ref.dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# pallas_call plumbing
+
+
+@dataclass(frozen=True)
+class _Static:
+    scale: float
+    mask_block: int
+    tiles: Tiles
+    interpret: bool
+
+
+def _list_specs(lists, n_blocks: int, width: int):
+    """Specs of (partial counts, partial indices, full counts, full indices) for grid (B, H, tile)."""
+    counts = pl.BlockSpec((None, n_blocks), lambda b, h, t: (b, 0))
+    indices = pl.BlockSpec((None, n_blocks, width), lambda b, h, t: (b, 0, 0))
+    return [counts, indices, counts, indices], list(lists)
+
+
+def _token_spec(tile: int | None, seq_len: int, dim: int):
+    """(B, T, H, dim) -> one head's tile of `tile` tokens (or the whole sequence when None)."""
+    if tile is None:
+        return pl.BlockSpec((None, seq_len, None, dim), lambda b, h, t: (b, 0, h, 0))
+    return pl.BlockSpec((None, tile, None, dim), lambda b, h, t: (b, t, h, 0))
+
+
+def _doc_spec(tile: int | None, seq_len: int):
+    if tile is None:
+        return pl.BlockSpec((None, seq_len), lambda b, h, t: (b, 0))
+    return pl.BlockSpec((None, tile), lambda b, h, t: (b, t))
+
+
+def _row_spec(tile: int | None, seq_len: int):
+    """(B, H, T) fp32 per-query statistics (log-sum-exp, delta)."""
+    if tile is None:
+        return pl.BlockSpec((None, None, seq_len), lambda b, h, t: (b, h, 0))
+    return pl.BlockSpec((None, None, tile), lambda b, h, t: (b, h, t))
+
+
+def _call(kernel, static: _Static, grid, in_specs, out_specs, out_shape, name: str):
+    return pl.pallas_call(
+        kernel, grid=grid, in_specs=in_specs, out_specs=out_specs, out_shape=out_shape,
+        interpret=static.interpret, name=name,
+        compiler_params=None if static.interpret else triton_params(static.tiles.num_warps, static.tiles.num_stages),
+    )
+
+
+def _forward(static: _Static, q, k, v, doc_ids, lists: KernelBlockLists):
+    batch, seq_len, heads, head_dim = q.shape
+    value_dim = v.shape[-1]
+    n_blocks, width = lists.kv.kv_indices.shape[1:]
+    bq, bk = static.tiles.block_q, static.tiles.block_k
+    list_specs, list_args = _list_specs(lists.kv, n_blocks, width)
+    kernel = functools.partial(_forward_kernel, scale=static.scale, block_q=bq, block_k=bk, mask_block=static.mask_block)
+    return _call(
+        kernel, static, (batch, heads, seq_len // bq),
+        list_specs + [_token_spec(bq, seq_len, head_dim), _token_spec(None, seq_len, head_dim),
+                      _token_spec(None, seq_len, value_dim), _doc_spec(bq, seq_len), _doc_spec(None, seq_len)],
+        [_token_spec(bq, seq_len, value_dim), _row_spec(bq, seq_len)],
+        [out_struct((batch, seq_len, heads, value_dim), q.dtype, q), out_struct((batch, heads, seq_len), jnp.float32, q)],
+        "block_sparse_attention_fwd",
+    )(*list_args, q, k, v, doc_ids, doc_ids)
+
+
+def _backward(static: _Static, q, k, v, doc_ids, lists: KernelBlockLists, out, lse, d_out):
+    batch, seq_len, heads, head_dim = q.shape
+    value_dim = v.shape[-1]
+    n_blocks, width = lists.kv.kv_indices.shape[1:]
+    # delta_i = sum_d dO_id O_id: the softmax-backward row term, fp32, as (B, H, T).
+    delta = jnp.einsum("bthd,bthd->bht", d_out.astype(jnp.float32), out.astype(jnp.float32))
+    tiles = static.tiles
+    common = dict(scale=static.scale, mask_block=static.mask_block)
+
+    bq, bk = tiles.block_q, tiles.block_k
+    specs, args = _list_specs(lists.kv, n_blocks, width)
+    d_q = _call(
+        functools.partial(_dq_kernel, block_q=bq, block_k=bk, **common), static, (batch, heads, seq_len // bq),
+        specs + [_token_spec(bq, seq_len, head_dim), _token_spec(None, seq_len, head_dim),
+                 _token_spec(None, seq_len, value_dim), _doc_spec(bq, seq_len), _doc_spec(None, seq_len),
+                 _token_spec(bq, seq_len, value_dim), _row_spec(bq, seq_len), _row_spec(bq, seq_len)],
+        _token_spec(bq, seq_len, head_dim), out_struct(q.shape, q.dtype, q), "block_sparse_attention_dq",
+    )(*args, q, k, v, doc_ids, doc_ids, d_out, lse, delta)
+
+    bq, bk = tiles.bwd_block_q, tiles.bwd_block_k
+    specs, args = _list_specs(lists.q, n_blocks, width)
+    d_k, d_v = _call(
+        functools.partial(_dkdv_kernel, block_q=bq, block_k=bk, **common), static, (batch, heads, seq_len // bk),
+        specs + [_token_spec(None, seq_len, head_dim), _token_spec(bk, seq_len, head_dim),
+                 _token_spec(bk, seq_len, value_dim), _doc_spec(None, seq_len), _doc_spec(bk, seq_len),
+                 _token_spec(None, seq_len, value_dim), _row_spec(None, seq_len), _row_spec(None, seq_len)],
+        [_token_spec(bk, seq_len, head_dim), _token_spec(bk, seq_len, value_dim)],
+        [out_struct(k.shape, k.dtype, k), out_struct(v.shape, v.dtype, v)],
+        "block_sparse_attention_dkdv",
+    )(*args, q, k, v, doc_ids, doc_ids, d_out, lse, delta)
+    return d_q, d_k, d_v
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _attention(static: _Static, q, k, v, doc_ids, lists):
+    return _forward(static, q, k, v, doc_ids, lists)[0]
+
+
+def _attention_fwd(static: _Static, q, k, v, doc_ids, lists):
+    out, lse = _forward(static, q, k, v, doc_ids, lists)
+    return out, (q, k, v, doc_ids, lists, out, lse)
+
+
+def _attention_bwd(static: _Static, residuals, d_out):
+    q, k, v, doc_ids, lists, out, lse = residuals
+    d_q, d_k, d_v = _backward(static, q, k, v, doc_ids, lists, out, lse, d_out)
+    return d_q, d_k, d_v, None, None  # doc ids and lists are integers: no cotangent
+
+
+_attention.defvjp(_attention_fwd, _attention_bwd)
+
+
+def _check(q, k, v, doc_ids, lists: KernelBlockLists, mask_block: int, tiles: Tiles) -> None:
+    if q.ndim != 4 or k.shape != q.shape or v.shape[:3] != q.shape[:3]:
+        raise ValueError(f"q, k must be (B, T, H, Dh) and v (B, T, H, Dv); got {q.shape}, {k.shape}, {v.shape}")
+    batch, seq_len, _, head_dim = q.shape
+    for name, dim in (("head dim", head_dim), ("value head dim", v.shape[-1])):
+        if dim not in SUPPORTED_HEAD_DIMS:
+            raise ValueError(f"the pallas attention kernel supports a {name} in {SUPPORTED_HEAD_DIMS}, got {dim}")
+    if seq_len <= 0 or seq_len % mask_block:
+        raise ValueError(f"sequence length T={seq_len} must be a positive multiple of the mask block {mask_block}")
+    tiles.check(mask_block)
+    if doc_ids.shape != (batch, seq_len):
+        raise ValueError(f"doc_ids shape {tuple(doc_ids.shape)} must be (B, T) = {(batch, seq_len)}")
+    n_blocks = seq_len // mask_block
+    for side, group in (("kv", lists.kv), ("q", lists.q)):
+        for field, array in group._asdict().items():
+            is_counts = field.endswith("num_blocks")
+            if array.shape[:2] != (batch, n_blocks) or array.ndim != (2 if is_counts else 3):
+                want = "(B, N)" if is_counts else "(B, N, C)"
+                raise ValueError(f"block list {side}.{field} has shape {tuple(array.shape)}; T={seq_len} needs "
+                                 f"{want} with B={batch}, N={n_blocks}")
+
+def flash_attention(
+    q: jax.Array, k: jax.Array, v: jax.Array, doc_ids: jax.Array, window_blocks: int | jax.Array, *,
+    scale: float = 0.12, block_size: int = BLOCK_SIZE, max_window_blocks: int = 14,
+    lists: KernelBlockLists | None = None, tiles: Tiles = Tiles(), interpret: bool | None = None,
+) -> jax.Array:
+    """Document-causal block-window attention through the Pallas kernels; differentiable in q, k, v.
+
+    q, k: (B, T, H, Dh); v: (B, T, H, Dv); doc_ids: (B, T) int; window_blocks: W in 128-token
+    blocks (int or traced int32; clamped to 0..max_window_blocks, 0 acting as 1). `lists`: the
+    lists from `kernel_block_lists(doc_ids, window_blocks, ...)`, to share them between layers;
+    built here when None. Returns (B, T, H, Dv) in q's dtype; softmax statistics are fp32.
+    """
+    if lists is None:
+        lists = kernel_block_lists(doc_ids, window_blocks, max_window_blocks=max_window_blocks, block_size=block_size)
+    _check(q, k, v, doc_ids, lists, block_size, tiles)
+    static = _Static(float(scale), block_size, tiles, default_interpret() if interpret is None else interpret)
+    return _attention(static, q, k, v, doc_ids.astype(jnp.int32), lists)
