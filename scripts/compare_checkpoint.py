@@ -124,9 +124,10 @@ def choose_head_dim(state_dict: dict, payload: dict, requested: int | None) -> t
 
 
 class TorchModel:
-    """torch_ref's GPT holding the checkpoint, eval mode, in fp32 or the record's bf16 eval policy."""
+    """torch_ref's GPT holding the checkpoint, eval mode, in fp32 or the record's bf16 eval policy,
+    on `device` (compiled flex_attention on CUDA)."""
 
-    def __init__(self, state_dict: dict, config, window: int, bf16: bool) -> None:
+    def __init__(self, state_dict: dict, config, window: int, bf16: bool, device: str = "cpu") -> None:
         from torch_ref import model as torch_model
 
         self.window = window
@@ -138,7 +139,8 @@ class TorchModel:
         if bf16:
             torch_model.cast_embeddings_to_bf16(self.gpt)
         torch_model.load_record_state_dict(self.gpt, state_dict)  # casts to the model's dtypes
-        self.gpt.eval()
+        self.device = device
+        self.gpt.to(device).eval()
 
     def logits_and_loss(self, inputs: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, float]:
         """((T, Vp) fp32 logits before the soft-cap, loss)."""
@@ -146,14 +148,15 @@ class TorchModel:
         handle = self.gpt.lm_head.register_forward_hook(lambda _m, _i, out: captured.setdefault("logits", out))
         loss = self.loss(inputs, targets)
         handle.remove()
-        return captured["logits"][0].float().numpy(), loss
+        return captured["logits"][0].float().cpu().numpy(), loss
 
     def loss(self, inputs, targets) -> float:
         """Mean loss of one (T,) int sequence (numpy or torch)."""
         import torch
 
         with torch.inference_mode():
-            return float(self.gpt(torch.as_tensor(inputs), torch.as_tensor(targets).to(torch.int64), self.window))
+            inputs, targets = torch.as_tensor(inputs).to(self.device), torch.as_tensor(targets).to(self.device, torch.int64)
+            return float(self.gpt(inputs, targets, self.window))
 
 
 class JaxModel:
