@@ -34,7 +34,29 @@ def test_gpu_check_dry_run_writes_the_report(tmp_path):
     assert train["ok"] and set(train["runs"]) == {"jaxgpt", "torch_ref"}
     for key in ("jaxgpt", "torch_ref"):
         run = train["runs"][key][0]
-        assert run["steps_logged"] == 12 and run["step_ms_median"] > 0 and run["val_losses"]
+        assert run["steps_logged"] == 4 and run["step_ms_median"] > 0 and run["val_losses"]
     assert train["ratio_jax_over_torch"] > 0
     text = (out / "gpu_check.md").read_text()
+    assert report["total_seconds"] > 0
     assert "Dry run on the CPU" in text and "| jaxgpt |" in text and "| torch_ref |" in text
+
+
+def test_gpu_check_reads_step_times_from_the_record_log_lines():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts" / "gpu_check.py")
+    gpu_check = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_check"] = gpu_check  # its dataclasses look their module up there
+    spec.loader.exec_module(gpu_check)
+    lines = ["step:0/14 val_loss:10.8258 train_time:0ms step_avg:nanms",
+             "step:1/14 train_time:30000ms step_avg:nanms train_loss:10.8"]
+    lines += [f"step:{s}/14 train_time:{30000 + 1000 * (s - 1)}ms step_avg:nanms train_loss:3.0" for s in range(2, 11)]
+    # The clock restarts after step 10: step 11 shows 110 ms, then 100 ms per step.
+    lines += [f"step:{s}/14 train_time:{110 + 100 * (s - 11)}ms step_avg:1.0ms train_loss:3.0" for s in range(11, 15)]
+    lines += ["step:14/14 val_loss:2.5000 train_time:410ms step_avg:102.5ms", "peak memory allocated: 31033 MiB"]
+    parsed = gpu_check.parse_log("\n".join(lines))
+    assert parsed["step_ms"] == [100, 100, 100] and parsed["step_ms_median"] == 100
+    assert parsed["first_step_ms"] == 30000 and parsed["peak_mib"] == 31033
+    assert parsed["val_losses"] == {0: 10.8258, 14: 2.5}
+    short = gpu_check.parse_log("\n".join(lines[:5]))  # steps 1..4 only: falls back to steps 2..4
+    assert short["step_ms"] == [1000, 1000, 1000]
