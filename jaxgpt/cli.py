@@ -91,6 +91,8 @@ def _add_model_flags(group: Any) -> None:
     add("attention_backend", str, "attention implementation (pallas: the block-sparse kernel; interpreted on a CPU)",
         aliases=("--attention",), choices=get_args(cfg.AttentionBackend))
     add("remat", str, "rematerialise each block in the backward pass", choices=get_args(cfg.RematPolicy))
+    add("qkv_layout", str, "merged: one (3, D, D) qkv_w per block (the record's); separate: q_w, k_w, v_w",
+        choices=get_args(cfg.QKVLayout))
     add("vocab_size", int, "vocabulary size (the head is padded to a multiple of 128)")
     add("num_layers", int, "transformer blocks (even: the U-net pairs them)")
     add("num_heads", int, "attention heads")

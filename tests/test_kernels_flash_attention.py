@@ -111,8 +111,9 @@ def test_pallas_bad_input_gets_a_clear_error():
         flash_attention(q, k, v, ids, 1, tiles=Tiles(block_k=48))
     with pytest.raises(ValueError, match="block_q=256"):
         flash_attention(q, k, v, ids, 1, tiles=Tiles(block_q=256))
+    wide = jnp.zeros((1, T, HEADS, 24), jnp.float32)
     with pytest.raises(ValueError, match="head dim in .* got 24"):
-        flash_attention(q[..., :24], k[..., :24], v, ids, 1)
+        flash_attention(wide, wide, v, ids, 1)
     other = kernel_block_lists(masks.document_ids(jnp.zeros((1, 1024), jnp.int32)), 1)
     with pytest.raises(ValueError, match=r"block list kv.kv_num_blocks has shape \(1, 8\); T=512 needs \(B, N\)"):
         flash_attention(q, k, v, ids, 1, lists=other)

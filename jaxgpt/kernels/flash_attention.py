@@ -300,7 +300,7 @@ def _attention_bwd(static: _Static, residuals, d_out):
 _attention.defvjp(_attention_fwd, _attention_bwd)
 
 
-def _check(q, k, v, doc_ids, lists: KernelBlockLists, mask_block: int, tiles: Tiles) -> None:
+def _check_inputs(q, k, v, doc_ids, mask_block: int, tiles: Tiles) -> None:
     if q.ndim != 4 or k.shape != q.shape or v.shape[:3] != q.shape[:3]:
         raise ValueError(f"q, k must be (B, T, H, Dh) and v (B, T, H, Dv); got {q.shape}, {k.shape}, {v.shape}")
     batch, seq_len, _, head_dim = q.shape
@@ -312,6 +312,9 @@ def _check(q, k, v, doc_ids, lists: KernelBlockLists, mask_block: int, tiles: Ti
     tiles.check(mask_block)
     if doc_ids.shape != (batch, seq_len):
         raise ValueError(f"doc_ids shape {tuple(doc_ids.shape)} must be (B, T) = {(batch, seq_len)}")
+
+
+def _check_lists(lists: KernelBlockLists, batch: int, seq_len: int, mask_block: int) -> None:
     n_blocks = seq_len // mask_block
     for side, group in (("kv", lists.kv), ("q", lists.q)):
         for field, array in group._asdict().items():
@@ -333,8 +336,9 @@ def flash_attention(
     lists from `kernel_block_lists(doc_ids, window_blocks, ...)`, to share them between layers;
     built here when None. Returns (B, T, H, Dv) in q's dtype; softmax statistics are fp32.
     """
+    _check_inputs(q, k, v, doc_ids, block_size, tiles)
     if lists is None:
         lists = kernel_block_lists(doc_ids, window_blocks, max_window_blocks=max_window_blocks, block_size=block_size)
-    _check(q, k, v, doc_ids, lists, block_size, tiles)
+    _check_lists(lists, q.shape[0], q.shape[1], block_size)
     static = _Static(float(scale), block_size, tiles, default_interpret() if interpret is None else interpret)
     return _attention(static, q, k, v, doc_ids.astype(jnp.int32), lists)
