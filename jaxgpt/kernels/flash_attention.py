@@ -63,6 +63,17 @@ def _allowed(q_pos, q_doc, k_pos, k_doc) -> jax.Array:
     return (k_pos[None, :] <= q_pos[:, None]) & (k_doc[None, :] == q_doc[:, None])
 
 
+def _key_tile(q, q_pos, q_doc, k_ref, v_ref, kdoc_ref, start, block_k: int, scale: float, masked: bool):
+    """Keys and values of the tile at `start` and its (bq, bk) fp32 scores, masked in a partial block."""
+    k = k_ref[pl.ds(start, block_k), :]
+    v = v_ref[pl.ds(start, block_k), :]
+    s = _scores(q, k, scale)
+    if masked:
+        k_pos = start + lax.broadcasted_iota(jnp.int32, (block_k,), 0)
+        s = jnp.where(_allowed(q_pos, q_doc, k_pos, kdoc_ref[pl.ds(start, block_k)]), s, -jnp.inf)
+    return k, v, s
+
+
 def _walk(count_ref, index_ref, row: jax.Array, tiles_per_block: int, tile: int, mask_block: int,
           visit, carry):
     """For each of the first count[row] listed blocks, call visit(start, carry) per tile."""
@@ -91,12 +102,7 @@ def _forward_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, qdoc_re
     def visit(masked):
         def step(start, carry):
             m, l, acc = carry
-            k = k_ref[pl.ds(start, block_k), :]
-            v = v_ref[pl.ds(start, block_k), :]
-            s = _scores(q, k, scale)
-            if masked:
-                k_pos = start + lax.broadcasted_iota(jnp.int32, (block_k,), 0)
-                s = jnp.where(_allowed(q_pos, q_doc, k_pos, kdoc_ref[pl.ds(start, block_k)]), s, -jnp.inf)
+            _, v, s = _key_tile(q, q_pos, q_doc, k_ref, v_ref, kdoc_ref, start, block_k, scale, masked)
             m_new = jnp.maximum(m, jnp.max(s, axis=1))
             # A row that has seen only masked keys keeps m = -inf: shift by 0 so exp gives 0, not NaN.
             shift = jnp.where(m_new == -jnp.inf, 0.0, m_new)
@@ -127,12 +133,7 @@ def _dq_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, qdoc_ref, kd
 
     def visit(masked):
         def step(start, dq):
-            k = k_ref[pl.ds(start, block_k), :]
-            v = v_ref[pl.ds(start, block_k), :]
-            s = _scores(q, k, scale)
-            if masked:
-                k_pos = start + lax.broadcasted_iota(jnp.int32, (block_k,), 0)
-                s = jnp.where(_allowed(q_pos, q_doc, k_pos, kdoc_ref[pl.ds(start, block_k)]), s, -jnp.inf)
+            k, v, s = _key_tile(q, q_pos, q_doc, k_ref, v_ref, kdoc_ref, start, block_k, scale, masked)
             p = jnp.exp(s - lse[:, None])
             dp = lax.dot_general(do, v, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32)
             ds = p * (dp - delta[:, None])
