@@ -30,7 +30,7 @@ train: $(SAMPLE)
 	$(PY) -m jaxgpt.train --preset tiny --save-checkpoint
 
 test: $(SAMPLE)
-	$(PY) -m pytest tests parity_tests -m "not gpu"
+	$(PY) -m pytest tests parity_tests -m "not gpu" --durations=25
 
 $(GPU_VENV)/.installed: $(VENV)/.installed
 	$(PYTHON) -m venv $(GPU_VENV)
