@@ -119,9 +119,10 @@ def gpu_tests(timeout_s: float) -> dict[str, Any]:
     command = [sys.executable, "-m", "pytest", "tests", "parity_tests", "-m", "gpu", "-q", "-p", "no:cacheprovider"]
     done = subprocess.run(command, cwd=ROOT, env=child_env("cuda"), capture_output=True, text=True, timeout=timeout_s)
     lines = (done.stdout + done.stderr).strip().splitlines()
-    summary = next((line for line in reversed(lines) if re.search(r"\d+ (passed|failed|error)", line)), lines[-1:] or [""])
+    summary = next((line for line in reversed(lines) if re.search(r"\d+ (passed|failed|error)", line)),
+                   lines[-1] if lines else "")
     failed = [line for line in lines if line.startswith(("FAILED", "ERROR"))]
-    return {"returncode": done.returncode, "summary": summary if isinstance(summary, str) else summary[0],
+    return {"returncode": done.returncode, "summary": summary,
             "failed": failed, "tail": "\n".join(lines[-40:])}
 
 
