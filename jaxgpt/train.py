@@ -36,7 +36,7 @@ from jax.sharding import PartitionSpec as P
 from jaxgpt import checkpoint, convert, data, optim, runlog
 from jaxgpt import config as cfg
 from jaxgpt import model as model_lib
-from jaxgpt.kernels import compat as kernel_compat
+from jaxgpt.kernels.flash_attention import default_interpret
 from jaxgpt.cli import RunOptions, parse_args
 from jaxgpt.data import DataPosition
 
@@ -341,7 +341,7 @@ def train(preset: cfg.Preset, options: RunOptions = RunOptions()) -> RunResult:
     optimizer = make_optimizer(preset)
     # Pallas's interpreter (the pallas backend on a CPU) cannot carry shard_map's varying-axes
     # types through its grid loop; the compiled GPU kernels can, and keep the check.
-    interpreted = preset.model.attention_backend == "pallas" and kernel_compat.default_interpret()
+    interpreted = preset.model.attention_backend == "pallas" and default_interpret()
     compiled = compile_steps(Mesh(np.array(devices), (AXIS,)), graph, optimizer, check_vma=not interpreted)
     params = replicate(host_params, compiled.replicated)
     opt_state = jax.jit(optimizer.init, out_shardings=compiled.replicated)(params)

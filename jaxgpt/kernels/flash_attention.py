@@ -20,12 +20,18 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.experimental import pallas as pl
 
+from jaxgpt.compat import out_struct, triton_params
 from jaxgpt.config import BLOCK_SIZE
 from jaxgpt.kernels.block_lists import KernelBlockLists, kernel_block_lists
-from jaxgpt.kernels.compat import default_interpret, out_struct, pl, triton_params
 
 SUPPORTED_HEAD_DIMS = (16, 32, 64, 128, 256)  # Triton dots want power-of-two sizes >= 16
+
+
+def default_interpret() -> bool:
+    """Interpret the kernels (run them as plain JAX) unless the default backend is a GPU."""
+    return jax.default_backend() != "gpu"
 
 
 @dataclass(frozen=True)
