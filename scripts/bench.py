@@ -2,6 +2,7 @@
 
     python scripts/bench.py --json                       # all default suites, one JSON object
     python scripts/bench.py --json --quick --only attention
+    python scripts/bench.py --json --quick --only parity_step   # jaxgpt vs torch_ref, one step
 
 Every suite is a function returning a dict; `--json` prints {"machine": ..., "suites": ...} as
 one JSON object on stdout, and progress goes to stderr. Times are the median of `--repeats`
@@ -28,7 +29,7 @@ if str(REPO_ROOT) not in sys.path:  # run as a script: make `jaxgpt` and `script
     sys.path.insert(0, str(REPO_ROOT))
 
 MIB = 1024 * 1024
-SUITES = ("attention", "newton_schulz", "train_step", "torch_ref")
+SUITES = ("attention", "newton_schulz", "train_step", "torch_ref", "parity_step")
 # Runs only when named: the record-size compile, normally started by train_step in a child
 # process so that a time limit can be put on it.
 HIDDEN_SUITES = ("record_compile",)
@@ -359,6 +360,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="limit for the record-size compile in train_step (default 300, quick: skipped; 0 skips)")
     parser.add_argument("--record-loss-chunk", type=int, default=None, metavar="TOKENS",
                         help="record_compile: CE chunk size (default: the record preset's; 0 for none)")
+    parser.add_argument("--torch-compile", action=argparse.BooleanOptionalAction, default=None,
+                        help="parity_step: also time torch_ref under torch.compile (default: on, off with --quick: "
+                             "its CPU compile takes minutes)")
     parser.add_argument("--record-remat", choices=("none", "block", "block_dots"), default=None,
                         help="record_compile: per-block rematerialisation (default: the record preset's)")
     return parser
@@ -391,6 +395,12 @@ def run_suite(name: str, args: argparse.Namespace) -> dict[str, Any]:
                                 record_timeout_s=timeout or None)
     if name == "torch_ref":
         return bench_torch_ref(seq_len=1024, repeats=repeats)
+    if name == "parity_step":
+        from scripts.bench_parity import FULL, QUICK, bench_parity_step
+
+        compiled = args.torch_compile if args.torch_compile is not None else not quick
+        return bench_parity_step(QUICK if quick else FULL, warmup=1 if quick else 2, repeats=repeats,
+                                 compiled=compiled, log=log)
     if name == "record_compile":
         overrides: dict[str, Any] = {}
         if args.record_loss_chunk is not None:
@@ -414,6 +424,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         result["suites"][name] = run_suite(name, args)
         result["suites"][name]["suite_wall_s"] = time.perf_counter() - start
         log(f"{name}: done in {time.perf_counter() - start:.1f} s")
+    parity = result["suites"].get("parity_step", {})
+    for key in ("ratio_jax_over_torch", "ratio_jax_over_torch_compiled"):  # the headline, also at the top
+        if key in parity:
+            result[key] = parity[key]
     if args.json:
         print(json.dumps(result))
     else:
