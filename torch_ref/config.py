@@ -104,6 +104,9 @@ class TrainConfig:
     window_max_tokens: int = 1728
     devices: int | None = None
     seed: int = 0
+    out_dir: str = "runs"  # logs/ and checkpoints/<run id>/ go here
+    checkpoint_every: int = 0  # 0: none during the run (--save-checkpoint PATH still writes the end)
+    keep_checkpoints: int = 3  # the newest K step files of checkpoints/<run id>/ are kept
     cycle_data: bool = False
 
     def __post_init__(self) -> None:
@@ -114,6 +117,8 @@ class TrainConfig:
         _check(self.steps >= 0, "steps", f"must be >= 0, got {self.steps}")
         _check(self.val_every > 0, "val_every", f"must be positive, got {self.val_every}")
         _check(self.val_tokens >= 0, "val_tokens", f"must be >= 0, got {self.val_tokens}")
+        _check(self.checkpoint_every >= 0, "checkpoint_every", f"must be >= 0, got {self.checkpoint_every}")
+        _check(self.keep_checkpoints >= 1, "keep_checkpoints", f"must be >= 1, got {self.keep_checkpoints}")
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ HEADER_BYTES = 256 * 4
 
 __all__ = [
     "NoShardsError",
+    "ShardStream",
     "ShardsExhaustedError",
     "distributed_data_generator",
     "list_shards",
@@ -105,49 +106,75 @@ def distributed_data_generator(
     *,
     cycle: bool = False,
     device: str | torch.device = "cpu",
-) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """Yield rank `rank`'s (inputs, targets) of each global batch of `batch_size` tokens.
+    position: tuple[int, int] = (0, 0),
+) -> ShardStream:
+    """An iterator over rank `rank`'s (inputs, targets) of each global batch of `batch_size` tokens.
 
     inputs: (Bl,) int32 and targets: (Bl,) int64 with Bl = batch_size // world_size; rank r
     reads tokens[pos + r*Bl : pos + r*Bl + Bl + 1]. Before every batch (the first included) a
     shard with pos + batch_size + 1 >= len is left for the next shard at pos 0. When the
     sorted shards run out, raises ShardsExhaustedError unless `cycle` (then wraps around).
     On CUDA the slice goes through pinned memory with a non-blocking copy, as in the record.
+    `position` = (shard index, pos) starts the stream where a saved `ShardStream.position` was.
     """
     if world_size <= 0 or not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} is outside [0, world_size={world_size})")
     if batch_size <= 0 or batch_size % world_size:
         raise ValueError(f"batch_size {batch_size} must be a positive multiple of world_size {world_size}")
     files = list_shards(filename_pattern)
-    return _generate(files, filename_pattern, batch_size, rank, world_size, cycle, torch.device(device))
+    return ShardStream(files, filename_pattern, batch_size, rank, world_size, cycle, torch.device(device), position)
 
 
-def _generate(files, pattern, batch_size, rank, world_size, cycle, device):
-    local_size = batch_size // world_size
-    file_index, tokens, pos = 0, read_shard(files[0]), 0
-    while True:
-        if pos + batch_size + 1 >= len(tokens):  # RECORD.md 8.3 step 1: the shard's tail is dropped
-            file_index += 1
-            if file_index == len(files):
-                if not cycle:
-                    raise ShardsExhaustedError(
-                        f"ran out of data: all {len(files)} shard(s) matching {pattern!r} were used; "
-                        "add shards, train fewer steps, or cycle the data"
-                    )
-                file_index = 0
-            tokens, pos = read_shard(files[file_index]), 0
-            if pos + batch_size + 1 >= len(tokens):
-                raise ValueError(
-                    f"{files[file_index]}: {len(tokens)} tokens cannot hold one batch of {batch_size} tokens "
-                    f"(the advance rule needs at least batch + 2 = {batch_size + 2})"
-                )
+class ShardStream:
+    """The record's batch stream over sorted shards, resumable: `position` is (shard index,
+    pos) where the next batch is looked for (before the advance rule), so a stream started at
+    a saved position yields exactly the batches an uninterrupted one would."""
+
+    def __init__(self, files: list[Path], pattern: str, batch_size: int, rank: int, world_size: int, cycle: bool,
+                 device: torch.device, position: tuple[int, int] = (0, 0)) -> None:
+        shard_index, pos = position
+        if not 0 <= shard_index < len(files) or pos < 0:
+            raise ValueError(f"data position {position} is outside the {len(files)} shard(s) matching {pattern!r}")
+        self._files, self._pattern, self._cycle, self._device = files, pattern, cycle, device
+        self._batch_size, self._local_size, self._rank = batch_size, batch_size // world_size, rank
+        self._shard_index, self._pos = shard_index, pos
+        self._tokens = read_shard(files[shard_index])
+
+    @property
+    def position(self) -> tuple[int, int]:
+        return self._shard_index, self._pos
+
+    def __iter__(self) -> ShardStream:
+        return self
+
+    def __next__(self) -> tuple[torch.Tensor, torch.Tensor]:
+        batch_size = self._batch_size
+        if self._pos + batch_size + 1 >= len(self._tokens):  # RECORD.md 8.3 step 1: the shard's tail is dropped
+            self._advance()
         # Only this rank's Bl + 1 tokens leave the memmap; its last is the next rank's first input.
-        start = pos + rank * local_size
-        buf = torch.from_numpy(np.asarray(tokens[start : start + local_size + 1], dtype=np.int32))
-        if device.type == "cuda":
-            buf = buf.pin_memory().to(device, non_blocking=True)
-        yield buf[:-1], buf[1:].to(torch.int64)
-        pos += batch_size
+        start = self._pos + self._rank * self._local_size
+        buf = torch.from_numpy(np.asarray(self._tokens[start : start + self._local_size + 1], dtype=np.int32))
+        if self._device.type == "cuda":
+            buf = buf.pin_memory().to(self._device, non_blocking=True)
+        self._pos += batch_size
+        return buf[:-1], buf[1:].to(torch.int64)
+
+    def _advance(self) -> None:
+        index = self._shard_index + 1
+        if index == len(self._files):
+            if not self._cycle:
+                raise ShardsExhaustedError(
+                    f"ran out of data: all {len(self._files)} shard(s) matching {self._pattern!r} were used; "
+                    "add shards, train fewer steps, or cycle the data"
+                )
+            index = 0
+        tokens = read_shard(self._files[index])
+        if self._batch_size + 1 >= len(tokens):
+            raise ValueError(
+                f"{self._files[index]}: {len(tokens)} tokens cannot hold one batch of {self._batch_size} tokens "
+                f"(the advance rule needs at least batch + 2 = {self._batch_size + 2})"
+            )
+        self._shard_index, self._pos, self._tokens = index, 0, tokens
 
 
 def val_batches(

@@ -1,0 +1,67 @@
+"""SIGINT / SIGTERM stop a torch_ref run between steps, never inside a step or a save.
+
+The same convention as jaxgpt's trainer (written here, torch_ref imports nothing from jaxgpt):
+the first signal only records that a stop was asked for; the loop checks it at the top of each
+step, saves the last completed step when checkpointing is on, says where in one line and exits
+with 128 + the signal number (130 for SIGINT, 143 for SIGTERM). A second SIGINT falls back to
+Python's KeyboardInterrupt, for a user who does not want to wait for the step.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(Exception):
+    """The run stopped on a signal; `exit_code` is 128 + the signal number."""
+
+    def __init__(self, signum: int, message: str) -> None:
+        super().__init__(message)
+        self.exit_code = 128 + signum
+
+
+class StopRequest:
+    """While active (a `with` block on the main thread), SIGINT and SIGTERM set `signum`."""
+
+    def __init__(self, announce: bool = True) -> None:
+        self.signum: int | None = None
+        self._announce = announce
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.signum = signum
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if self._announce:
+            print(f"\n{signal.Signals(signum).name}: stopping after this step (Ctrl-C again to abandon it)",
+                  file=sys.stderr, flush=True)
+
+    def __enter__(self) -> StopRequest:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {signum: signal.signal(signum, self._handle) for signum in SIGNALS}
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+
+def agreed_signal(stop: StopRequest, group: Any | None) -> int | None:
+    """The signal every rank stops on, or None to go on.
+
+    With several ranks the signal may reach them on either side of a step's top; stopping on
+    one rank alone would leave the others waiting in the next all-reduce. So the ranks take the
+    largest signal number seen by any of them, over a CPU (gloo) `group`: one 4-byte
+    all-reduce per step that never waits on the accelerator. None: a single process."""
+    if group is None:
+        return stop.signum
+    flag = torch.tensor([stop.signum or 0], dtype=torch.int32)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)
+    return int(flag.item()) or None
