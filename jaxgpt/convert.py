@@ -191,6 +191,12 @@ def torch_state_dict_to_params(
 def read_record_checkpoint(path: str | Path, *, flag: str = "checkpoint") -> dict[str, Any]:
     """The state dict of a record-format torch checkpoint {"model": state_dict}, `_orig_mod.`
     prefixes stripped, tensors on the CPU. `flag` names the file's source in errors."""
+    return strip_compile_prefix(read_record_payload(path, flag=flag)["model"])
+
+
+def read_record_payload(path: str | Path, *, flag: str = "checkpoint") -> dict[str, Any]:
+    """The whole record-format checkpoint {"model": state_dict, ...} (tensors on the CPU); a
+    missing, foreign or malformed file is one error line naming it and what was expected."""
     import torch  # lazy: see module docstring
 
     path = Path(path)
@@ -204,7 +210,7 @@ def read_record_checkpoint(path: str | Path, *, flag: str = "checkpoint") -> dic
                          "expected a torch.save file holding {'model': state_dict}") from None
     if not isinstance(checkpoint, dict) or "model" not in checkpoint:
         raise ValueError(f"{path} is not a record-format checkpoint (a dict with a 'model' state dict)")
-    return strip_compile_prefix(checkpoint["model"])
+    return checkpoint
 
 
 def params_to_torch_state_dict(params: Mapping[str, Any]) -> dict[str, Any]:

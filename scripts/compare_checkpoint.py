@@ -84,18 +84,6 @@ def check_val_tokens(val_tokens: int, seq_len: int, num_tokens: int) -> None:
                          f"(the record's shard-advance rule); it has {num_tokens}")
 
 
-def load_checkpoint(path: Path) -> dict:
-    """The whole record-format checkpoint {"model": state_dict, ...} on the CPU."""
-    import torch
-
-    if not path.is_file():
-        raise ValueError(f"checkpoint {path} does not exist")
-    payload = torch.load(path, map_location="cpu", weights_only=True)
-    if not isinstance(payload, dict) or "model" not in payload:
-        raise ValueError(f'checkpoint {path} is not in the record format {{"model": state_dict}}')
-    return payload
-
-
 def choose_head_dim(state_dict: dict, payload: dict, requested: int | None) -> tuple[int, str]:
     """(head dim, where it came from). Shapes fix D but not how D splits into heads, so a
     guess could load a model silently wrong (a 64-dim-head checkpoint read with 128 changes the
@@ -227,7 +215,7 @@ def compare(args: argparse.Namespace) -> dict:
     chunk = np.asarray(tokens[: seq_len + 1], dtype=np.int32)
     inputs, targets = chunk[:-1], chunk[1:]
 
-    payload = load_checkpoint(args.checkpoint)
+    payload = convert.read_record_payload(args.checkpoint, flag="CHECKPOINT")
     state_dict = convert.strip_compile_prefix(payload["model"])
     head_dim, head_dim_source = choose_head_dim(state_dict, payload, args.head_dim)
     eot = {} if args.eot_id is None else {"eot_id": args.eot_id}

@@ -277,3 +277,20 @@ def test_a_truncated_meta_json_names_the_file(tmp_path):
     (tmp_path / sample_data.COMPLETE_MARKER).write_text("")  # a sample folder marked complete reads it too
     with pytest.raises(ValueError, match=r"meta.json: not valid JSON"):
         sample_data.is_up_to_date(tmp_path)
+
+
+# 7. compare_checkpoint.py on a file that is not a torch checkpoint ---------------------------
+
+
+def test_compare_checkpoint_on_a_non_torch_file_is_one_line(capsys, tmp_path):
+    import importlib.util  # noqa: PLC0415 - the script is not a package module
+
+    spec = importlib.util.spec_from_file_location("compare_checkpoint", REPO / "scripts" / "compare_checkpoint.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    data.write_shard(tmp_path / "tokens.bin", np.zeros(300, dtype=np.uint16))
+    (tmp_path / "notes.pt").write_text("not a checkpoint\n")
+    assert script.main([str(tmp_path / "notes.pt"), "--tokens", str(tmp_path / "tokens.bin"), "--window-blocks", "1"]) == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'notes.pt'} is not a readable torch checkpoint" in err and "{'model': state_dict}" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
