@@ -24,7 +24,7 @@ import numpy as np
 from tqdm import tqdm
 
 from jaxgpt.config import EOT_ID
-from jaxgpt.data import read_shard_header, write_shard
+from jaxgpt.data import META_FILE, read_shard_header, write_shard  # META_FILE: its presence is read by the loader
 
 Encoder = Callable[[str], "list[int] | np.ndarray"]
 DEFAULT_SHARD_SIZE = 10**8
@@ -104,9 +104,6 @@ def write_shards(
     if bar is not None:
         bar.close()
     return written
-
-
-META_FILE = "meta.json"
 
 
 def read_meta(path: str | os.PathLike) -> dict:

@@ -129,6 +129,35 @@ class NoShardsError(FileNotFoundError):
     """No file matches a shard glob pattern."""
 
 
+class IncompleteShardsError(ValueError):
+    """A shard folder whose build (make_shards, the sample corpus) never finished."""
+
+
+# A shard folder's build state (docs/DATA.md "Complete shard folders"): make_shards and the
+# sample corpus write `meta.json`, then `.complete` last. meta.json without .complete is a build
+# that stopped part-way (refused); neither is a folder of shards made elsewhere (the record's
+# FineWeb download, hand-made test shards: accepted, with a note that nothing vouches for them).
+COMPLETE_MARKER = ".complete"
+META_FILE = "meta.json"
+
+
+def check_shard_folders(files: Sequence[Path]) -> list[Path]:
+    """Refuse the folders of `files` whose build did not finish (IncompleteShardsError naming the
+    folder); return the folders that carry no build marker at all (made by other tools)."""
+    unmarked = []
+    for folder in sorted({Path(file).parent for file in files}):
+        if (folder / COMPLETE_MARKER).is_file():
+            continue
+        if (folder / META_FILE).is_file():
+            raise IncompleteShardsError(
+                f"{folder} holds {META_FILE} but no {COMPLETE_MARKER} marker: the build that wrote its shards "
+                f"stopped part-way, so some may be missing or short. Rebuild it (scripts/make_shards.py ... --overwrite), "
+                f"or, if you know the shards are whole, mark it with: touch {folder / COMPLETE_MARKER}"
+            )
+        unmarked.append(folder)
+    return unmarked
+
+
 class ShardsExhaustedError(RuntimeError):
     """The shards of a pattern ran out and cycling was not requested."""
 
@@ -137,11 +166,13 @@ def list_shards(pattern: str) -> list[Path]:
     """Files matching the glob `pattern` (relative to the cwd unless absolute), sorted by name.
 
     Sorting by name is numeric order for the record's 6-digit zero-padded shard numbers.
-    Raises NoShardsError showing the pattern and the cwd when nothing matches.
+    Raises NoShardsError showing the pattern and the cwd when nothing matches, and
+    IncompleteShardsError for a folder whose build never finished (check_shard_folders).
     """
     files = sorted(Path(name) for name in glob.glob(os.fspath(pattern)) if os.path.isfile(name))
     if not files:
         raise NoShardsError(f"no shard files match {pattern!r} (relative to cwd {os.getcwd()})")
+    check_shard_folders(files)
     return files
 
 

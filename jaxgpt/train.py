@@ -88,7 +88,11 @@ def check_run(preset: cfg.Preset, num_devices: int, process_count: int, start_st
             "(each evaluation reads whole global batches, as the record)"
         )
     # Every shard the run can reach: headers, lengths, one batch each, token ids < vocab.
-    train_files = data.list_shards(train.train_files)
+    train_files = data.list_shards(train.train_files)  # refuses a folder whose build never finished
+    val_or_none = data.list_shards(train.val_files) if train.val_tokens else []
+    for folder in data.check_shard_folders(train_files + val_or_none) if jax.process_index() == 0 else ():
+        print(f"note: {folder} has no {data.COMPLETE_MARKER} marker (shards not written by make_shards); "
+              "using them as they are", file=sys.stderr)
     reachable = train_files if train.cycle_data else train_files[start.shard_index:]
     data.check_shards(reachable, train.batch_tokens, preset.model.vocab_size)
     if train.val_tokens:
@@ -155,19 +159,33 @@ def device_model_config(preset: cfg.Preset, num_devices: int) -> cfg.ModelConfig
     return cfg.replace(preset.model, fp8_grad_scale=cfg.fp8_grad_scale_for(local_tokens, preset.model.fp8_grad_scale))
 
 
-def build_model(preset: cfg.Preset, options: RunOptions, *, num_devices: int = 1) -> tuple[cfg.Preset, model_lib.ModelGraph, dict[str, np.ndarray]]:
+def init_preset(preset: cfg.Preset, options: RunOptions) -> tuple[cfg.Preset, dict[str, Any] | None]:
+    """(preset with the model dims of the --init-from checkpoint, its state dict), read once;
+    (preset, None) without --init-from. The start-up checks (vocabulary) use this model config."""
+    if options.init_from is None:
+        return preset, None
+    state_dict = convert.read_record_checkpoint(options.init_from, flag="--init-from")
+    model = convert.config_from_state_dict(state_dict, preset.model, head_dim=options.head_dim)
+    return cfg.Preset(model=model, optim=preset.optim, train=preset.train), state_dict
+
+
+def build_model(preset: cfg.Preset, options: RunOptions, *, num_devices: int = 1,
+                state_dict: dict[str, Any] | None = None) -> tuple[cfg.Preset, model_lib.ModelGraph, dict[str, np.ndarray]]:
     """The model graph and its initial parameters {record name: host array}.
 
     With --init-from the model dims come from the checkpoint's shapes and the values are
     exactly the checkpoint's (cast to the policy's dtypes); otherwise a fresh init from --seed.
+    `state_dict`: the --init-from checkpoint already read by `init_preset`.
     Returns (preset with the model config actually used, graph, params)."""
     if options.init_from is None:
         model = model_lib.GPT(device_model_config(preset, num_devices), rngs=nnx.Rngs(preset.train.seed))
         graph, params = model_lib.ModelGraph.split(model)
         return preset, graph, {name: np.asarray(value) for name, value in params.items()}
-    state_dict = convert.read_record_checkpoint(options.init_from, flag="--init-from")
-    preset = cfg.Preset(model=convert.config_from_state_dict(state_dict, preset.model, head_dim=options.head_dim),
-                        optim=preset.optim, train=preset.train)
+    if state_dict is None:
+        preset, state_dict = init_preset(preset, options)
+    else:  # the same dims again (idempotent), without reading the file twice
+        preset = cfg.Preset(model=convert.config_from_state_dict(state_dict, preset.model, head_dim=options.head_dim),
+                            optim=preset.optim, train=preset.train)
     loaded = convert.torch_state_dict_to_params(state_dict, preset.model)
     model = nnx.eval_shape(lambda: model_lib.GPT(device_model_config(preset, num_devices), rngs=nnx.Rngs(0)))
     graph, abstract = model_lib.ModelGraph.split(model)
@@ -227,7 +245,8 @@ def make_optimizer(preset: cfg.Preset) -> optax.GradientTransformation:
     bf16_embeddings = preset.optim.bf16_embeddings
     if bf16_embeddings is None:
         bf16_embeddings = preset.model.dtype_policy == "record"
-    return optim.record_optimizer(preset.optim, preset.train.steps, axis_name=AXIS, bf16_embeddings=bf16_embeddings)
+    # --steps 0 takes no step; its schedules (never applied) are those of a 1-step run.
+    return optim.record_optimizer(preset.optim, max(preset.train.steps, 1), axis_name=AXIS, bf16_embeddings=bf16_embeddings)
 
 
 def replicate(tree: Any, sharding: NamedSharding) -> Any:
@@ -330,11 +349,12 @@ def train(preset: cfg.Preset, options: RunOptions = RunOptions()) -> RunResult:
         preset, options.resume, run_id, options.save_checkpoint)
     if saved_meta is not None:
         preset = keep_saved_cadence(preset, saved_meta, options.overridden)
+    preset, init_state = init_preset(preset, options)  # the checks below see the trained model's vocabulary
     check_run(preset, len(devices), jax.process_count(), start_step, position)
     if checkpointer is None and preset.train.steps > 0 and jax.process_index() == 0:
         print("note: this run writes no checkpoint (pass --checkpoint-every K or --save-checkpoint to keep its state)",
               file=sys.stderr)
-    preset, graph, host_params = build_model(preset, options, num_devices=len(devices))
+    preset, graph, host_params = build_model(preset, options, num_devices=len(devices), state_dict=init_state)
     if saved_meta is not None:  # refused before anything compiles
         checkpoint.refuse_config_change(saved_meta, checkpoint.config_to_json(preset), checkpointer.directory)
     total_steps, train_cfg = preset.train.steps, preset.train
@@ -366,7 +386,7 @@ def train(preset: cfg.Preset, options: RunOptions = RunOptions()) -> RunResult:
                     raise _interrupted(stop.signum, step, checkpointer)
                 if step == log.clock_reset_step:
                     clock.reset()
-                window = np.int32(optim.window_blocks(step, total_steps, train_cfg.window_max_tokens)[0])
+                window = np.int32(optim.window_blocks(step, max(total_steps, 1), train_cfg.window_max_tokens)[0])
                 if train_cfg.val_tokens and (step == total_steps or step % train_cfg.val_every == 0):
                     elapsed = clock.pause()
                     val_losses[step] = evaluate(preset, compiled, params, window)

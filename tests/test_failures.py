@@ -8,6 +8,7 @@ signal right after the save of step 2 is started, so no timing luck is involved)
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import signal
@@ -25,8 +26,12 @@ REPO = Path(__file__).resolve().parents[1]
 VOCAB = 1024  # a small model: the run below compiles in well under a minute
 
 
-def write_shards(folder: Path, *, train_lengths=(20_000,), val_length=5_000, largest: int = VOCAB - 1) -> tuple[str, str]:
+def write_shards(folder: Path, *, train_lengths=(20_000,), val_length=5_000, largest: int = VOCAB - 1,
+                 marked: bool = True) -> tuple[str, str]:
+    """Train and val shards in `folder`, marked complete as make_shards marks its folders."""
     rng = np.random.default_rng(0)
+    if marked:
+        (folder / data.COMPLETE_MARKER).write_text("")
     for index, length in enumerate(train_lengths, start=1):
         data.write_shard(folder / f"t_train_{index:06d}.bin", rng.integers(0, VOCAB, length))
     val = rng.integers(0, VOCAB, val_length)
@@ -116,6 +121,50 @@ def test_the_checkpoint_of_an_interrupted_run_restores(interrupted_run):
     assert all(np.isfinite(np.asarray(value, dtype=np.float32)).all() for value in params.values())
 
 
+def test_a_data_error_during_an_async_save_leaves_the_last_checkpoint_whole(capsys, monkeypatch, tmp_path):
+    """The save of step 2 is held unfinished (its orbax finalisation waits on an event) until
+    the next batch raises a data error: the error path must wait for that save, leave no *-tmp
+    folder, and the checkpoint of step 2 must restore. The train step is replaced by one that
+    returns its inputs, so nothing compiles (the save path is what is tested)."""
+    import threading  # noqa: PLC0415 - only this test needs it
+
+    import orbax.checkpoint as ocp  # noqa: PLC0415
+
+    released, seen_unfinished = threading.Event(), []
+    finalize = ocp.CheckpointManager._finalize_checkpoint
+
+    def held_finalize(self, step):
+        released.wait(timeout=60)
+        return finalize(self, step)
+
+    real_compile, real_to_global, batches = train_lib.compile_steps, data.to_global_arrays, []
+
+    def compile_without_training(*args, **kwargs):
+        compiled = real_compile(*args, **kwargs)
+        return dataclasses.replace(compiled, train=lambda params, opt_state, *rest: (params, opt_state, np.float32(0)))
+
+    def to_global_arrays(batch, sharding):
+        batches.append(1)
+        if len(batches) == 3:  # the batch of step 2, right after the save of step 2 started
+            seen_unfinished.extend(tmp_dirs(tmp_path / "out"))
+            released.set()
+            raise ValueError("t_train_000001.bin: a data error raised by the test")
+        return real_to_global(batch, sharding)
+
+    monkeypatch.setattr(ocp.CheckpointManager, "_finalize_checkpoint", held_finalize)
+    monkeypatch.setattr(train_lib, "compile_steps", compile_without_training)
+    monkeypatch.setattr(data, "to_global_arrays", to_global_arrays)
+    args = run_args(write_shards(tmp_path), tmp_path / "out", "--val-tokens", "0", "--checkpoint-every", "2",
+                    "--run-id", "e")
+    err = failed(capsys, args)
+    assert "a data error raised by the test" in err
+    assert seen_unfinished, "the save of step 2 was not in flight when the error was raised"
+    assert not tmp_dirs(tmp_path / "out")
+    params, meta = checkpoint.restore_params(tmp_path / "out" / "checkpoints" / "e")
+    assert meta["step"] == 2 and meta["data_position"] == {"shard_index": 0, "pos": 2 * 1024}
+    assert all(np.isfinite(np.asarray(value, dtype=np.float32)).all() for value in params.values())
+
+
 # 3. --resume keeps the cadence; a run without checkpoints says so -----------------------------
 
 
@@ -176,7 +225,7 @@ def test_a_non_torch_init_file_is_one_line(capsys, tmp_path):
     (tmp_path / "notes.pt").write_text("not a checkpoint\n")
     err = failed(capsys, run_args(shards, tmp_path / "out", "--init-from", str(tmp_path / "notes.pt")))
     assert "notes.pt is not a readable torch checkpoint" in err and "{'model': state_dict}" in err
-    assert len(err.strip().splitlines()) == 2  # the note that no checkpoint is written, then the error
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_a_corrupted_checkpoint_on_resume_is_one_line(capsys, tmp_path, interrupted_run):
@@ -294,3 +343,72 @@ def test_compare_checkpoint_on_a_non_torch_file_is_one_line(capsys, tmp_path):
     err = capsys.readouterr().err
     assert f"{tmp_path / 'notes.pt'} is not a readable torch checkpoint" in err and "{'model': state_dict}" in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+# 9. --steps 0: every start-up check and the step-0 validation, then exit 0 ---------------------
+
+
+@pytest.mark.slow  # compiles the eval step (~10 s here)
+def test_steps_0_validates_and_exits(capsys, tmp_path):
+    shards = write_shards(tmp_path)
+    assert train_lib.main(run_args(shards, tmp_path / "out", "--steps", "0", "--checkpoint-every", "1")) == 0
+    captured = capsys.readouterr()
+    step_lines = [line for line in captured.out.splitlines() if line.startswith("step:")]
+    assert len(step_lines) == 1 and step_lines[0].startswith("step:0/0 val_loss:"), captured.out
+    assert "writes no checkpoint" not in captured.err and "Traceback" not in captured.err
+    assert not [p for p in (tmp_path / "out").rglob("*") if p.is_dir() and p.name.isdigit()]  # no step was saved
+
+
+def test_steps_0_still_runs_the_start_up_checks(capsys, tmp_path):
+    shards = write_shards(tmp_path, largest=VOCAB)
+    err = failed(capsys, run_args(shards, tmp_path / "out", "--steps", "0"))
+    assert "t_val_000000.bin" in err and f"token id {VOCAB} " in err
+
+
+# 5. the loader and unfinished shard folders (docs/DATA.md "Complete shard folders") ------------
+
+
+def test_a_folder_with_meta_json_but_no_marker_is_refused(capsys, tmp_path):
+    shards = write_shards(tmp_path, marked=False)
+    (tmp_path / data.META_FILE).write_text("{}")  # what make_shards leaves when it stops before .complete
+    with pytest.raises(data.IncompleteShardsError, match=f"{tmp_path} holds meta.json but no .complete marker"):
+        data.list_shards(shards[0])
+    err = failed(capsys, run_args(shards, tmp_path / "out"))
+    assert f"touch {tmp_path / data.COMPLETE_MARKER}" in err and "--overwrite" in err
+
+
+def test_a_folder_with_neither_is_used_with_a_note(capsys, monkeypatch, tmp_path):
+    def stop(*args, **kwargs):
+        raise ValueError("stopped after the start-up checks")
+
+    monkeypatch.setattr(train_lib, "build_model", stop)
+    unmarked = tmp_path / "hand_made"
+    unmarked.mkdir()
+    err = failed(capsys, run_args(write_shards(unmarked, marked=False), tmp_path / "out"))
+    notes = [line for line in err.splitlines() if "marker" in line]
+    assert notes == [f"note: {unmarked} has no .complete marker (shards not written by make_shards); using them as they are"]
+    marked = tmp_path / "marked"
+    marked.mkdir()
+    err = failed(capsys, run_args(write_shards(marked), tmp_path / "out"))
+    assert "marker" not in err and "stopped after" in err
+
+
+# 1 + --init-from: the vocabulary checked is the one of the model that will be trained ---------
+
+
+def test_token_check_uses_the_init_checkpoint_vocabulary(capsys, tmp_path):
+    """The tiny preset's vocabulary is 50257, the --init-from model's 1024: id 2000 is refused."""
+    import torch  # noqa: PLC0415 - a record-format checkpoint, as the record's code writes one
+
+    from torch_ref.model import GPT  # noqa: PLC0415
+
+    torch.manual_seed(0)
+    torch.save({"model": GPT(VOCAB, 12, 2, 128).state_dict()}, tmp_path / "init.pt")
+    shards = write_shards(tmp_path)
+    tokens = np.random.default_rng(2).integers(0, VOCAB, 20_000)
+    tokens[4321] = 2000
+    data.write_shard(tmp_path / "t_train_000001.bin", tokens)
+    args = run_args(shards, tmp_path / "out")
+    del args[args.index("--vocab-size"):args.index("--vocab-size") + 2]  # the preset's 50257
+    err = failed(capsys, [*args, "--init-from", str(tmp_path / "init.pt")])
+    assert f"t_train_000001.bin: token id 2000 is outside the model's vocabulary of {VOCAB}" in err
