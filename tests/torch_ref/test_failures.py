@@ -64,14 +64,14 @@ def failed(capsys, argv: list[str], code: int = 1) -> str:
     return err
 
 
-def interrupt_at_update(monkeypatch, update: int) -> None:
-    """SIGINT to this process during the forward/backward of update `update` (0-based): the
+def interrupt_at_update(monkeypatch, update: int, signum: int = signal.SIGINT) -> None:
+    """`signum` to this process during the forward/backward of update `update` (0-based): the
     handler only records it, so that step finishes and the loop stops at the top of the next."""
     real, calls = train_lib.forward_backward, []
 
     def forward_backward(*a, **k):
         if len(calls) == update:
-            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signum)
         calls.append(1)
         return real(*a, **k)
 
@@ -128,6 +128,15 @@ def test_interrupted_and_resumed_run_is_bit_exact(workspace, tmp_path, capsys, m
     # The final val line (fp32, same ops on the same state) is the same string.
     assert VAL_LINE.findall(resumed.out)[-1] == VAL_LINE.findall(straight)[-1]
     assert not [p for p in tmp_path.rglob("*") if ckpt.TMP_MARKER in p.name]
+
+
+def test_sigterm_without_checkpointing_says_nothing_was_saved_and_exits_143(workspace, tmp_path, capsys, monkeypatch):
+    interrupt_at_update(monkeypatch, 0, signal.SIGTERM)
+    assert train_lib.main(args(workspace, tmp_path / "out", "--val-tokens", "0")) == 143
+    err = capsys.readouterr().err
+    assert "interrupted by SIGTERM at step 1; no checkpoint was written (checkpointing is off" in err
+    assert "Traceback" not in err
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handlers are put back
 
 
 def test_resume_refuses_a_config_change(workspace, tmp_path, capsys):
