@@ -1,0 +1,224 @@
+"""Reading XLA's optimized HLO text (`compiled.as_text()`): which kernels a program launches.
+
+Pure text functions, no jax import, so that they run under any venv (the GPU compile-only one
+included) and are tested on small hand-written modules. A "kernel" is an instruction that does
+work in a computation that runs as a sequence of kernels: the ENTRY computation and the bodies
+of while loops, calls and conditionals. Instructions inside a fusion's computation are what the
+fusion fused (one kernel); reducers (`to_apply` of reduce, scatter, ...) are not kernels.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+# Instructions that move no data and launch nothing.
+FREE_OPCODES = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "bitcast", "after-all",
+                          "partition-id", "replica-id", "opt-barrier", "add-dependency"})
+# Instructions that run other computations as kernels (counted through those computations).
+CONTROL_OPCODES = frozenset({"while", "call", "conditional"})
+ELEMENT_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s4": 0.5, "u4": 0.5, "bf16": 2, "f16": 2, "s16": 2, "u16": 2,
+                 "f32": 4, "s32": 4, "u32": 4, "f64": 8, "s64": 8, "u64": 8, "c64": 8, "c128": 16, "token": 0}
+
+
+@dataclass
+class Instruction:
+    name: str
+    shape: str
+    opcode: str
+    operands: list[str]
+    attrs: str
+
+    @property
+    def fusion_kind(self) -> str | None:
+        """kLoop / kInput / kOutput / kCustom ..., with GPU GEMM fusions named by their backend kind."""
+        if self.opcode != "fusion":
+            return None
+        custom = re.search(r'"kind":"(__\w+)"', self.attrs)
+        if custom:
+            return custom.group(1).strip("_")
+        kind = re.search(r"kind=(\w+)", self.attrs)
+        return kind.group(1) if kind else "unknown"
+
+    @property
+    def custom_call_target(self) -> str | None:
+        target = re.search(r'custom_call_target="([^"]+)"', self.attrs)
+        return target.group(1) if self.opcode == "custom-call" and target else None
+
+    def called(self, key: str) -> list[str]:
+        found = re.search(rf"{key}=\{{?([%\w.\-, ]+)\}}?", self.attrs)
+        return [name.strip().lstrip("%") for name in found.group(1).split(",")] if found else []
+
+
+@dataclass
+class Module:
+    computations: dict[str, list[Instruction]] = field(default_factory=dict)
+    entry: str = ""
+
+
+def _split_shape(text: str) -> tuple[str, str]:
+    """(shape, rest) of 'SHAPE opcode(...)...' where SHAPE may be a parenthesised tuple."""
+    if not text.startswith("("):
+        shape, _, rest = text.partition(" ")
+        return shape, rest
+    depth = 0
+    for i, char in enumerate(text):
+        depth += char == "("
+        depth -= char == ")"
+        if depth == 0:
+            return text[: i + 1], text[i + 1:].lstrip()
+    return text, ""
+
+
+def _split_call(text: str) -> tuple[str, str, str]:
+    """(opcode, operands text, attributes text) of 'opcode(operands), attrs'."""
+    opcode, _, rest = text.partition("(")
+    depth = 1
+    for i, char in enumerate(rest):
+        depth += char in "({"
+        depth -= char in ")}"
+        if depth == 0:
+            return opcode, rest[:i], rest[i + 1:]
+    return opcode, rest, ""
+
+
+_HEADER = re.compile(r"^(ENTRY )?%?([\w.\-]+) .*\{\s*$")
+_INSTRUCTION = re.compile(r"^\s+(?:ROOT )?%?([\w.\-]+) = (.*)$")
+
+
+def parse_module(hlo: str) -> Module:
+    """Computations and their instructions of an HLO module text."""
+    module, current = Module(), None
+    for line in hlo.splitlines():
+        header = _HEADER.match(line)
+        if header and not line.startswith(" ") and "=" not in line.split("(")[0]:
+            current = header.group(2)
+            module.computations[current] = []
+            if header.group(1):
+                module.entry = current
+            continue
+        if line.startswith("}"):
+            current = None
+            continue
+        match = _INSTRUCTION.match(line)
+        if current is None or not match:
+            continue
+        shape, rest = _split_shape(match.group(2))
+        opcode, operands, attrs = _split_call(rest)
+        names = re.findall(r"%([\w.\-]+)", operands) or re.findall(r"(?:^|, )(?:\S+ )?([\w.\-]+)(?=,|$)", operands)
+        module.computations[current].append(Instruction(match.group(1), shape, opcode.strip(), names, attrs))
+    return module
+
+
+def shape_bytes(shape: str) -> float:
+    """Bytes of an HLO shape text (tuples summed), e.g. 'bf16[2,3]{1,0}' -> 12."""
+    total = 0.0
+    for dtype, dims in re.findall(r"(\w+)\[([\d,]*)\]", shape):
+        count = 1
+        for dim in filter(None, dims.split(",")):
+            count *= int(dim)
+        total += ELEMENT_BYTES.get(dtype, 4) * count
+    return total
+
+
+def kernel_computations(module: Module) -> list[str]:
+    """ENTRY and every computation it runs as kernels (while bodies and conditions, calls, branches)."""
+    seen, todo = [], [module.entry]
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in module.computations:
+            continue
+        seen.append(name)
+        for inst in module.computations[name]:
+            if inst.opcode in CONTROL_OPCODES:
+                todo += inst.called("body") + inst.called("condition") + inst.called("to_apply")
+                todo += inst.called("branch_computations") + inst.called("true_computation") + inst.called("false_computation")
+    return seen
+
+
+def _fused_ops(module: Module, fusion: Instruction) -> list[Instruction]:
+    """Every instruction inside a fusion's computation, nested fusions flattened."""
+    out = []
+    for name in fusion.called("calls"):
+        for inst in module.computations.get(name, []):
+            out += _fused_ops(module, inst) if inst.opcode == "fusion" else [inst]
+    return out
+
+
+def _is_gemm(inst: Instruction) -> bool:
+    target = inst.custom_call_target or ""
+    return inst.opcode in ("dot", "convolution") or any(word in target.lower() for word in ("gemm", "matmul"))
+
+
+def gemm_prologue_epilogue(module: Module, fusion: Instruction) -> dict[str, list[str]] | None:
+    """For a fusion holding a dot: the opcodes computed before it on its operands (prologue) and
+    after it on its result (epilogue), data movement excluded. None when the fusion has no dot."""
+    for name in fusion.called("calls"):
+        body = {inst.name: inst for inst in module.computations.get(name, [])}
+        dots = [inst for inst in body.values() if inst.opcode in ("dot", "scaled-dot")]
+        if not dots:
+            continue
+        ancestors: set[str] = set()
+        todo = [operand for dot in dots for operand in dot.operands]
+        while todo:
+            operand = todo.pop()
+            if operand in body and operand not in ancestors:
+                ancestors.add(operand)
+                todo += body[operand].operands
+        dot_names = {dot.name for dot in dots}
+        skip = FREE_OPCODES | {"dot", "scaled-dot", "broadcast", "reshape", "transpose", "slice", "copy"}
+        prologue = sorted(body[a].opcode for a in ancestors if body[a].opcode not in skip)
+        epilogue = sorted(inst.opcode for inst in body.values()
+                          if inst.name not in ancestors and inst.name not in dot_names and inst.opcode not in skip)
+        return {"prologue": prologue, "epilogue": epilogue}
+    return None
+
+
+def hlo_counts(hlo: str) -> dict[str, Any]:
+    """Kernel counts of an optimized HLO module: kernels (instructions that do work in kernel
+    computations), fusions by kind, GEMMs (unfused dots, GEMM custom calls, fusions holding a
+    dot), all dots (fused or not) with their result shapes, custom calls by target, unfused
+    copies and transposes, while loops, and the bytes every kernel reads and writes once
+    (operands + results: the traffic of a kernel-by-kernel schedule)."""
+    module = parse_module(hlo)
+    fusions: Counter[str] = Counter()
+    custom_calls: Counter[str] = Counter()
+    kernels_by_op: Counter[str] = Counter()
+    gemm_kernels, kernels, traffic = 0, 0, 0.0
+    gemm_fusions = []
+    shapes = {inst.name: inst.shape for insts in module.computations.values() for inst in insts}
+    for name in kernel_computations(module):
+        for inst in module.computations[name]:
+            if inst.opcode in FREE_OPCODES or inst.opcode in CONTROL_OPCODES:
+                continue
+            kernels += 1
+            kernels_by_op[inst.opcode] += 1
+            traffic += shape_bytes(inst.shape) + sum(shape_bytes(shapes.get(op, "")) for op in set(inst.operands))
+            if inst.opcode == "fusion":
+                fusions[inst.fusion_kind] += 1
+                split = gemm_prologue_epilogue(module, inst)
+                if split is not None:
+                    gemm_kernels += 1
+                    gemm_fusions.append({"fusion": inst.name, "kind": inst.fusion_kind, **split})
+            elif _is_gemm(inst):
+                gemm_kernels += 1
+            if inst.custom_call_target:
+                custom_calls[inst.custom_call_target] += 1
+    all_insts = [inst for insts in module.computations.values() for inst in insts]
+    dots = [inst for inst in all_insts if inst.opcode in ("dot", "scaled-dot")]
+    return {
+        "kernels": kernels,
+        "fusions": dict(fusions),
+        "gemm_kernels": gemm_kernels,
+        "dots": len(dots),
+        "dot_shapes": sorted(re.sub(r"\{[^}]*\}", "", inst.shape) for inst in dots),
+        "custom_calls": dict(custom_calls),
+        "copies": kernels_by_op["copy"] + kernels_by_op["copy-start"],
+        "transposes": kernels_by_op["transpose"],
+        "unfused_ops": {op: n for op, n in kernels_by_op.items() if op not in ("fusion", "custom-call")},
+        "while_loops": sum(1 for inst in all_insts if inst.opcode == "while"),
+        "kernel_traffic_bytes": traffic,
+        "gemm_fusions": gemm_fusions,
+    }

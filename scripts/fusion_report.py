@@ -1,0 +1,197 @@
+"""The fusion study: how XLA and TorchInductor compile the record's merged-QKV attention path.
+
+    python scripts/fusion_report.py --quick                 # small shape, this CPU, both compilers
+    python scripts/fusion_report.py --write-docs            # + the record's width (T 2048 on this CPU)
+                                                            #   + XLA for an H100 at T 65,536 (compile only)
+                                                            #   -> docs/FUSION.md, docs/fusion/
+
+Both frameworks, both qkv layouts, the attention layer and one block, forward and forward +
+backward (scripts/fusion_xla.py, scripts/fusion_inductor.py). Full artifacts (optimized HLO,
+Inductor's debug traces, results.json) go to runs/fusion/<device>/; `--write-docs` copies a
+curated few to docs/fusion/ and writes docs/FUSION.md with one plot. The H100 column needs the
+venv with the jax CUDA plugin (--gpu-python, default /work/venvs/gpu-aot/bin/python); without
+it that column says why it is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from scripts.fusion_xla import LAYOUTS, MODES, PARTS, SHAPES, program_name  # noqa: E402
+
+DEFAULT_GPU_PYTHON = "/work/venvs/gpu-aot/bin/python"
+GPU_CAVEAT = "compiled without a GPU, no autotuning"
+DOCS = REPO_ROOT / "docs"
+
+
+def log(message: str) -> None:
+    print(f"[fusion] {message}", file=sys.stderr, flush=True)
+
+
+def run_cpu(shapes: list[str], compilers: list[str], out: Path, repeats: int, threads: int,
+            parts=PARTS, modes=MODES) -> list[dict[str, Any]]:
+    """Both compilers on this CPU; torch and XLA each get `threads` threads' worth of work
+    (torch.set_num_threads; XLA's CPU client keeps its own pool, recorded as is)."""
+    records = []
+    if "xla" in compilers:
+        from scripts import fusion_xla
+
+        records += fusion_xla.run([SHAPES[s] for s in shapes], device=None, out_dir=out / "xla", repeats=repeats, log=log,
+                                    parts=parts, modes=modes)
+    if "inductor" in compilers:
+        import torch
+
+        from scripts import fusion_inductor
+
+        torch.set_num_threads(threads)
+        records += fusion_inductor.run([SHAPES[s] for s in shapes], out_dir=out / "inductor", repeats=repeats, log=log,
+                                         parts=parts, modes=modes)
+        for record in records:
+            if record["compiler"] == "inductor":
+                record["torch_threads"] = threads
+    return records
+
+
+def run_gpu_aot(gpu_python: str, shapes: list[str], out: Path, timeout_s: float) -> dict[str, Any]:
+    """XLA for an H100 through the compile-only devices, in a child process of the GPU venv."""
+    if not Path(gpu_python).exists():
+        return {"skipped": f"no GPU compile-only venv at {gpu_python} (jax[cuda13] with the CUDA plugin)"}
+    command = [gpu_python, str(REPO_ROOT / "scripts" / "fusion_xla.py"), "--device", "h100", "--shapes", ",".join(shapes),
+               "--out", str(out / "xla")]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "JAX_PLATFORMS": "cpu", "JAX_SKIP_CUDA_CONSTRAINTS_CHECK": "1"}
+    env.pop("XLA_FLAGS", None)  # the CPU device count of the test harness means nothing there
+    log(f"xla h100 (compile only) in {gpu_python}: {', '.join(shapes)}")
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, cwd=REPO_ROOT, env=env)
+    except subprocess.TimeoutExpired:
+        return {"skipped": f"H100 compiles did not finish within {timeout_s:.0f} s"}
+    for line in done.stderr.splitlines():
+        if line.startswith("xla "):
+            log(line)
+    if done.returncode != 0:
+        return {"skipped": f"child failed (rc {done.returncode}): {done.stderr[-800:]}"}
+    records = json.loads(done.stdout.strip().splitlines()[-1])
+    for record in records:
+        record["caveat"] = GPU_CAVEAT
+    return {"records": records}
+
+
+def minimum_bytes(records: list[dict[str, Any]]) -> dict[tuple, float]:
+    """The least a program must move: its arguments read once and its results written once
+    (weights fp32, activations and cotangent bf16; gradients fp32 / bf16), from XLA's
+    memory_analysis of the same program, keyed by (part, mode, layout, shape name)."""
+    return {(r["part"], r["mode"], r["layout"], r["shape"]["name"]): r["argument_bytes"] + r["output_bytes"]
+            for r in records if r["compiler"] == "xla" and "argument_bytes" in r}
+
+
+def merged_by_compiler(records: list[dict[str, Any]]) -> dict[tuple, bool]:
+    """Per (compiler, device, part, mode, shape): whether the separate layout's program has as
+    many GEMM kernels as the merged one, i.e. the compiler merged the three projections itself."""
+    out = {}
+    for r in records:
+        if r["layout"] != "separate":
+            continue
+        twin = [m for m in records if m["layout"] == "merged" and all(m[k] == r[k] for k in ("compiler", "device", "part", "mode"))
+                and m["shape"] == r["shape"]]
+        if twin:
+            out[(r["compiler"], r["device"], r["part"], r["mode"], r["shape"]["name"])] = r["gemm_kernels"] == twin[0]["gemm_kernels"]
+    return out
+
+
+def summarize(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One flat row per program: the numbers the tables and the plot use."""
+    minimum = minimum_bytes(records)
+    rows = []
+    for r in records:
+        key = (r["part"], r["mode"], r["layout"], r["shape"]["name"])
+        row = {
+            "compiler": r["compiler"], "device": r["device"], "part": r["part"], "mode": r["mode"], "layout": r["layout"],
+            "shape": r["shape"]["name"], "T": r["shape"]["seq_len"], "D": r["shape"]["model_dim"],
+            "kernels": r["kernels"], "gemm_kernels": r["gemm_kernels"], "flops": r.get("flops"),
+            "kernel_traffic_bytes": r["kernel_traffic_bytes"], "bytes_accessed": r.get("bytes_accessed"),
+            "min_bytes": minimum.get(key), "median_ms": r.get("median_ms"), "compile_s": r["compile_s"],
+        }
+        if row["min_bytes"]:
+            row["traffic_over_min"] = row["kernel_traffic_bytes"] / row["min_bytes"]
+        rows.append(row)
+    return rows
+
+
+def write_results(out: Path, records: list[dict[str, Any]], extra: dict[str, Any]) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "results.json"
+    path.write_text(json.dumps({**extra, "records": records, "rows": summarize(records)}, indent=1))
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="the small shape on this CPU only (a few minutes)")
+    parser.add_argument("--shapes", default=None, help=f"CPU shapes, comma-separated out of {', '.join(SHAPES)} "
+                        "(default: small, and record_cpu unless --quick)")
+    parser.add_argument("--compilers", default="xla,inductor", help="xla and/or inductor (on this CPU)")
+    parser.add_argument("--parts", default=",".join(PARTS), help="attn and/or block")
+    parser.add_argument("--modes", default=",".join(MODES), help="fwd and/or fwdbwd")
+    parser.add_argument("--gpu", action=argparse.BooleanOptionalAction, default=None,
+                        help="XLA for an H100 at the record's shape, compile only (default: on unless --quick)")
+    parser.add_argument("--gpu-python", default=DEFAULT_GPU_PYTHON, help="python of the venv with the jax CUDA plugin")
+    parser.add_argument("--gpu-shapes", default="record_gpu", help="shapes for the H100 compiles")
+    parser.add_argument("--repeats", type=int, default=None, help="timed runs per program after a warm-up (default 5, quick 2)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (default 1: on a loaded shared CPU, OpenMP spin-waits make 2 threads slower)")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "runs" / "fusion", help="artifact root (per device below it)")
+    parser.add_argument("--write-docs", action="store_true", help="write docs/FUSION.md, its plot and docs/fusion/")
+    parser.add_argument("--docs-dir", type=Path, default=DOCS, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    shapes = args.shapes.split(",") if args.shapes else (["small"] if args.quick else ["small", "record_cpu"])
+    unknown = [s for s in shapes + args.gpu_shapes.split(",") if s not in SHAPES]
+    compilers = [c.strip() for c in args.compilers.split(",") if c.strip()]
+    parts, modes = args.parts.split(","), args.modes.split(",")
+    if (unknown or not compilers or any(c not in ("xla", "inductor") for c in compilers)
+            or not set(parts) <= set(PARTS) or not set(modes) <= set(MODES)):
+        raise SystemExit(f"fusion_report.py: unknown shape(s) {unknown}, compilers {args.compilers!r}, "
+                         f"parts {args.parts!r} or modes {args.modes!r}")
+    repeats = args.repeats if args.repeats is not None else (2 if args.quick else 5)
+    gpu = args.gpu if args.gpu is not None else not args.quick
+
+    start = time.perf_counter()
+    cpu_out = args.out / "cpu"
+    records = run_cpu(shapes, compilers, cpu_out, repeats, args.threads, parts, modes)
+    machine = {"cpu_count": os.cpu_count(), "load_average_1m": os.getloadavg()[0],
+               "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
+    cpu_path = write_results(cpu_out, records, {"machine": machine, "shapes": shapes, "repeats": repeats})
+    log(f"cpu results: {cpu_path}")
+    gpu_result: dict[str, Any] = {"skipped": "not asked (--no-gpu or --quick)"}
+    if gpu:
+        gpu_out = args.out / "h100-compile-only"
+        gpu_result = run_gpu_aot(args.gpu_python, args.gpu_shapes.split(","), gpu_out, timeout_s=1800)
+        if "records" in gpu_result:
+            records += gpu_result["records"]
+            log(f"h100 results: {write_results(gpu_out, gpu_result['records'], {'caveat': GPU_CAVEAT})}")
+        else:
+            log(f"h100 column skipped: {gpu_result['skipped']}")
+    if args.write_docs:
+        from scripts.fusion_docs import write_docs
+
+        write_docs(records, summarize(records), merged_by_compiler(records), args.docs_dir,
+                   gpu_skipped=gpu_result.get("skipped"), machine=machine, repeats=repeats, threads=args.threads)
+    log(f"done in {time.perf_counter() - start:.0f} s")
+    print(json.dumps({"rows": summarize(records), "merged_by_compiler": {"/".join(k): v for k, v in merged_by_compiler(records).items()},
+                      "gpu": gpu_result.get("skipped", "compiled")}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
