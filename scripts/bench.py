@@ -363,6 +363,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--torch-compile", action=argparse.BooleanOptionalAction, default=None,
                         help="parity_step: also time torch_ref under torch.compile (default: on, off with --quick: "
                              "its CPU compile takes minutes)")
+    parser.add_argument("--torch-threads", type=int, default=1, metavar="N",
+                        help="parity_step: torch's threads (default 1: at 2 on this shared 2-core CPU, OpenMP "
+                             "spin-waits made torch's step 3-4x slower; 0: torch's default)")
     parser.add_argument("--record-remat", choices=("none", "block", "block_dots"), default=None,
                         help="record_compile: per-block rematerialisation (default: the record preset's)")
     return parser
@@ -400,7 +403,7 @@ def run_suite(name: str, args: argparse.Namespace) -> dict[str, Any]:
 
         compiled = args.torch_compile if args.torch_compile is not None else not quick
         return bench_parity_step(QUICK if quick else FULL, warmup=1 if quick else 2, repeats=repeats,
-                                 compiled=compiled, log=log)
+                                 compiled=compiled, torch_threads=args.torch_threads or None, log=log)
     if name == "record_compile":
         overrides: dict[str, Any] = {}
         if args.record_loss_chunk is not None:

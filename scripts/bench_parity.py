@@ -156,11 +156,27 @@ def _timed(step: Step) -> tuple[float, float]:
     return time.perf_counter() - start, loss
 
 
-def bench_parity_step(config: ParityConfig, *, warmup: int, repeats: int, compiled: bool,
+def bench_parity_step(config: ParityConfig, *, warmup: int, repeats: int, compiled: bool, torch_threads: int | None = 1,
                       log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
     """Seconds per training step of jaxgpt, torch_ref eager and (if `compiled`) torch_ref under
     torch.compile, interleaved; medians over `repeats` steps after `warmup` steps (the first of
-    which compiles). A torch.compile failure is recorded with its reason, not raised."""
+    which compiles). A torch.compile failure is recorded with its reason, not raised.
+
+    torch_threads: torch's intra-op threads for the run (None: torch's default). Default 1: on
+    this shared 2-core machine torch's OpenMP threads spin-wait between ops, and at 2 threads
+    the eager quick step took 6-10 s instead of 1.9 s, and slowed the interleaved jax steps too."""
+    import torch
+
+    default_threads = torch.get_num_threads()
+    if torch_threads is not None:
+        torch.set_num_threads(torch_threads)
+    try:
+        return _bench(config, warmup, repeats, compiled, log)
+    finally:
+        torch.set_num_threads(default_threads)
+
+
+def _bench(config: ParityConfig, warmup: int, repeats: int, compiled: bool, log: Callable[[str], None]) -> dict[str, Any]:
     import torch
 
     preset = jax_preset(config)

@@ -136,6 +136,24 @@ def write_results(out: Path, records: list[dict[str, Any]], extra: dict[str, Any
     return path
 
 
+def docs_from_results(root: Path, docs_dir: Path) -> int:
+    """--from-results: the docs from earlier runs' results.json files."""
+    from scripts.fusion_docs import write_docs
+
+    cpu = json.loads((root / "cpu" / "results.json").read_text())
+    records = cpu["records"]
+    gpu_path = root / "h100-compile-only" / "results.json"
+    gpu_skipped = None
+    if gpu_path.exists():
+        records += json.loads(gpu_path.read_text())["records"]
+    else:
+        gpu_skipped = f"no {gpu_path}"
+    path = write_docs(records, summarize(records), merged_by_compiler(records), docs_dir, gpu_skipped=gpu_skipped,
+                      machine=cpu["machine"], repeats=cpu["repeats"], threads=cpu.get("threads", 1))
+    log(f"wrote {path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="the small shape on this CPU only (a few minutes)")
@@ -153,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="torch threads (default 1: on a loaded shared CPU, OpenMP spin-waits make 2 threads slower)")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "runs" / "fusion", help="artifact root (per device below it)")
     parser.add_argument("--write-docs", action="store_true", help="write docs/FUSION.md, its plot and docs/fusion/")
+    parser.add_argument("--from-results", type=Path, default=None, metavar="DIR",
+                        help="compile nothing: write the docs from DIR/cpu/results.json (+ DIR/h100-compile-only/)")
     parser.add_argument("--docs-dir", type=Path, default=DOCS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     shapes = args.shapes.split(",") if args.shapes else (["small"] if args.quick else ["small", "record_cpu"])
@@ -166,12 +186,15 @@ def main(argv: list[str] | None = None) -> int:
     repeats = args.repeats if args.repeats is not None else (2 if args.quick else 5)
     gpu = args.gpu if args.gpu is not None else not args.quick
 
+    if args.from_results is not None:
+        return docs_from_results(args.from_results, args.docs_dir)
     start = time.perf_counter()
     cpu_out = args.out / "cpu"
     records = run_cpu(shapes, compilers, cpu_out, repeats, args.threads, parts, modes)
     machine = {"cpu_count": os.cpu_count(), "load_average_1m": os.getloadavg()[0],
                "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
-    cpu_path = write_results(cpu_out, records, {"machine": machine, "shapes": shapes, "repeats": repeats})
+    cpu_path = write_results(cpu_out, records, {"machine": machine, "shapes": shapes, "repeats": repeats,
+                                                     "threads": args.threads})
     log(f"cpu results: {cpu_path}")
     gpu_result: dict[str, Any] = {"skipped": "not asked (--no-gpu or --quick)"}
     if gpu:

@@ -97,8 +97,9 @@ def test_read_output_code_counts_launches_and_traffic():
 def test_fusion_report_tiny_run(tmp_path, capsys):
     from scripts import fusion_report
 
+    docs = tmp_path / "docs"
     assert fusion_report.main(["--shapes", "tiny", "--no-gpu", "--parts", "attn", "--modes", "fwd", "--repeats", "1",
-                               "--out", str(tmp_path)]) == 0
+                               "--out", str(tmp_path), "--write-docs", "--docs-dir", str(docs)]) == 0
     result = json.loads(capsys.readouterr().out)
     rows = result["rows"]
     assert {(r["compiler"], r["layout"]) for r in rows} == {(c, l) for c in ("xla", "inductor") for l in ("merged", "separate")}
@@ -111,3 +112,7 @@ def test_fusion_report_tiny_run(tmp_path, capsys):
     assert (tmp_path / "cpu" / "xla" / "attn_fwd_merged_tiny.hlo.txt").exists()
     assert list((tmp_path / "cpu" / "inductor" / "attn_fwd_separate_tiny").rglob("output_code.py"))
     assert json.loads((tmp_path / "cpu" / "results.json").read_text())["rows"] == rows
+    page = (docs / "FUSION.md").read_text()
+    assert "| attention layer fwd | " in page and "compiled without a GPU, no autotuning" in page
+    assert (docs / "fusion" / "fusion.png").stat().st_size > 0
+    assert (docs / "fusion" / "xla_cpu_attn_fwd_separate_tiny.hlo.txt").exists()

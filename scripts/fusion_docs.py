@@ -1,0 +1,273 @@
+"""docs/FUSION.md, its plot and the curated docs/fusion/ artifacts, from fusion_report's results.
+
+Called by `python scripts/fusion_report.py --write-docs` (or `--from-results runs/fusion`); the
+page is generated, never edited by hand: the reading's numbers are filled in from the rows.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+PROGRAM_ORDER = [(part, mode) for part in ("attn", "block") for mode in ("fwd", "fwdbwd")]
+PART_NAMES = {"attn": "attention layer", "block": "block"}
+MODE_NAMES = {"fwd": "fwd", "fwdbwd": "fwd+bwd"}
+COMMAND = "python scripts/fusion_report.py --write-docs"
+
+
+def _columns(rows: list[dict[str, Any]], shape: str) -> list[tuple[str, str]]:
+    """(compiler, device) pairs present at a shape, XLA first."""
+    seen = sorted({(r["compiler"], r["device"]) for r in rows if r["shape"] == shape}, key=lambda c: (c[0] != "xla", c[1]))
+    return seen
+
+
+def _label(compiler: str, device: str) -> str:
+    name = {"xla": "XLA", "inductor": "Inductor"}[compiler]
+    return f"{name} {device.upper() if device != 'cpu' else 'CPU'}" + (" (compile only)" if device == "h100" else "")
+
+
+def _find(rows, **keys) -> dict[str, Any] | None:
+    for row in rows:
+        if all(row.get(k) == v for k, v in keys.items()):
+            return row
+    return None
+
+
+def _fmt_bytes(value: float | None) -> str:
+    if value is None:
+        return "-"
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if value >= size:
+            return f"{value / size:.2f} {unit}"
+    return f"{value:.0f} B"
+
+
+def _table(rows, shape: str, cell, title: str) -> list[str]:
+    columns = _columns(rows, shape)
+    head = ["program"] + [f"{_label(*c)} {layout}" for c in columns for layout in ("merged", "separate")]
+    lines = [f"**{title}**", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for part, mode in PROGRAM_ORDER:
+        cells = [f"{PART_NAMES[part]} {MODE_NAMES[mode]}"]
+        for compiler, device in columns:
+            for layout in ("merged", "separate"):
+                row = _find(rows, compiler=compiler, device=device, part=part, mode=mode, layout=layout, shape=shape)
+                cells.append(cell(row) if row else "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def _shape_text(rows, shape: str) -> str:
+    row = _find(rows, shape=shape)
+    return f"D {row['D']}, T {row['T']:,}" if row else shape
+
+
+def gemm_epilogues(records: list[dict[str, Any]], device: str, shape: str, layout: str) -> dict[str, Counter]:
+    """Per (part, mode): the elementwise opcodes XLA fused into GEMM prologues and epilogues."""
+    out = {}
+    for r in records:
+        if r["compiler"] == "xla" and r["device"] == device and r["shape"]["name"] == shape and r["layout"] == layout:
+            pro, epi = Counter(), Counter()
+            for fusion in r.get("gemm_fusions", []):
+                pro.update(fusion["prologue"])
+                epi.update(fusion["epilogue"])
+            out[(r["part"], r["mode"])] = {"gemms": len(r.get("gemm_fusions", [])), "prologue": pro, "epilogue": epi,
+                                           "with_any": sum(1 for f in r.get("gemm_fusions", []) if f["prologue"] or f["epilogue"])}
+    return out
+
+
+def inductor_kernels(records: list[dict[str, Any]], shape: str, part: str, mode: str, layout: str) -> list[str]:
+    for r in records:
+        if (r["compiler"], r["shape"]["name"], r["part"], r["mode"], r["layout"]) == ("inductor", shape, part, mode, layout):
+            return r["fused_kernel_names"]
+    return []
+
+
+def plot(rows: list[dict[str, Any]], path: Path, shapes: list[str]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series = list(dict.fromkeys((c, d, s) for s in shapes for c, d in _columns(rows, s)))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    programs = [(p, m) for p, m in PROGRAM_ORDER if p == "block"]
+    width = 0.8 / (2 * len(series))
+    for ax, key, ylabel in ((axes[0], "kernels", "kernels launched"),
+                            (axes[1], "traffic_over_min", "bytes moved / minimum")):
+        for i, (compiler, device, shape) in enumerate(series):
+            for j, layout in enumerate(("merged", "separate")):
+                values = []
+                for part, mode in programs:
+                    row = _find(rows, compiler=compiler, device=device, part=part, mode=mode, layout=layout, shape=shape)
+                    values.append(row.get(key) or 0 if row else 0)
+                offset = (2 * i + j) * width
+                ax.bar([k + offset for k in range(len(programs))], values, width,
+                       label=f"{_label(compiler, device)} T={_find(rows, shape=shape)['T']} {layout}",
+                       hatch="//" if layout == "separate" else None, color=f"C{i}", alpha=0.9 if j == 0 else 0.55)
+        ax.set_xticks([k + 0.4 - width / 2 for k in range(len(programs))])
+        ax.set_xticklabels([f"block {MODE_NAMES[m]}" for _, m in programs])
+        ax.set_ylabel(ylabel)
+    axes[0].set_title("kernels per block")
+    axes[1].set_title("per-kernel traffic over arguments + results")
+    axes[1].legend(fontsize=7, loc="upper left")
+    fig.suptitle("One record block: XLA and Inductor, merged vs separate QKV (CPU measured; H100 compiled without a GPU)",
+                 fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def curate(records: list[dict[str, Any]], rows: list[dict[str, Any]], merged: dict, dest: Path, shape_cpu: str, shape_gpu: str) -> list[str]:
+    """Copy the few artifacts the page cites into docs/fusion/ and write its rows there."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    written = []
+    wanted_xla = {("cpu", "attn", "fwd", "separate", shape_cpu), ("h100", "attn", "fwd", "separate", shape_gpu),
+                  ("h100", "block", "fwdbwd", "merged", shape_gpu)}
+    for r in records:
+        key = (r["device"], r["part"], r["mode"], r["layout"], r["shape"]["name"])
+        if r["compiler"] == "xla" and key in wanted_xla and Path(r["hlo"]).exists():
+            name = f"xla_{r['device']}_{r['part']}_{r['mode']}_{r['layout']}_{r['shape']['name']}.hlo.txt"
+            shutil.copy(r["hlo"], dest / name)
+            written.append(name)
+        if r["compiler"] == "inductor" and key in {("cpu", "attn", "fwd", "separate", shape_cpu),
+                                                   ("cpu", "block", "fwdbwd", "merged", shape_cpu)}:
+            for graph in r["graphs"]:
+                name = f"inductor_cpu_{r['part']}_{r['mode']}_{r['layout']}_{r['shape']['name']}_{graph['graph']}.output_code.py"
+                if Path(graph["output_code"]).exists():
+                    shutil.copy(graph["output_code"], dest / name)
+                    written.append(name)
+    (dest / "rows.json").write_text(json.dumps({"rows": rows, "merged_by_compiler": {"/".join(k): v for k, v in merged.items()}},
+                                               indent=1))
+    return sorted(written) + ["rows.json"]
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}" if a and b else "-"
+
+
+def reading(records, rows, merged, shape_cpu: str, shape_gpu: str) -> list[str]:
+    """The short reading: each sentence's numbers come from the rows; the words are the study's."""
+    lines = []
+
+    def kern(compiler, device, part, mode, layout, shape, key="kernels"):
+        row = _find(rows, compiler=compiler, device=device, part=part, mode=mode, layout=layout, shape=shape)
+        return row.get(key) if row else None
+
+    def merged_text(compiler, device, part, mode, shape):
+        flag = merged.get((compiler, device, part, mode, shape))
+        return "-" if flag is None else ("yes" if flag else "no")
+
+    for compiler, device, shape in (("xla", "cpu", shape_cpu), ("inductor", "cpu", shape_cpu), ("xla", "h100", shape_gpu)):
+        if kern(compiler, device, "block", "fwd", "merged", shape) is None:
+            continue
+        fwd = kern(compiler, device, "block", "fwd", "merged", shape)
+        fwdbwd = kern(compiler, device, "block", "fwdbwd", "merged", shape)
+        fwd_s = kern(compiler, device, "block", "fwd", "separate", shape)
+        fwdbwd_s = kern(compiler, device, "block", "fwdbwd", "separate", shape)
+        g = kern(compiler, device, "block", "fwd", "merged", shape, "gemm_kernels")
+        gs = kern(compiler, device, "block", "fwd", "separate", shape, "gemm_kernels")
+        gb = kern(compiler, device, "block", "fwdbwd", "merged", shape, "gemm_kernels")
+        gbs = kern(compiler, device, "block", "fwdbwd", "separate", shape, "gemm_kernels")
+        t = kern(compiler, device, "block", "fwdbwd", "merged", shape, "traffic_over_min")
+        ts = kern(compiler, device, "block", "fwdbwd", "separate", shape, "traffic_over_min")
+        lines.append(
+            f"- **{_label(compiler, device)}, {_shape_text(rows, shape)}.** One block: {fwd} kernels forward "
+            f"({g} GEMMs), {fwdbwd} forward+backward ({gb} GEMMs), so about {fwdbwd - fwd} for the backward; "
+            f"separate QKV: {fwd_s} and {fwdbwd_s} ({gs} and {gbs} GEMMs). Merged the separate projections itself: "
+            f"forward {merged_text(compiler, device, 'block', 'fwd', shape)}, "
+            f"forward+backward {merged_text(compiler, device, 'block', 'fwdbwd', shape)}. "
+            f"Bytes moved over the minimum (fwd+bwd): {t:.1f}x merged, {ts:.1f}x separate."
+            if t and ts else "")
+    return lines
+
+
+def write_docs(records, rows, merged, docs_dir: Path, *, gpu_skipped: str | None, machine: dict[str, Any],
+               repeats: int, threads: int) -> Path:
+    """Write docs/FUSION.md, docs/fusion/fusion.png and the curated docs/fusion/ files."""
+    shapes = sorted({r["shape"] for r in rows}, key=lambda s: _find(rows, shape=s)["T"] * _find(rows, shape=s)["D"])
+    cpu_shapes = [s for s in shapes if _find(rows, shape=s, device="cpu")]
+    gpu_shapes = [s for s in shapes if _find(rows, shape=s, device="h100")]
+    shape_cpu = cpu_shapes[-1]
+    shape_gpu = gpu_shapes[-1] if gpu_shapes else shape_cpu
+    dest = docs_dir / "fusion"
+    files = curate(records, rows, merged, dest, shape_cpu, shape_gpu)
+    plot(rows, dest / "fusion.png", list(dict.fromkeys([shape_cpu, shape_gpu])))
+    out = [
+        "# Fusion study: XLA and TorchInductor on the record's attention path",
+        "",
+        f"Generated by `{COMMAND}` on {machine['date_utc']} UTC ({machine['cpu_count']} CPU cores, load average "
+        f"{machine['load_average_1m']:.1f}); do not edit by hand. Artifacts: `runs/fusion/<device>/` (full), "
+        "`docs/fusion/` (the files cited here).",
+        "",
+        "Programs (scripts/fusion_xla.py, scripts/fusion_inductor.py): jaxgpt's and torch_ref's **attention layer** "
+        "(QKV projection, split, value-embedding mix, QK RMSNorm, rotary, attention, output projection) and one whole "
+        "**block** (x0 mix, norms, attention, MLP, residuals), forward and forward+backward (gradients of every "
+        "parameter and input for a fixed output cotangent), with the QKV projection **merged** (the record's one "
+        "(3D, D) weight) or **separate** (three (D, D) weights). bf16 activations, fp32 weights cast at use (the "
+        "record's policy), one document, window min(14, T/128) blocks.",
+        "",
+        "- XLA CPU and Inductor CPU: compiled and timed on this machine (median of "
+        f"{repeats} runs after a warm-up; torch with {threads} thread, XLA with its own CPU thread pool). On the CPU "
+        "jaxgpt's attention is its blocked kernel and torch_ref's is SDPA with a dense mask (torch_ref uses flex "
+        "attention only on a GPU), so the attention kernels differ between the frameworks here.",
+        "- XLA H100: **compiled without a GPU, no autotuning** (jax CUDA plugin's compile-only devices, "
+        "jaxgpt/gpu_plan.py), at the record's per-device sequence. GEMM tiles are XLA's defaults for an "
+        "un-autotuned compile; a real H100 may pick other kernels. GPU timings: unmeasured (no GPU run of this "
+        "report)." + ("" if not gpu_skipped else f" The H100 column is missing: {gpu_skipped}."),
+        "- Inductor for an H100: not included. It needs a CUDA build of torch beside this CPU one, fake device "
+        "properties, FakeTensor inputs, a fake Triton driver and a stub libcuda for the backward (issue 16); none of "
+        "that is robust enough to ship in this time.",
+        "- *Kernels*: launches of one call (XLA: instructions that do work in the entry computation and loop bodies; "
+        "Inductor: generated kernels + extern GEMMs + aten fallbacks in output_code.py's `call`, forward and backward "
+        "graphs summed). *Bytes moved*: every kernel reads its operands and writes its results once, whole (for XLA "
+        "this equals cost_analysis's `bytes accessed`). *Minimum*: the program's arguments read once and results "
+        "written once (XLA memory_analysis argument + output bytes of the same program; the same math for both "
+        "compilers).",
+        "",
+        "![kernels and bytes per block](fusion/fusion.png)",
+        "",
+        "## Reading",
+        "",
+        *READING_PROSE,
+        "",
+        "In numbers (generated from the tables below):",
+        "",
+        *reading(records, rows, merged, shape_cpu, shape_gpu),
+        "",
+    ]
+    for shape in shapes:
+        out += [f"## {_shape_text(rows, shape)}", ""]
+        out += _table(rows, shape, lambda r: f"{r['kernels']} ({r['gemm_kernels']})", "Kernels launched (GEMMs)")
+        out += _table(rows, shape, lambda r: f"{r['traffic_over_min']:.1f}x of {_fmt_bytes(r['min_bytes'])}"
+                      if r.get("traffic_over_min") else "-", "Bytes moved over the minimum")
+        out += _table(rows, shape, lambda r: f"{r['flops'] / 1e9:.3g}" if r.get("flops") else "-",
+                      "GFLOP (XLA: cost_analysis, all ops; Inductor: torch.utils.flop_counter, GEMMs and attention)")
+        out += _table(rows, shape, lambda r: f"{r['median_ms']:.2f}" if r.get("median_ms") is not None else
+                      ("unmeasured" if r["device"] != "cpu" else "-"), "Median time, ms (CPU: this machine)")
+    epilogues = gemm_epilogues(records, "h100", shape_gpu, "merged")
+    if epilogues:
+        out += ["## What XLA fused into the H100 GEMMs (merged layout, compiled without a GPU)", "",
+                "| program | GEMM fusions | with fused elementwise work | prologue ops (on the operands) | epilogue ops (on the result) |",
+                "|---|---|---|---|---|"]
+        for (part, mode), e in sorted(epilogues.items()):
+            fmt = lambda c: ", ".join(f"{op} x{n}" for op, n in sorted(c.items())) or "-"  # noqa: E731
+            out.append(f"| {PART_NAMES[part]} {MODE_NAMES[mode]} | {e['gemms']} | {e['with_any']} | {fmt(e['prologue'])} | {fmt(e['epilogue'])} |")
+        out.append("")
+    names = inductor_kernels(records, shape_cpu, "attn", "fwd", "merged")
+    if names:
+        out += [f"## Inductor's kernels for the attention layer forward (merged, {_shape_text(rows, shape_cpu)})", "",
+                "Each generated kernel's name lists the aten ops it fused (launch order):", ""]
+        out += [f"- `{name}`" for name in names] + [""]
+    out += ["## Files in docs/fusion/", ""] + [f"- `{name}`" for name in files] + [""]
+    path = docs_dir / "FUSION.md"
+    path.write_text("\n".join(out))
+    return path
+
+
+READING_PROSE = ["(to be written from the measured results)"]
