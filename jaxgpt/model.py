@@ -245,6 +245,34 @@ class Linear(nnx.Module):
         return linear(x, self.weight[...])
 
 
+@jax.custom_vjp
+def embedding_lookup(table_VD: jax.Array, ids: jax.Array) -> jax.Array:
+    """Rows of `table_VD` (V, D) at integer `ids` (any shape) -> (*ids.shape, D), table dtype.
+
+    The gradient of the table sums each id's rows in fp32 and rounds once to the table's dtype,
+    as the record's compiled backward does (RECORD.md 11, point 9). jnp.take's own transpose is a
+    scatter-add in the table's dtype: for bf16 tables it rounds after every added row (on a
+    real batch, where one id can fill a quarter of the tokens, 0.44 of the largest entry off)
+    and on a GPU its colliding atomic adds took 233 ms of a 420 ms record step on an H100.
+    """
+    return jnp.take(table_VD, ids, axis=0)
+
+
+def _embedding_lookup_fwd(table_VD: jax.Array, ids: jax.Array):
+    # A (V, 0) array carries the table's row count and dtype to the backward at no cost.
+    return embedding_lookup(table_VD, ids), (ids, jnp.zeros((table_VD.shape[0], 0), table_VD.dtype))
+
+
+def _embedding_lookup_bwd(residuals, g: jax.Array):
+    ids, table_like = residuals
+    g_ND = g.reshape(-1, g.shape[-1]).astype(jnp.float32)
+    grad_VD = jax.ops.segment_sum(g_ND, ids.reshape(-1), num_segments=table_like.shape[0])
+    return grad_VD.astype(table_like.dtype), None
+
+
+embedding_lookup.defvjp(_embedding_lookup_fwd, _embedding_lookup_bwd)
+
+
 class Embedding(nnx.Module):
     """Token table `weight` (V, D), N(0, 1) init, stored in `dtype` (bf16 in the record)."""
 
@@ -253,7 +281,7 @@ class Embedding(nnx.Module):
         self.weight = nnx.Param(table.astype(dtype))
 
     def __call__(self, ids: jax.Array) -> jax.Array:
-        return jnp.take(self.weight[...], ids, axis=0)
+        return embedding_lookup(self.weight[...], ids)
 
 
 class ValueEmbeddings(nnx.Module):

@@ -232,6 +232,34 @@ def _fp8_operands(seed: int = 0, n: int = 64, d: int = 128, v: int = 256):
     return x, w, g
 
 
+def test_embedding_gradient_sums_in_fp32_and_rounds_once():
+    """RECORD.md 11.9: a bf16 table's gradient is each id's rows summed in fp32, rounded to bf16
+    once. With one id taking most positions (as frequent tokens do in a real batch) a bf16
+    running sum would be visibly off; the result must equal the fp64 sum rounded to bf16 up to
+    fp32 summation order (|diff| <= 1 bf16 ulp of the entry)."""
+    rng = np.random.default_rng(0)
+    ids = np.where(rng.random((4, 512)) < 0.75, 3, rng.integers(0, 40, (4, 512))).astype(np.int32)
+    table = jnp.asarray(rng.normal(size=(40, 16)), jnp.bfloat16)
+    # bf16-valued cotangents: the gradient reaching a bf16 lookup's output is bf16.
+    cotangent = rng.normal(size=(4, 512, 16)).astype(ml_dtypes.bfloat16).astype(np.float32)
+    grad = jax.grad(lambda t: jnp.vdot(M.embedding_lookup(t, ids).astype(jnp.float32), cotangent))(table)
+    assert grad.dtype == jnp.bfloat16
+    exact = np.zeros((40, 16))
+    np.add.at(exact, ids.reshape(-1), cotangent.reshape(-1, 16).astype(np.float64))
+    once = exact.astype(ml_dtypes.bfloat16).astype(np.float64)
+    ulp = np.abs(once) * 2.0**-7 + 1e-30
+    assert np.all(np.abs(np.asarray(grad, np.float64) - once) <= ulp)
+    # What the fp32 accumulation guards against: a bf16 running sum of the same rows.
+    running = np.zeros(16, ml_dtypes.bfloat16)
+    for row in cotangent.reshape(-1, 16)[ids.reshape(-1) == 3]:
+        running = (running.astype(np.float32) + row).astype(ml_dtypes.bfloat16)
+    assert np.max(np.abs(running.astype(np.float64) - exact[3])) > 4 * np.max(ulp[3])
+    # Forward: plain rows; unseen ids get exactly zero gradient.
+    np.testing.assert_array_equal(np.asarray(M.embedding_lookup(table, ids)), np.asarray(table)[ids])
+    unseen = np.setdiff1d(np.arange(40), ids)
+    assert np.all(np.asarray(grad, np.float32)[unseen] == 0)
+
+
 def test_fp8_casts_match_ml_dtypes_round_to_nearest_even():
     values = np.random.default_rng(0).standard_normal(100_000).astype(np.float32) * 50
     got = np.asarray(jnp.asarray(values).astype(jnp.float8_e4m3fn)).astype(np.float32)
