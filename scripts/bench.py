@@ -31,8 +31,8 @@ if str(REPO_ROOT) not in sys.path:  # run as a script: make `jaxgpt` and `script
 MIB = 1024 * 1024
 SUITES = ("attention", "newton_schulz", "train_step", "torch_ref", "parity_step")
 # Runs only when named: the record-size compile, normally started by train_step in a child
-# process so that a time limit can be put on it.
-HIDDEN_SUITES = ("record_compile",)
+# process so that a time limit can be put on it; attention_gpu, which needs a CUDA GPU.
+HIDDEN_SUITES = ("record_compile", "attention_gpu")
 
 
 def log(message: str) -> None:
@@ -350,7 +350,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     parser.add_argument("--only", default=",".join(SUITES),
-                        help=f"comma-separated suites out of {', '.join(SUITES)} (default: all)")
+                        help=f"comma-separated suites out of {', '.join(SUITES)} (default: all); "
+                             f"also, only when named: {', '.join(HIDDEN_SUITES)} (attention_gpu needs a CUDA GPU)")
     parser.add_argument("--quick", action="store_true", help="small sizes: the whole run takes a few minutes on 2 CPU cores")
     parser.add_argument("--repeats", type=int, default=None, help="timed runs after the compiling one (default 3, quick 2)")
     parser.add_argument("--dtypes", default="fp32,bf16", help="attention suite dtypes: fp32, bf16 or both")
@@ -404,6 +405,10 @@ def run_suite(name: str, args: argparse.Namespace) -> dict[str, Any]:
         compiled = args.torch_compile if args.torch_compile is not None else not quick
         return bench_parity_step(QUICK if quick else FULL, warmup=1 if quick else 2, repeats=repeats,
                                  compiled=compiled, torch_threads=args.torch_threads or None, log=log)
+    if name == "attention_gpu":
+        from scripts.bench_attention_gpu import bench_attention_gpu
+
+        return bench_attention_gpu(quick=quick, repeats=max(repeats, 10))  # kernels of a few ms: 10 timed runs at least
     if name == "record_compile":
         overrides: dict[str, Any] = {}
         if args.record_loss_chunk is not None:

@@ -1,0 +1,154 @@
+"""bench.py suite `attention_gpu`: the record's attention on one GPU, three implementations.
+
+At the record's shapes (B 1, T 65,536, H 6, Dh 128, bf16; documents of FineWeb-like lengths,
+~1,000 tokens on average) and windows of 1..14 blocks, forward and forward+backward time of
+  pallas   jaxgpt's block-sparse Pallas kernel (jaxgpt.kernels.flash_attention)
+  blocked  jaxgpt's portable backend (every block of the static window, masked; a lax.scan)
+  flex     torch_ref's compiled flex_attention with the record's BlockMask
+each the median of timed repeats after warm-up (jax: block_until_ready; torch: CUDA events).
+Achieved TFLOP/s count only the listed key blocks (partial blocks as whole blocks): forward
+4*128*128*Dh FLOPs per listed block and head (QK^T and PV), forward+backward 3.5x that (the
+backward's five block GEMMs against the forward's two).
+
+    PYTHONPATH=. python3 scripts/bench.py --only attention_gpu --json   # on a CUDA machine
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+SEQ_LEN, HEADS, HEAD_DIM, BLOCK = 65536, 6, 128, 128
+EOT = 50256
+
+
+def document_tokens(seq_len: int, mean_doc_tokens: int, seed: int = 0) -> np.ndarray:
+    """(seq_len,) int32 tokens whose EOTs open documents of exponentially distributed lengths
+    (mean `mean_doc_tokens`), starting with an EOT as the record's shards do."""
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(0, EOT, seq_len).astype(np.int32)
+    starts = np.cumsum(np.maximum(1, rng.exponential(mean_doc_tokens, seq_len // 8).astype(np.int64)))
+    tokens[0] = EOT
+    tokens[starts[starts < seq_len]] = EOT
+    return tokens
+
+
+def listed_blocks(tokens: np.ndarray, window: int) -> int:
+    """Key blocks visited over all query blocks at `window` (partial + full lists, clamped)."""
+    import jax.numpy as jnp
+
+    from jaxgpt import masks
+
+    lists = masks.clamp_counts(masks.truncate_to_window(masks.block_lists(masks.document_ids(jnp.asarray(tokens))), window))
+    return int(np.asarray(lists.kv_num_blocks).sum() + np.asarray(lists.full_kv_num_blocks).sum())
+
+
+def _median_ms(run: Callable[[], Any], sync: Callable[[Any], Any], repeats: int) -> float:
+    sync(run())  # warm-up (compiles)
+    sync(run())
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        sync(run())
+        times.append(1e3 * (time.perf_counter() - start))
+    return statistics.median(times)
+
+
+def jax_times(tokens: np.ndarray, windows: list[int], repeats: int) -> dict[str, dict[int, dict[str, float]]]:
+    import jax
+    import jax.numpy as jnp
+
+    from jaxgpt import attention, masks
+
+    rng = np.random.default_rng(1)
+    q, k, v = (jnp.asarray(rng.standard_normal((1, SEQ_LEN, HEADS, HEAD_DIM)), jnp.bfloat16) for _ in range(3))
+    doc_ids = masks.document_ids(jnp.asarray(tokens)[None])
+    cotangent = jnp.asarray(rng.standard_normal((1, SEQ_LEN, HEADS, HEAD_DIM)), jnp.bfloat16)
+    results: dict[str, dict[int, dict[str, float]]] = {}
+    for backend in ("pallas", "blocked"):
+        def forward(q, k, v, window, backend=backend):
+            return attention.attention(q, k, v, doc_ids, window, backend=backend)
+
+        fwd = jax.jit(forward)
+        fwd_bwd = jax.jit(jax.grad(lambda q, k, v, w: jnp.vdot(forward(q, k, v, w), cotangent).astype(jnp.float32),
+                                   argnums=(0, 1, 2)))
+        results[backend] = {}
+        for window in windows:
+            w = jnp.int32(window)  # traced: one compile for every window, as in training
+            results[backend][window] = {
+                "fwd_ms": _median_ms(lambda: fwd(q, k, v, w), jax.block_until_ready, repeats),
+                "fwd_bwd_ms": _median_ms(lambda: fwd_bwd(q, k, v, w), jax.block_until_ready, repeats),
+            }
+    return results
+
+
+def flex_times(tokens: np.ndarray, windows: list[int], repeats: int) -> dict[int, dict[str, float]]:
+    import torch
+
+    from torch_ref import masks as torch_masks
+    from torch_ref import model as torch_model
+
+    device = torch.device("cuda")
+    generator = torch.Generator(device=device).manual_seed(1)
+    q, k, v = (torch.randn(1, HEADS, SEQ_LEN, HEAD_DIM, device=device, dtype=torch.bfloat16, generator=generator,
+                           requires_grad=True) for _ in range(3))
+    cotangent = torch.randn(1, HEADS, SEQ_LEN, HEAD_DIM, device=device, dtype=torch.bfloat16, generator=generator)
+    docs = torch_masks.document_ids(torch.as_tensor(tokens, device=device))
+    lists = torch_masks.block_lists(docs)
+    results = {}
+
+    def sync(_: Any) -> None:
+        torch.cuda.synchronize()
+
+    for window in windows:
+        mask = torch_masks.build_block_mask(torch_masks.truncate_to_window(lists, window), docs)
+
+        def forward():
+            with torch.no_grad():
+                return torch_model._attend(q, k, v, mask)
+
+        def forward_backward():
+            out = torch_model._attend(q, k, v, mask)
+            return torch.autograd.grad(out, (q, k, v), cotangent)
+
+        results[window] = {"fwd_ms": _median_ms(forward, sync, repeats),
+                           "fwd_bwd_ms": _median_ms(forward_backward, sync, repeats)}
+    return results
+
+
+def bench_attention_gpu(*, quick: bool, repeats: int = 10, mean_doc_tokens: int = 1000) -> dict[str, Any]:
+    import jax
+
+    if jax.default_backend() != "gpu":
+        raise SystemExit("bench.py attention_gpu: needs a CUDA GPU (set JAX_PLATFORMS=cuda on a GPU machine)")
+    windows = [1, 4, 14] if quick else [1, 2, 4, 7, 10, 14]
+    tokens = document_tokens(SEQ_LEN, mean_doc_tokens)
+    timings = jax_times(tokens, windows, repeats)
+    try:
+        timings["flex"] = flex_times(tokens, windows, repeats)
+    except Exception as error:  # noqa: BLE001 - the jax columns stand on their own
+        timings["flex"] = {"error": f"{type(error).__name__}: {error}"}
+    rows = []
+    for window in windows:
+        fwd_flops = 4 * BLOCK * BLOCK * HEAD_DIM * HEADS * listed_blocks(tokens, window)
+        row: dict[str, Any] = {"window_blocks": window, "fwd_gflop": round(fwd_flops / 1e9, 2)}
+        for name, table in timings.items():
+            if window not in table:
+                continue
+            t = table[window]
+            row[f"{name}_fwd_ms"] = round(t["fwd_ms"], 3)
+            row[f"{name}_fwd_bwd_ms"] = round(t["fwd_bwd_ms"], 3)
+            row[f"{name}_fwd_tflops"] = round(fwd_flops / t["fwd_ms"] / 1e9, 1)
+            row[f"{name}_fwd_bwd_tflops"] = round(3.5 * fwd_flops / t["fwd_bwd_ms"] / 1e9, 1)
+        if "flex_fwd_bwd_ms" in row:
+            row["pallas_over_flex_fwd_bwd"] = round(row["pallas_fwd_bwd_ms"] / row["flex_fwd_bwd_ms"], 3)
+        row["blocked_over_pallas_fwd_bwd"] = round(row["blocked_fwd_bwd_ms"] / row["pallas_fwd_bwd_ms"], 2)
+        rows.append(row)
+    documents = int((tokens == EOT).sum())
+    return {"shape": {"batch": 1, "seq_len": SEQ_LEN, "heads": HEADS, "head_dim": HEAD_DIM, "dtype": "bfloat16",
+                      "documents": documents, "mean_doc_tokens": round(SEQ_LEN / documents)},
+            "device": str(jax.devices()[0].device_kind), "repeats": repeats, "rows": rows,
+            "flex_error": timings["flex"].get("error") if isinstance(timings["flex"], dict) else None}
