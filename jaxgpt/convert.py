@@ -108,7 +108,7 @@ def _stack(slices: list[Any]) -> Any:
     return np.stack([np.asarray(s) for s in slices]) if isinstance(slices[0], np.ndarray) else jnp.stack(slices)
 
 
-def config_from_state_dict(
+def model_config_from_state_dict(
     state_dict: Mapping[str, Any], base: ModelConfig | None = None, *, head_dim: int | None = None, **overrides: Any
 ) -> ModelConfig:
     """The ModelConfig of the model whose weights `state_dict` holds (record keys, `_orig_mod.`
@@ -174,21 +174,21 @@ def torch_state_dict_to_params(
     """Record state dict (torch tensors or arrays, fp32 or bf16) -> {record name: numpy array}.
 
     Keys may carry `_orig_mod.`. Dtypes are kept (bf16 as ml_dtypes.bfloat16); the model casts
-    on load. With config=None the dims are inferred (`config_from_state_dict`). Raises
+    on load. With config=None the dims are inferred (`model_config_from_state_dict`). Raises
     ValueError listing every missing, unknown and mis-shaped key. QKV weights are converted to
     config.qkv_layout (`to_qkv_layout`: a merged record checkpoint loads into a separate model
     and back). `config_overrides` go to
-    `config_from_state_dict` when the config is inferred.
+    `model_config_from_state_dict` when the config is inferred.
     """
     keys = strip_compile_prefix(state_dict)
     if config is None:
-        config = config_from_state_dict(keys, head_dim=head_dim, **config_overrides)
+        config = model_config_from_state_dict(keys, head_dim=head_dim, **config_overrides)
     keys = to_qkv_layout(keys, config.qkv_layout)
     _check_against(keys, config)
     return {name: _to_numpy(value) for name, value in keys.items()}
 
 
-def read_record_checkpoint(path: str | Path, *, flag: str = "checkpoint") -> dict[str, Any]:
+def load_checkpoint_state(path: str | Path, *, flag: str = "checkpoint") -> dict[str, Any]:
     """The state dict of a record-format torch checkpoint {"model": state_dict}, `_orig_mod.`
     prefixes stripped, tensors on the CPU. `flag` names the file's source in errors."""
     return strip_compile_prefix(read_record_payload(path, flag=flag)["model"])

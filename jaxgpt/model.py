@@ -10,8 +10,14 @@ Dtype policies (ModelConfig.dtype_policy):
             when train=True, plain bf16 head otherwise.
   "fp32":   everything fp32, plain fp32 head (parity tests).
 
-Shape legend: B batch, T tokens, D model dim, H heads, Dh head dim, F MLP hidden,
-V vocabulary rows of the embeddings, Vp padded vocabulary (lm_head rows), N = B*T.
+Shape suffixes (the project's one legend; docs/DESIGN.md points here): an array argument of a
+fixed layout inside the layers and the head carries its axes as a suffix, `x_BTD` is (B, T, D).
+  B batch, T tokens of a sequence, N = B*T tokens flattened, D model dim, H heads, Dh head dim,
+  R = Dh // 2 rotary frequencies, V vocabulary rows (Vp where the lm_head's padding to a multiple
+  of 128 matters), C chunks and K tokens per chunk of the chunked loss (C new tokens when
+  decoding), O and I a weight's out and in features.
+Shape-generic arguments (`x` of `norm`, `linear`) and GPT's methods, whose (B, T) ids
+are given in their docstrings, carry none; other modules use no suffixes.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from jaxgpt.config import RECORD_FP8_GRAD_SCALE, ModelConfig
 WindowBlocks = int | jax.Array
 
 # torch's F.rms_norm default eps for fp32 and bf16 inputs alike (fp32 machine epsilon).
-RMS_NORM_EPS = 2.0**-23
+RMS_EPS = 2.0**-23
 # The record's FP8 head scales (x_s, w_s, grad_s).
 FP8_X_SCALE = 2.0
 FP8_W_SCALE = 32.0
@@ -52,10 +58,10 @@ def compute_dtype(config: ModelConfig) -> jnp.dtype:
     return jnp.bfloat16 if config.dtype_policy == "record" else jnp.float32
 
 
-def rms_norm(x: jax.Array) -> jax.Array:
+def norm(x: jax.Array) -> jax.Array:
     """x / sqrt(mean(x^2, -1) + 2^-23), computed in fp32 and cast back to x.dtype; no scale."""
     x32 = x.astype(jnp.float32)
-    inv_rms = jax.lax.rsqrt(jnp.mean(jnp.square(x32), axis=-1, keepdims=True) + RMS_NORM_EPS)
+    inv_rms = jax.lax.rsqrt(jnp.mean(jnp.square(x32), axis=-1, keepdims=True) + RMS_EPS)
     return (x32 * inv_rms).astype(x.dtype)
 
 
@@ -79,16 +85,16 @@ def rotary_tables(head_dim: int, max_len: int) -> tuple[np.ndarray, np.ndarray]:
     return cos, sin
 
 
-def apply_rotary(x_BTHD: jax.Array, cos_TF: jax.Array, sin_TF: jax.Array) -> jax.Array:
+def apply_rotary(x_BTHD: jax.Array, cos_TR: jax.Array, sin_TR: jax.Array) -> jax.Array:
     """The record's half-split rotary: y1 = x1 c + x2 s, y2 = -x1 s + x2 c, in fp32.
 
-    x_BTHD: (B, T, H, Dh) any float dtype; cos_TF, sin_TF: (T, Dh // 2) fp32.
+    x_BTHD: (B, T, H, Dh) any float dtype; cos_TR, sin_TR: (T, Dh // 2) fp32.
     Returns (B, T, H, Dh) in x's dtype.
     """
     x32 = x_BTHD.astype(jnp.float32)
     half = x32.shape[-1] // 2
     x1, x2 = x32[..., :half], x32[..., half:]
-    cos, sin = cos_TF[None, :, None, :], sin_TF[None, :, None, :]
+    cos, sin = cos_TR[None, :, None, :], sin_TR[None, :, None, :]
     y1 = x1 * cos + x2 * sin
     y2 = x2 * cos - x1 * sin
     return jnp.concatenate([y1, y2], axis=-1).astype(x_BTHD.dtype)
@@ -284,7 +290,7 @@ class Embedding(nnx.Module):
         return embedding_lookup(self.weight[...], ids)
 
 
-class ValueEmbeddings(nnx.Module):
+class ValueEmbedding(nnx.Module):
     """The record's `value_embeds.embed.{k}` tables."""
 
     def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
@@ -298,7 +304,7 @@ class ValueEmbeddings(nnx.Module):
 SEPARATE_QKV_NAMES = ("q_w", "k_w", "v_w")  # qkv_layout "separate": the slices of qkv_w, in order
 
 
-class Attention(nnx.Module):
+class CausalSelfAttention(nnx.Module):
     """QKV attention: lambdas (2,), c_proj (D, D) and, by config.qkv_layout, either the record's
     merged qkv_w (3, D, D) as (q|k|v, out, in) or q_w, k_w, v_w, each (D, D) (out, in), whose
     stack is qkv_w (both layouts draw the same numbers from the same key)."""
@@ -357,7 +363,7 @@ class Attention(nnx.Module):
         v = lam[0] * v
         if ve_BTD is not None:
             v = v + lam[1] * ve_BTD.reshape(v.shape)
-        q, k = rms_norm(q), rms_norm(k)
+        q, k = norm(q), norm(k)
         return apply_rotary(q, *rotary), apply_rotary(k, *rotary), v
 
     def init_cache(self, batch: int, max_len: int, dtype: jnp.dtype) -> None:
@@ -392,7 +398,7 @@ class Block(nnx.Module):
     """x = l0 x + l1 x0; x += attn(norm(x)) (unless attention-free); x += mlp(norm(x))."""
 
     def __init__(self, config: ModelConfig, layer: int, *, rngs: nnx.Rngs):
-        self.attn = Attention(config, rngs=rngs) if config.has_attention(layer) else None
+        self.attn = CausalSelfAttention(config, rngs=rngs) if config.has_attention(layer) else None
         self.mlp = MLP(config, rngs=rngs)
         self.lambdas = nnx.Param(jnp.array([1.0, 0.0], jnp.float32))
 
@@ -404,8 +410,8 @@ class Block(nnx.Module):
         lam = self.lambdas[...].astype(x_BTD.dtype)
         x = lam[0] * x_BTD + lam[1] * x0_BTD
         if self.attn is not None:
-            x = x + self.attn(rms_norm(x), ve_BTD, doc_ids_BT, window_blocks, rotary, decode, lists)
-        return x + self.mlp(rms_norm(x))
+            x = x + self.attn(norm(x), ve_BTD, doc_ids_BT, window_blocks, rotary, decode, lists)
+        return x + self.mlp(norm(x))
 
 
 def _block_runner(remat: str):
@@ -436,7 +442,7 @@ class GPT(nnx.Module):
         dtype = compute_dtype(config)
         # Construction order follows the record's (embed, value embeds, blocks, lm_head).
         self.embed = Embedding(config.vocab_size, config.model_dim, dtype=dtype, rngs=rngs)
-        self.value_embeds = ValueEmbeddings(config, rngs=rngs)
+        self.value_embeds = ValueEmbedding(config, rngs=rngs)
         self.blocks = nnx.List([Block(config, layer, rngs=rngs) for layer in range(config.num_layers)])
         self.skip_weights = nnx.Param(jnp.ones((config.num_encoder_layers,), jnp.float32))
         self.lm_head = Linear(config.model_dim, config.padded_vocab_size, zero_init=True, rngs=rngs)
@@ -478,7 +484,7 @@ class GPT(nnx.Module):
                                       block_size=cfg.block_size)
             lists = {"long": build(long_window), "short": build(short_window)}
 
-        x = x0 = rms_norm(self.embed(input_ids))
+        x = x0 = norm(self.embed(input_ids))
         tables = [table(input_ids) for table in self.value_embeds.embed]
         skips = []
         run_block = _block_runner(cfg.remat)
@@ -494,7 +500,7 @@ class GPT(nnx.Module):
             x = run_block(block, x, ve, x0, doc_ids, window, rotary, decode, None if lists is None else lists.get(kind))
             if decoder_step < 0:
                 skips.append(x)
-        return rms_norm(x)
+        return norm(x)
 
     def logits(self, input_ids: jax.Array, window_blocks: WindowBlocks, *, train: bool = False) -> jax.Array:
         """(B, T, Vp) lm_head logits before the soft-cap: bf16 (record) or fp32 (fp32 policy).

@@ -61,8 +61,8 @@ def load_checkpoint(path: str | Path, *, head_dim: int | None = None) -> LoadedM
         val_files = sorted(glob.glob(train.val_files))
         shards_meta = Path(val_files[0]).parent / corpus.META_FILE if val_files else None
         return LoadedModel(params, preset.model, window, shards_meta if shards_meta and shards_meta.is_file() else None)
-    state_dict = convert.read_record_checkpoint(path, flag="--checkpoint")
-    model_config = convert.config_from_state_dict(state_dict, head_dim=head_dim)
+    state_dict = convert.load_checkpoint_state(path, flag="--checkpoint")
+    model_config = convert.model_config_from_state_dict(state_dict, head_dim=head_dim)
     params = convert.torch_state_dict_to_params(state_dict, model_config)
     return LoadedModel(params, model_config, RECORD_FINAL_WINDOW_BLOCKS, None)
 
@@ -130,7 +130,7 @@ class Sampler:
         return int(self._pick(logits, key, np.float32(self.temperature)))
 
 
-def pick_token(logits_V: Any, key: Any, temperature: Any, *, vocab_size: int, top_k: int | None,
+def pick_token(logits: Any, key: Any, temperature: Any, *, vocab_size: int, top_k: int | None,
                cap: float, cap_temperature: float) -> Any:
     """Next token from (Vp,) raw logits: the model's soft-cap (its distribution is the softmax
     of the capped logits), padding ids >= vocab_size excluded, divided by `temperature`
@@ -138,7 +138,7 @@ def pick_token(logits_V: Any, key: Any, temperature: Any, *, vocab_size: int, to
     import jax
     import jax.numpy as jnp
 
-    capped = model_lib.soft_cap(logits_V, cap, cap_temperature)
+    capped = model_lib.soft_cap(logits, cap, cap_temperature)
     capped = jnp.where(jnp.arange(capped.shape[-1]) < vocab_size, capped, -jnp.inf)
     if top_k is not None:
         kth = jax.lax.top_k(capped, min(top_k, vocab_size))[0][-1]

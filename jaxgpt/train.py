@@ -164,8 +164,8 @@ def init_preset(preset: cfg.Preset, options: RunOptions) -> tuple[cfg.Preset, di
     (preset, None) without --init-from. The start-up checks (vocabulary) use this model config."""
     if options.init_from is None:
         return preset, None
-    state_dict = convert.read_record_checkpoint(options.init_from, flag="--init-from")
-    model = convert.config_from_state_dict(state_dict, preset.model, head_dim=options.head_dim)
+    state_dict = convert.load_checkpoint_state(options.init_from, flag="--init-from")
+    model = convert.model_config_from_state_dict(state_dict, preset.model, head_dim=options.head_dim)
     return cfg.Preset(model=model, optim=preset.optim, train=preset.train), state_dict
 
 
@@ -184,7 +184,7 @@ def build_model(preset: cfg.Preset, options: RunOptions, *, num_devices: int = 1
     if state_dict is None:
         preset, state_dict = init_preset(preset, options)
     else:  # the same dims again (idempotent), without reading the file twice
-        preset = cfg.Preset(model=convert.config_from_state_dict(state_dict, preset.model, head_dim=options.head_dim),
+        preset = cfg.Preset(model=convert.model_config_from_state_dict(state_dict, preset.model, head_dim=options.head_dim),
                             optim=preset.optim, train=preset.train)
     loaded = convert.torch_state_dict_to_params(state_dict, preset.model)
     model = nnx.eval_shape(lambda: model_lib.GPT(device_model_config(preset, num_devices), rngs=nnx.Rngs(0)))

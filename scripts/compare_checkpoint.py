@@ -4,7 +4,7 @@
         [--dump-logits OUT.npz] [--seq-len T] [--head-dim 128] [--val-tokens N] [--dtype bf16]
 
 CKPT is a torch file holding {"model": state_dict} (keys may carry `_orig_mod.`, tensors fp32 or
-bf16); model dims come from the shapes, through jaxgpt.convert.config_from_state_dict (the rule
+bf16); model dims come from the shapes, through jaxgpt.convert.model_config_from_state_dict (the rule
 --init-from uses). Shapes do not say how D splits into heads: the head dim is --head-dim, else
 the checkpoint's saved config (torch_ref.train writes one), else the head dim of the preset of
 that width (128 for D 768, 64 for D 128); any other width without --head-dim is refused.
@@ -219,7 +219,7 @@ def compare(args: argparse.Namespace) -> dict:
     state_dict = convert.strip_compile_prefix(payload["model"])
     head_dim, head_dim_source = choose_head_dim(state_dict, payload, args.head_dim)
     eot = {} if args.eot_id is None else {"eot_id": args.eot_id}
-    config = convert.config_from_state_dict(
+    config = convert.model_config_from_state_dict(
         state_dict, head_dim=head_dim, **eot, dtype_policy="fp32" if args.dtype == "fp32" else "record",
         attention_backend=args.attention_backend, max_window_blocks=max(args.window_blocks, 1),
     )

@@ -157,7 +157,7 @@ def parity(sizes: Sizes, val_glob: str) -> dict[str, Any]:
     tokens = read_shard(sorted(glob.glob(val_glob))[0])
     chunk = np.asarray(tokens[: sizes.parity_seq_len + 1], dtype=np.int32)
     inputs, targets = chunk[:-1], chunk[1:]
-    config = convert.config_from_state_dict(
+    config = convert.model_config_from_state_dict(
         {k: v.numpy() for k, v in state_dict.items()}, model_cfg, dtype_policy="fp32",
         max_window_blocks=sizes.parity_window,
     )

@@ -29,20 +29,20 @@ def _record_state_dict(config: ModelConfig = CONFIG, dtype_embeddings=torch.floa
 
 
 def test_infers_config_from_shapes():
-    inferred = convert.config_from_state_dict(_record_state_dict(), eot_id=999)
+    inferred = convert.model_config_from_state_dict(_record_state_dict(), eot_id=999)
     assert (inferred.vocab_size, inferred.model_dim, inferred.num_heads, inferred.num_layers) == (1000, 128, 1, 12)
     assert inferred.attention_free_layers == (7,)
-    assert convert.config_from_state_dict(_record_state_dict(), head_dim=64, eot_id=999).num_heads == 2
-    assert convert.config_from_state_dict(_record_state_dict(), eot_id=9, dtype_policy="fp32").dtype_policy == "fp32"
+    assert convert.model_config_from_state_dict(_record_state_dict(), head_dim=64, eot_id=999).num_heads == 2
+    assert convert.model_config_from_state_dict(_record_state_dict(), eot_id=9, dtype_policy="fp32").dtype_policy == "fp32"
     with pytest.raises(ValueError, match="too few for the GPT-2 EOT id"):
-        convert.config_from_state_dict(_record_state_dict())
+        convert.model_config_from_state_dict(_record_state_dict())
 
 
 def test_record_preset_shapes_infer_the_record_config():
     # Zero-stride arrays have the record's shapes without allocating 275M parameters.
     record_shaped = {name: np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), s.shape, [0] * len(s.shape))
                      for name, s in M.param_shapes(ModelConfig()).items()}
-    assert convert.config_from_state_dict(record_shaped) == ModelConfig()
+    assert convert.model_config_from_state_dict(record_shaped) == ModelConfig()
 
 
 @pytest.mark.parametrize("embed_dtype", [torch.float32, torch.bfloat16])
@@ -86,11 +86,11 @@ def test_bad_keys_are_all_listed():
 def test_inference_errors_are_clear():
     state = _record_state_dict()
     with pytest.raises(ValueError, match="embed.weight"):
-        convert.config_from_state_dict({k: v for k, v in state.items() if k != "embed.weight"})
+        convert.model_config_from_state_dict({k: v for k, v in state.items() if k != "embed.weight"})
     with pytest.raises(ValueError, match="not divisible by head_dim 96"):
-        convert.config_from_state_dict(state, head_dim=96, eot_id=999)
+        convert.model_config_from_state_dict(state, head_dim=96, eot_id=999)
     with pytest.raises(ValueError, match="only known for the record's 12 layers"):
-        convert.config_from_state_dict({k: v for k, v in state.items() if not k.startswith("blocks.11.")}, eot_id=999)
+        convert.model_config_from_state_dict({k: v for k, v in state.items() if not k.startswith("blocks.11.")}, eot_id=999)
 
 
 def test_numpy_input_is_accepted():

@@ -205,7 +205,7 @@ def test_rotary_keeps_bf16():
 
 def test_rms_norm_uses_fp32_machine_epsilon():
     x = np.full((1, 4), 3e-4, np.float32)  # mean(x^2) = 9e-8, comparable to eps = 1.19e-7
-    got = np.asarray(M.rms_norm(jnp.asarray(x)))
+    got = np.asarray(M.norm(jnp.asarray(x)))
     want = x / np.sqrt(9e-8 + 2.0**-23)
     np.testing.assert_allclose(got, want, rtol=1e-6)  # fp32 rsqrt
     assert not np.allclose(got, x / np.sqrt(9e-8 + 1e-6), rtol=1e-2)  # flax's default eps would differ
@@ -213,7 +213,7 @@ def test_rms_norm_uses_fp32_machine_epsilon():
 
 def test_rms_norm_bf16_computes_in_fp32():
     x = jax.random.normal(jax.random.key(0), (4, 128), jnp.float32).astype(jnp.bfloat16)
-    got = M.rms_norm(x)
+    got = M.norm(x)
     assert got.dtype == jnp.bfloat16
     x32 = np.asarray(x, np.float32)
     want = (x32 / np.sqrt((x32**2).mean(-1, keepdims=True) + 2.0**-23)).astype(ml_dtypes.bfloat16)

@@ -110,8 +110,8 @@ def test_torch_state_dict_loads_into_either_layout_and_config_reads_the_layout()
     merged, separate = _models("fp32")
     merged_sd = convert.params_to_torch_state_dict(model_lib.param_dict(merged))
     separate_sd = convert.to_qkv_layout(merged_sd, "separate")
-    assert convert.config_from_state_dict(separate_sd, merged.config).qkv_layout == "separate"
-    assert convert.config_from_state_dict(merged_sd, separate.config).qkv_layout == "merged"
+    assert convert.model_config_from_state_dict(separate_sd, merged.config).qkv_layout == "separate"
+    assert convert.model_config_from_state_dict(merged_sd, separate.config).qkv_layout == "merged"
     loaded = convert.torch_state_dict_to_params(merged_sd, separate.config)
     _assert_same(loaded, model_lib.param_dict(merged))
     rebuilt = convert.model_from_params(separate_sd, merged.config)  # separate weights, merged model
