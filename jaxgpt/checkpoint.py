@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ import jax
 import orbax.checkpoint as ocp
 
 from jaxgpt import convert
-from jaxgpt.config import ModelConfig, OptimConfig, Preset, TrainConfig
+from jaxgpt.config import ModelConfig, OptimConfig, Preset, TrainConfig, replace
 from jaxgpt.data import DataPosition
 
 # Fields that only say where and how often to write output; changing them cannot change the
@@ -220,6 +221,15 @@ def open_run_checkpoints(
         directory = Path(train.out_dir) / "checkpoints" / run_id
         return Checkpointer(directory, max_to_keep=train.keep_checkpoints), 0, DataPosition(), None
     return None, 0, DataPosition(), None
+
+
+def keep_saved_cadence(preset: Preset, saved_meta: dict[str, Any], overridden: Sequence[str]) -> Preset:
+    """A resumed run keeps the saved run's checkpoint_every and keep_checkpoints unless the
+    command line sets them again (`overridden`: the "section.field" names of the flags given)."""
+    saved_train = saved_meta["config"]["train"]
+    kept = {name: saved_train[name] for name in ("checkpoint_every", "keep_checkpoints")
+            if f"train.{name}" not in overridden and name in saved_train}
+    return Preset(model=preset.model, optim=preset.optim, train=replace(preset.train, **kept))
 
 
 def is_due(step: int, start_step: int, train: TrainConfig, save_final: bool) -> bool:

@@ -20,7 +20,7 @@ import numpy as np
 from flax import nnx
 
 from jaxgpt import model as model_lib
-from jaxgpt.config import ModelConfig, replace
+from jaxgpt.config import ModelConfig, Preset, replace
 
 COMPILE_PREFIX = "_orig_mod."
 
@@ -211,6 +211,18 @@ def read_record_payload(path: str | Path, *, flag: str = "checkpoint") -> dict[s
     if not isinstance(checkpoint, dict) or "model" not in checkpoint:
         raise ValueError(f"{path} is not a record-format checkpoint (a dict with a 'model' state dict)")
     return checkpoint
+
+
+def init_preset(preset: Preset, path: str | Path | None, head_dim: int | None = None,
+                state_dict: Mapping[str, Any] | None = None) -> tuple[Preset, dict[str, Any] | None]:
+    """(`preset` with the model dims of the record checkpoint at `path`, its state dict): what
+    --init-from trains; `state_dict` is that file when already read (it is then not read
+    again). (preset, None) when `path` is None."""
+    if path is None:
+        return preset, None
+    if state_dict is None:
+        state_dict = load_checkpoint_state(path, flag="--init-from")
+    return replace(preset, model=model_config_from_state_dict(state_dict, preset.model, head_dim=head_dim)), state_dict
 
 
 def params_to_torch_state_dict(params: Mapping[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import platform
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -166,3 +167,15 @@ def write_header(log: RunLog, preset: cfg.Preset, options: Any, devices: Sequenc
     for line in environment_lines(devices):
         log.write(line, console=False)
     log.write("=" * 100, console=False)
+
+
+def shown_path(path: str | Path) -> str:
+    """`path` relative to the working directory when it lies below it, else absolute."""
+    path = Path(path).absolute()
+    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
+
+
+def sample_command(checkpoint_dir: str | Path) -> str:
+    """The shell command that samples text from a run's checkpoint directory."""
+    return shlex.join([shown_path(sys.executable), "-m", "jaxgpt.sample", "--checkpoint", shown_path(checkpoint_dir),
+                       "--prompt", "def ", "--max-new-tokens", "50"])

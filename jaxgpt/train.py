@@ -14,12 +14,7 @@ jaxgpt.checkpoint. Docs: docs/TRAINING.md.
 from __future__ import annotations
 
 import functools
-import os
-import shlex
-import signal
 import sys
-import threading
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,120 +28,13 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxgpt import checkpoint, convert, data, optim, runlog
+from jaxgpt import checkpoint, convert, data, interrupt, optim, preflight, runlog
 from jaxgpt import config as cfg
 from jaxgpt import model as model_lib
-from jaxgpt.kernels.flash_attention import default_interpret
 from jaxgpt.cli import RunOptions, parse_args
-from jaxgpt.data import DataPosition
+from jaxgpt.kernels.flash_attention import default_interpret
 
 AXIS = "data"  # the mesh axis: data parallel, device index = the record's rank
-
-# ---------------------------------------------------------------------------------------------
-# Devices, and checks that fail before anything is compiled
-
-
-def maybe_initialize_distributed(options: RunOptions) -> None:
-    """Join a multi-host run when flags or the environment ask for it (several processes,
-    one per host; process p reads only its own sequences of every batch)."""
-    from_env = os.environ.get("JAX_COORDINATOR_ADDRESS") or os.environ.get("JAXGPT_DISTRIBUTED") == "1"
-    if options.coordinator is None and options.num_processes is None and not from_env:
-        return
-    kwargs = {"coordinator_address": options.coordinator, "num_processes": options.num_processes,
-              "process_id": options.process_id}
-    jax.distributed.initialize(**{name: value for name, value in kwargs.items() if value is not None})
-
-
-def select_devices(requested: int | None) -> list:
-    """The first `requested` devices (all when None); several hosts must use all of them."""
-    available = jax.devices()
-    if requested is None:
-        return available
-    if requested < 1 or requested > len(available):
-        raise ValueError(f"--devices {requested} asked for, but {len(available)} device(s) are visible")
-    if jax.process_count() > 1 and requested != len(available):
-        raise ValueError(f"with {jax.process_count()} processes all {len(available)} devices must be used")
-    return available[:requested]
-
-
-def check_run(preset: cfg.Preset, num_devices: int, process_count: int, start_step: int, start: DataPosition) -> None:
-    """Reject geometry and data problems with a clear message before anything compiles."""
-    train = preset.train
-    if train.sequences_per_step % num_devices:
-        raise ValueError(
-            f"global batch of {train.batch_tokens} tokens = {train.sequences_per_step} sequences of {train.seq_len} "
-            f"cannot be split over {num_devices} devices: batch_tokens must be a multiple of "
-            f"seq_len * devices = {train.seq_len * num_devices}"
-        )
-    if num_devices % process_count:
-        raise ValueError(f"{num_devices} devices cannot be split evenly over {process_count} processes")
-    if train.seq_len > preset.model.rope_max_len:
-        raise ValueError(f"seq_len {train.seq_len} exceeds the rotary table length {preset.model.rope_max_len}")
-    if train.val_tokens % train.batch_tokens:
-        raise ValueError(
-            f"val_tokens {train.val_tokens} must be a multiple of batch_tokens {train.batch_tokens} "
-            "(each evaluation reads whole global batches, as the record)"
-        )
-    # Every shard the run can reach: headers, lengths, one batch each, token ids < vocab.
-    train_files = data.list_shards(train.train_files)  # refuses a folder whose build never finished
-    val_or_none = data.list_shards(train.val_files) if train.val_tokens else []
-    for folder in data.check_shard_folders(train_files + val_or_none) if jax.process_index() == 0 else ():
-        print(f"note: {folder} has no {data.COMPLETE_MARKER} marker (shards not written by make_shards); "
-              "using them as they are", file=sys.stderr)
-    reachable = train_files if train.cycle_data else train_files[start.shard_index:]
-    data.check_shards(reachable, train.batch_tokens, preset.model.vocab_size)
-    if train.val_tokens:
-        val_files = data.list_shards(train.val_files)
-        data.check_shards(val_files, train.batch_tokens, preset.model.vocab_size)
-        if data.batches_available(val_files, train.batch_tokens) < train.val_tokens // train.batch_tokens:
-            raise ValueError(
-                f"validation needs {train.val_tokens} tokens (+1) from {train.val_files!r}, which holds fewer "
-                f"whole batches of {train.batch_tokens}; lower --val-tokens"
-            )
-    if not train.cycle_data:
-        needed = train.steps - start_step
-        available = data.batches_available(train_files, train.batch_tokens, start)
-        if available < needed:
-            raise ValueError(
-                f"training data exhausted: steps {start_step}..{train.steps - 1} need {needed} batches of {train.batch_tokens} "
-                f"tokens, but the {len(train_files)} shard(s) matching {train.train_files!r} hold {available}; "
-                "add shards, lower --steps, or pass --cycle-data"
-            )
-
-
-def check_writable(directory: Path, what: str) -> None:
-    """Create `directory` if needed and prove a file can be written there; ValueError otherwise
-    (checked before the first step, so no trained state is lost to a bad path at the end)."""
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        probe = directory / f".write-test-{uuid.uuid4().hex}"
-        probe.touch()
-        probe.unlink()
-    except OSError as error:
-        raise ValueError(f"{what} {directory} is not writable: {error.strerror or error}") from None
-
-
-def check_outputs(preset: cfg.Preset, options: RunOptions) -> None:
-    """Every place the run writes to (--out-dir with its logs and checkpoints, --resume,
-    --export-torch's folder) is writable; --export-torch does not name a folder."""
-    check_writable(Path(preset.train.out_dir), "--out-dir")
-    if options.resume is not None and Path(options.resume).is_dir():
-        check_writable(Path(options.resume), "--resume directory")
-    if options.export_torch is not None:
-        target = Path(options.export_torch)
-        if target.is_dir():
-            raise ValueError(f"--export-torch {target} is a directory; give a file path such as {target / 'model.pt'}")
-        check_writable(target.parent, "--export-torch folder")
-
-
-def keep_saved_cadence(preset: cfg.Preset, saved_meta: dict[str, Any], overridden: Sequence[str]) -> cfg.Preset:
-    """A resumed run keeps the saved run's checkpoint_every and keep_checkpoints unless the
-    command line sets them again."""
-    saved_train = saved_meta["config"]["train"]
-    kept = {name: saved_train[name] for name in ("checkpoint_every", "keep_checkpoints")
-            if f"train.{name}" not in overridden and name in saved_train}
-    return cfg.Preset(model=preset.model, optim=preset.optim, train=cfg.replace(preset.train, **kept))
-
 
 # ---------------------------------------------------------------------------------------------
 # The model's parameters as a flat {record name: array} dict, and the compiled steps
@@ -159,33 +47,19 @@ def device_model_config(preset: cfg.Preset, num_devices: int) -> cfg.ModelConfig
     return cfg.replace(preset.model, fp8_grad_scale=cfg.fp8_grad_scale_for(local_tokens, preset.model.fp8_grad_scale))
 
 
-def init_preset(preset: cfg.Preset, options: RunOptions) -> tuple[cfg.Preset, dict[str, Any] | None]:
-    """(preset with the model dims of the --init-from checkpoint, its state dict), read once;
-    (preset, None) without --init-from. The start-up checks (vocabulary) use this model config."""
-    if options.init_from is None:
-        return preset, None
-    state_dict = convert.load_checkpoint_state(options.init_from, flag="--init-from")
-    model = convert.model_config_from_state_dict(state_dict, preset.model, head_dim=options.head_dim)
-    return cfg.Preset(model=model, optim=preset.optim, train=preset.train), state_dict
-
-
 def build_model(preset: cfg.Preset, options: RunOptions, *, num_devices: int = 1,
                 state_dict: dict[str, Any] | None = None) -> tuple[cfg.Preset, model_lib.ModelGraph, dict[str, np.ndarray]]:
     """The model graph and its initial parameters {record name: host array}.
 
     With --init-from the model dims come from the checkpoint's shapes and the values are
     exactly the checkpoint's (cast to the policy's dtypes); otherwise a fresh init from --seed.
-    `state_dict`: the --init-from checkpoint already read by `init_preset`.
+    `state_dict`: the --init-from checkpoint when already read (convert.init_preset).
     Returns (preset with the model config actually used, graph, params)."""
     if options.init_from is None:
         model = model_lib.GPT(device_model_config(preset, num_devices), rngs=nnx.Rngs(preset.train.seed))
         graph, params = model_lib.ModelGraph.split(model)
         return preset, graph, {name: np.asarray(value) for name, value in params.items()}
-    if state_dict is None:
-        preset, state_dict = init_preset(preset, options)
-    else:  # the same dims again (idempotent), without reading the file twice
-        preset = cfg.Preset(model=convert.model_config_from_state_dict(state_dict, preset.model, head_dim=options.head_dim),
-                            optim=preset.optim, train=preset.train)
+    preset, state_dict = convert.init_preset(preset, options.init_from, options.head_dim, state_dict)
     loaded = convert.torch_state_dict_to_params(state_dict, preset.model)
     model = nnx.eval_shape(lambda: model_lib.GPT(device_model_config(preset, num_devices), rngs=nnx.Rngs(0)))
     graph, abstract = model_lib.ModelGraph.split(model)
@@ -269,57 +143,6 @@ def evaluate(preset: cfg.Preset, compiled: CompiledSteps, params: Any, window: A
     return float(sum(losses)) / len(losses)
 
 
-
-# ---------------------------------------------------------------------------------------------
-# Interruptions: SIGINT / SIGTERM stop the run between steps, never inside a save
-
-
-class Interrupted(Exception):
-    """The run stopped on a signal; `exit_code` is 128 + the signal number (130 for SIGINT)."""
-
-    def __init__(self, signum: int, message: str) -> None:
-        super().__init__(message)
-        self.exit_code = 128 + signum
-
-
-class StopRequest:
-    """While active (a `with` block on the main thread), SIGINT and SIGTERM only record that a
-    stop was asked for; the loop checks `signum` between steps, saves and exits cleanly. A
-    second SIGINT falls back to Python's KeyboardInterrupt (the save in flight is still waited for)."""
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self._previous: dict[int, Any] = {}
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        self.signum = signum
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        print(f"\n{signal.Signals(signum).name}: stopping after this step (Ctrl-C again to abandon it)",
-              file=sys.stderr, flush=True)
-
-    def __enter__(self) -> StopRequest:
-        if threading.current_thread() is threading.main_thread():
-            self._previous = {signum: signal.signal(signum, self._handle) for signum in self.SIGNALS}
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-
-
-def _interrupted(signum: int, step: int, checkpointer: checkpoint.Checkpointer | None) -> Interrupted:
-    where = (f"the state after step {step} is in {_shown_path(checkpointer.directory)} (continue with --resume "
-             f"{_shown_path(checkpointer.directory)})" if checkpointer is not None and step in checkpointer.all_steps()
-             else "no checkpoint was written (checkpointing is off: --checkpoint-every K or --save-checkpoint)")
-    return Interrupted(signum, f"interrupted by {signal.Signals(signum).name} at step {step}; {where}")
-
-
-# Test hook (tests/test_failures.py): deliver SIGINT to this process right after the save of the
-# given step was started, so the signal arrives while the asynchronous write is in flight.
-_TEST_INTERRUPT_AFTER_SAVE = "JAXGPT_TEST_INTERRUPT_AFTER_SAVE"
-
 # ---------------------------------------------------------------------------------------------
 # The run
 
@@ -339,51 +162,52 @@ class RunResult:
     eval_step_compiles: int
 
 
-def train(preset: cfg.Preset, options: RunOptions = RunOptions()) -> RunResult:
-    """Run (or resume) training as configured; returns the losses and final parameters."""
-    maybe_initialize_distributed(options)
-    devices = select_devices(preset.train.devices)
-    run_id = options.run_id or str(uuid.uuid4())
-    check_outputs(preset, options)
-    checkpointer, start_step, position, saved_meta = checkpoint.open_run_checkpoints(
-        preset, options.resume, run_id, options.save_checkpoint)
-    if saved_meta is not None:
-        preset = keep_saved_cadence(preset, saved_meta, options.overridden)
-    preset, init_state = init_preset(preset, options)  # the checks below see the trained model's vocabulary
-    check_run(preset, len(devices), jax.process_count(), start_step, position)
-    if checkpointer is None and preset.train.steps > 0 and jax.process_index() == 0:
-        print("note: this run writes no checkpoint (pass --checkpoint-every K or --save-checkpoint to keep its state)",
-              file=sys.stderr)
-    preset, graph, host_params = build_model(preset, options, num_devices=len(devices), state_dict=init_state)
-    if saved_meta is not None:  # refused before anything compiles
-        checkpoint.refuse_config_change(saved_meta, checkpoint.config_to_json(preset), checkpointer.directory)
-    total_steps, train_cfg = preset.train.steps, preset.train
+def initial_state(start: preflight.RunStart, options: RunOptions) -> tuple[cfg.Preset, CompiledSteps, Any, Any]:
+    """(preset with the model actually built, compiled steps, params, optimizer state) on the
+    mesh: the init (or --init-from), or the resumed checkpoint's state."""
+    preset, graph, host_params = build_model(start.preset, options, num_devices=len(start.devices),
+                                             state_dict=start.init_state)
+    if start.saved_meta is not None:  # refused before anything compiles
+        checkpoint.refuse_config_change(start.saved_meta, checkpoint.config_to_json(preset), start.checkpointer.directory)
     optimizer = make_optimizer(preset)
     # Pallas's interpreter (the pallas backend on a CPU) cannot carry shard_map's varying-axes
     # types through its grid loop; the compiled GPU kernels can, and keep the check.
     interpreted = preset.model.attention_backend == "pallas" and default_interpret()
-    compiled = compile_steps(Mesh(np.array(devices), (AXIS,)), graph, optimizer, check_vma=not interpreted)
+    compiled = compile_steps(Mesh(np.array(start.devices), (AXIS,)), graph, optimizer, check_vma=not interpreted)
     params = replicate(host_params, compiled.replicated)
     opt_state = jax.jit(optimizer.init, out_shardings=compiled.replicated)(params)
-    if saved_meta is not None:
-        state, _ = checkpointer.restore({"params": params, "opt_state": opt_state}, config=None, step=saved_meta["step"])
+    if start.saved_meta is not None:
+        state, _ = start.checkpointer.restore({"params": params, "opt_state": opt_state}, config=None,
+                                              step=start.step)
         params, opt_state = state["params"], state["opt_state"]
-    loader = data.BatchLoader(train_cfg.train_files, train_cfg.batch_tokens, train_cfg.seq_len, position=position,
+    return preset, compiled, params, opt_state
+
+
+def train(preset: cfg.Preset, options: RunOptions = RunOptions()) -> RunResult:
+    """Run (or resume) training as configured; returns the losses and final parameters."""
+    start = preflight.start_run(preset, options)
+    preset, compiled, params, opt_state = initial_state(start, options)
+    train_cfg, total_steps, checkpointer = preset.train, preset.train.steps, start.checkpointer
+    loader = data.BatchLoader(train_cfg.train_files, train_cfg.batch_tokens, train_cfg.seq_len, position=start.position,
                               process_index=jax.process_index(), process_count=jax.process_count(), cycle=train_cfg.cycle_data)
-    log = runlog.RunLog(train_cfg.out_dir, run_id, total_steps=total_steps, start_step=start_step,
+    log = runlog.RunLog(train_cfg.out_dir, start.run_id, total_steps=total_steps, start_step=start.step,
                         progress=options.progress, enabled=jax.process_index() == 0)
-    runlog.write_header(log, preset, options, devices, start_step)
+    runlog.write_header(log, preset, options, start.devices, start.step)
     val_losses, train_losses, clock = {}, {}, runlog.TrainClock()
-    interrupt_step = int(os.environ.get(_TEST_INTERRUPT_AFTER_SAVE, -1))
+
+    def save(step: int) -> None:  # params and opt_state hold `step` updates; the loader is at `step`'s batch
+        checkpointer.save(step, {"params": params, "opt_state": opt_state}, data_position=loader.position.to_dict(),
+                          config=checkpoint.config_to_json(preset))
+
     try:
-        with loader, StopRequest() as stop:
-            for step in range(start_step, total_steps + 1):
+        with loader, interrupt.StopRequest() as stop:
+            for step in range(start.step, total_steps + 1):
                 if stop.signum is not None:  # params hold `step` updates: save them, then stop
-                    if checkpointer is not None and step != start_step:
-                        checkpointer.save(step, {"params": params, "opt_state": opt_state},
-                                          data_position=loader.position.to_dict(), config=checkpoint.config_to_json(preset))
+                    if checkpointer is not None and step != start.step:
+                        save(step)
                         checkpointer.close()
-                    raise _interrupted(stop.signum, step, checkpointer)
+                    on_disk = checkpointer is not None and step in checkpointer.all_steps()
+                    raise interrupt.interrupted(stop.signum, step, runlog.shown_path(checkpointer.directory) if on_disk else None)
                 if step == log.clock_reset_step:
                     clock.reset()
                 window = np.int32(optim.window_blocks(step, max(total_steps, 1), train_cfg.window_max_tokens)[0])
@@ -392,13 +216,11 @@ def train(preset: cfg.Preset, options: RunOptions = RunOptions()) -> RunResult:
                     val_losses[step] = evaluate(preset, compiled, params, window)
                     log.val(step, val_losses[step], elapsed, int(window))
                     clock.resume()
-                if checkpointer is not None and checkpoint.is_due(step, start_step, train_cfg, options.save_checkpoint):
+                if checkpointer is not None and checkpoint.is_due(step, start.step, train_cfg, options.save_checkpoint):
                     clock.pause()
-                    checkpointer.save(step, {"params": params, "opt_state": opt_state},
-                                      data_position=loader.position.to_dict(), config=checkpoint.config_to_json(preset))
+                    save(step)
                     clock.resume()
-                    if step == interrupt_step:
-                        os.kill(os.getpid(), signal.SIGINT)
+                    stop.saved(step)
                 if step == total_steps:
                     break
                 inputs, targets = data.to_global_arrays(next(loader), compiled.batch)
@@ -426,8 +248,8 @@ def finish_run(preset: cfg.Preset, options: RunOptions, *, log: runlog.RunLog, c
     if checkpointer is not None:
         checkpointer.close()  # waits for the last save
         if preset.train.steps in checkpointer.all_steps():
-            log.write(f"saved the final state to {_shown_path(checkpointer.directory)}; sample from it with:\n  "
-                      + sample_command(checkpointer.directory))
+            log.write(f"saved the final state to {runlog.shown_path(checkpointer.directory)}; sample from it with:\n  "
+                      + runlog.sample_command(checkpointer.directory))
     if options.export_torch is not None and jax.process_index() == 0:
         path = checkpoint.export_torch(host_params, options.export_torch)
         log.write(f"exported {path}", console=False)
@@ -438,18 +260,6 @@ def finish_run(preset: cfg.Preset, options: RunOptions, *, log: runlog.RunLog, c
         checkpoint_dir=None if checkpointer is None else checkpointer.directory,
         train_step_compiles=compiles[0], eval_step_compiles=compiles[1],
     )
-
-
-def _shown_path(path: str | Path) -> str:
-    """`path` relative to the working directory when it lies below it, else absolute."""
-    path = Path(path).absolute()
-    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
-
-
-def sample_command(checkpoint_dir: str | Path) -> str:
-    """The shell command that samples text from a run's checkpoint directory."""
-    return shlex.join([_shown_path(sys.executable), "-m", "jaxgpt.sample", "--checkpoint", _shown_path(checkpoint_dir),
-                       "--prompt", "def ", "--max-new-tokens", "50"])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -464,9 +274,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         train(preset, options)
-    except Interrupted as interrupted:
-        print(interrupted, file=sys.stderr)
-        return interrupted.exit_code
+    except interrupt.Interrupted as stopped:
+        print(stopped, file=sys.stderr)
+        return stopped.exit_code
     except (ValueError, OSError, data.ShardsExhaustedError) as error:
         if options.debug:
             raise

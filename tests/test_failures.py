@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxgpt import checkpoint, cli, config, data
+from jaxgpt import checkpoint, cli, config, data, interrupt
 from jaxgpt import train as train_lib
 
 REPO = Path(__file__).resolve().parents[1]
@@ -98,7 +98,7 @@ def interrupted_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path
     folder = tmp_path_factory.mktemp("sigint")
     shards = write_shards(folder, train_lengths=(20_000,))
     args = run_args(shards, folder / "out", "--steps", "6", "--checkpoint-every", "2", "--run-id", "r")
-    env = {**os.environ, "PYTHONPATH": str(REPO), train_lib._TEST_INTERRUPT_AFTER_SAVE: "2"}
+    env = {**os.environ, "PYTHONPATH": str(REPO), interrupt.TEST_INTERRUPT_AFTER_SAVE: "2"}
     result = subprocess.run([sys.executable, "-m", "jaxgpt.train", *args], cwd=folder, env=env,
                             capture_output=True, text=True, timeout=240)
     return result, folder / "out" / "checkpoints" / "r", args
@@ -172,10 +172,10 @@ def test_resume_keeps_the_saved_checkpoint_cadence():
     preset, options = cli.parse_args(["--preset", "tiny"])
     saved = {"config": checkpoint.config_to_json(config.Preset(
         preset.model, preset.optim, config.replace(preset.train, checkpoint_every=7, keep_checkpoints=2)))}
-    kept = train_lib.keep_saved_cadence(preset, saved, options.overridden)
+    kept = checkpoint.keep_saved_cadence(preset, saved, options.overridden)
     assert (kept.train.checkpoint_every, kept.train.keep_checkpoints) == (7, 2)
     _, options = cli.parse_args(["--preset", "tiny", "--checkpoint-every", "3"])
-    told = train_lib.keep_saved_cadence(preset, saved, options.overridden)
+    told = checkpoint.keep_saved_cadence(preset, saved, options.overridden)
     assert (told.train.checkpoint_every, told.train.keep_checkpoints) == (0, 2)
 
 

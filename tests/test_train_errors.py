@@ -12,7 +12,7 @@ import jax
 import numpy as np
 import pytest
 
-from jaxgpt import checkpoint, data
+from jaxgpt import checkpoint, data, preflight
 from jaxgpt import train as train_lib
 
 
@@ -88,7 +88,7 @@ def test_shards_exhausted_during_the_run_is_reported_too(capsys, monkeypatch, tm
     def exhausted(*args, **kwargs):
         raise data.ShardsExhaustedError(data.exhausted_message("t_train_*.bin", 1))
 
-    monkeypatch.setattr(train_lib, "check_run", lambda *args: None)
+    monkeypatch.setattr(preflight, "check_run", lambda *args, **kwargs: None)
     monkeypatch.setattr(train_lib, "build_model", exhausted)
     assert "ran out of data" in run_main(capsys, base_args(shards, tmp_path))
 
