@@ -27,13 +27,12 @@ from typing import Literal
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
 from jaxgpt.config import BLOCK_SIZE
 from jaxgpt.kernels.block_lists import KernelBlockLists
 from jaxgpt.kernels.flash_attention import flash_attention
-from jaxgpt.masks import allowed_at, closed_form_mask
+from jaxgpt.masks import allowed_at, check_attention_inputs, closed_form_mask
 
 Backend = Literal["dense", "blocked", "pallas"]
 
@@ -43,36 +42,6 @@ Backend = Literal["dense", "blocked", "pallas"]
 # W = 4). Attention-alone backward temp at T = 65536, W = 14: C = 4/8/16/32 -> 887/1031/
 # 1275/2067 MiB.
 QUERY_BLOCKS_PER_STEP = 8
-
-
-def _validate(
-    q: jax.Array,
-    k: jax.Array,
-    v: jax.Array,
-    doc_ids: jax.Array,
-    window_blocks: int | jax.Array,
-    block_size: int,
-    max_window_blocks: int,
-) -> None:
-    if q.ndim != 4:
-        raise ValueError(f"q must have shape (B, T, H, Dh), got {tuple(q.shape)}")
-    if k.shape != q.shape:
-        raise ValueError(f"k shape {tuple(k.shape)} differs from q shape {tuple(q.shape)}")
-    if v.ndim != 4 or v.shape[:3] != q.shape[:3]:
-        raise ValueError(f"v shape {tuple(v.shape)} must be (B, T, H, Dv) with (B, T, H) = {tuple(q.shape[:3])}")
-    if doc_ids.shape != q.shape[:2]:
-        raise ValueError(f"doc_ids shape {tuple(doc_ids.shape)} must be (B, T) = {tuple(q.shape[:2])}")
-    if not jnp.issubdtype(doc_ids.dtype, jnp.integer):
-        raise ValueError(f"doc_ids must be integers, got {doc_ids.dtype}")
-    if block_size <= 0:
-        raise ValueError(f"block_size must be positive, got {block_size}")
-    seq_len = q.shape[1]
-    if seq_len <= 0 or seq_len % block_size:
-        raise ValueError(f"sequence length T={seq_len} must be a positive multiple of block_size {block_size}")
-    if max_window_blocks < 1:
-        raise ValueError(f"max_window_blocks must be >= 1, got {max_window_blocks}")
-    if isinstance(window_blocks, (int, np.integer)) and not 0 <= window_blocks <= max_window_blocks:
-        raise ValueError(f"window_blocks={window_blocks} is outside 0..max_window_blocks={max_window_blocks}")
 
 
 def _masked_softmax_pv(scores: jax.Array, allowed: jax.Array, v: jax.Array, out_dtype: jnp.dtype) -> jax.Array:
@@ -222,16 +191,16 @@ def attention(
     for this window (built here when None; pass them to share them between layers).
     Returns (B, T, H, Dv) in q's dtype. Scores and softmax are fp32.
     """
-    _validate(q, k, v, doc_ids, window_blocks, block_size, max_window_blocks)
+    if backend == "pallas":  # the kernel's wrapper checks the same inputs (and its own limits) once
+        return flash_attention(q, k, v, doc_ids, window_blocks, scale=scale, block_size=block_size,
+                               max_window_blocks=max_window_blocks, lists=kernel_lists)
+    check_attention_inputs(q, k, v, doc_ids, window_blocks, block_size=block_size, max_window_blocks=max_window_blocks)
     if backend == "dense":
         return dense_attention(q, k, v, doc_ids, window_blocks, scale=scale, block_size=block_size)
     if backend == "blocked":
         return blocked_attention(
             q, k, v, doc_ids, window_blocks, scale=scale, block_size=block_size, max_window_blocks=max_window_blocks
         )
-    if backend == "pallas":
-        return flash_attention(q, k, v, doc_ids, window_blocks, scale=scale, block_size=block_size,
-                               max_window_blocks=max_window_blocks, lists=kernel_lists)
     raise ValueError(f"unknown attention backend {backend!r}; choose 'dense', 'blocked' or 'pallas'")
 
 

@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxgpt.config import BLOCK_SIZE, EOT_ID
 
@@ -43,6 +44,33 @@ def num_blocks(seq_len: int, block_size: int = BLOCK_SIZE) -> int:
     if seq_len <= 0 or seq_len % block_size:
         raise ValueError(f"sequence length {seq_len} must be a positive multiple of the block size {block_size}")
     return seq_len // block_size
+
+
+def check_attention_inputs(q: jax.Array, k: jax.Array, v: jax.Array, doc_ids: jax.Array, window_blocks: WindowBlocks,
+                           *, block_size: int = BLOCK_SIZE, max_window_blocks: int = 14) -> None:
+    """ValueError naming the problem unless q, k are (B, T, H, Dh), v (B, T, H, Dv), doc_ids
+    (B, T) integers, T a positive multiple of block_size and an int window_blocks within
+    0..max_window_blocks: the one check of an attention call, for every backend
+    (`jaxgpt.attention.attention`, the Pallas kernel's `flash_attention`)."""
+    if q.ndim != 4:
+        raise ValueError(f"q must have shape (B, T, H, Dh), got {tuple(q.shape)}")
+    if k.shape != q.shape:
+        raise ValueError(f"k shape {tuple(k.shape)} differs from q shape {tuple(q.shape)}")
+    if v.ndim != 4 or v.shape[:3] != q.shape[:3]:
+        raise ValueError(f"v shape {tuple(v.shape)} must be (B, T, H, Dv) with (B, T, H) = {tuple(q.shape[:3])}")
+    if doc_ids.shape != q.shape[:2]:
+        raise ValueError(f"doc_ids shape {tuple(doc_ids.shape)} must be (B, T) = {tuple(q.shape[:2])}")
+    if not jnp.issubdtype(doc_ids.dtype, jnp.integer):
+        raise ValueError(f"doc_ids must be integers, got {doc_ids.dtype}")
+    if block_size <= 0:
+        raise ValueError(f"block_size must be positive, got {block_size}")
+    seq_len = q.shape[1]
+    if seq_len <= 0 or seq_len % block_size:
+        raise ValueError(f"sequence length T={seq_len} must be a positive multiple of block_size {block_size}")
+    if max_window_blocks < 1:
+        raise ValueError(f"max_window_blocks must be >= 1, got {max_window_blocks}")
+    if isinstance(window_blocks, (int, np.integer)) and not 0 <= window_blocks <= max_window_blocks:
+        raise ValueError(f"window_blocks={window_blocks} is outside 0..max_window_blocks={max_window_blocks}")
 
 
 def _check_sequence(values: jax.Array, name: str, block_size: int) -> int:

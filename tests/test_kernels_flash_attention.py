@@ -105,7 +105,7 @@ def test_pallas_is_the_attention_backend():
 
 def test_pallas_bad_input_gets_a_clear_error():
     q, k, v, ids = _inputs("no_eot")
-    with pytest.raises(ValueError, match="multiple of the mask block 128"):
+    with pytest.raises(ValueError, match="multiple of block_size 128"):
         flash_attention(q[:, :200], k[:, :200], v[:, :200], ids[:, :200], 1)
     with pytest.raises(ValueError, match="block_k=48 must be a power of two >= 16 that divides"):
         flash_attention(q, k, v, ids, 1, tiles=Tiles(block_k=48))

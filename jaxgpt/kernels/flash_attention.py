@@ -25,6 +25,7 @@ from jax.experimental import pallas as pl
 from jaxgpt.compat import out_struct, triton_params
 from jaxgpt.config import BLOCK_SIZE
 from jaxgpt.kernels.block_lists import KernelBlockLists, kernel_block_lists
+from jaxgpt.masks import check_attention_inputs
 
 SUPPORTED_HEAD_DIMS = (16, 32, 64, 128, 256)  # Triton dots want power-of-two sizes >= 16
 
@@ -307,18 +308,12 @@ def _attention_bwd(static: _Static, residuals, d_out):
 _attention.defvjp(_attention_fwd, _attention_bwd)
 
 
-def _check_inputs(q, k, v, doc_ids, mask_block: int, tiles: Tiles) -> None:
-    if q.ndim != 4 or k.shape != q.shape or v.shape[:3] != q.shape[:3]:
-        raise ValueError(f"q, k must be (B, T, H, Dh) and v (B, T, H, Dv); got {q.shape}, {k.shape}, {v.shape}")
-    batch, seq_len, _, head_dim = q.shape
-    for name, dim in (("head dim", head_dim), ("value head dim", v.shape[-1])):
+def _check_kernel_limits(q, v, mask_block: int, tiles: Tiles) -> None:
+    """What the kernels support beyond any attention call's inputs (masks.check_attention_inputs)."""
+    for name, dim in (("head dim", q.shape[-1]), ("value head dim", v.shape[-1])):
         if dim not in SUPPORTED_HEAD_DIMS:
             raise ValueError(f"the pallas attention kernel supports a {name} in {SUPPORTED_HEAD_DIMS}, got {dim}")
-    if seq_len <= 0 or seq_len % mask_block:
-        raise ValueError(f"sequence length T={seq_len} must be a positive multiple of the mask block {mask_block}")
     tiles.check(mask_block)
-    if doc_ids.shape != (batch, seq_len):
-        raise ValueError(f"doc_ids shape {tuple(doc_ids.shape)} must be (B, T) = {(batch, seq_len)}")
 
 
 def _check_lists(lists: KernelBlockLists, batch: int, seq_len: int, mask_block: int) -> None:
@@ -339,11 +334,12 @@ def flash_attention(
     """Document-causal block-window attention through the Pallas kernels; differentiable in q, k, v.
 
     q, k: (B, T, H, Dh); v: (B, T, H, Dv); doc_ids: (B, T) int; window_blocks: W in 128-token
-    blocks (int or traced int32; clamped to 0..max_window_blocks, 0 acting as 1). `lists`: the
+    blocks (an int in 0..max_window_blocks, or a traced int32 clamped to it; 0 acts as 1). `lists`: the
     lists from `kernel_block_lists(doc_ids, window_blocks, ...)`, to share them between layers;
     built here when None. Returns (B, T, H, Dv) in q's dtype; softmax statistics are fp32.
     """
-    _check_inputs(q, k, v, doc_ids, block_size, tiles)
+    check_attention_inputs(q, k, v, doc_ids, window_blocks, block_size=block_size, max_window_blocks=max_window_blocks)
+    _check_kernel_limits(q, v, block_size, tiles)
     if lists is None:
         lists = kernel_block_lists(doc_ids, window_blocks, max_window_blocks=max_window_blocks, block_size=block_size)
     _check_lists(lists, q.shape[0], q.shape[1], block_size)
