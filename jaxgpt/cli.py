@@ -34,6 +34,7 @@ class RunOptions:
     process_id: int | None = None
     head_dim: int | None = None  # --init-from: heads = model_dim / head_dim (None: the preset's)
     debug: bool = False  # show tracebacks instead of one-line errors
+    sync: bool = False  # wait for every step before dispatching the next (debugging; the record's loop shape)
     overridden: tuple[str, ...] = ()  # "section.field" of every config flag given
 
 
@@ -143,6 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--run-id", help="name of this run's log files (default: a random uuid)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (it is only shown on a terminal anyway)")
     parser.add_argument("--debug", action="store_true", help="on an error, show the full traceback instead of one line")
+    parser.add_argument("--sync", action="store_true", help="wait for each step and log it before dispatching the next "
+                        "(debugging; same losses and log lines, the device idles between steps)")
     _add_run_flags(parser.add_argument_group("run (overrides the preset)"))
     _add_model_flags(parser.add_argument_group("model (overrides the preset)"))
     _add_optim_flags(parser.add_argument_group("optimizer (overrides the preset)"))
@@ -175,6 +178,6 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[cfg.Preset, RunOption
         init_from=args.init_from, resume=args.resume, export_torch=args.export_torch, run_id=args.run_id,
         progress=not args.no_progress, save_checkpoint=args.save_checkpoint, coordinator=args.coordinator,
         num_processes=args.num_processes, process_id=args.process_id, head_dim=args.head_dim,
-        debug=args.debug, overridden=tuple(sorted(overridden)),
+        debug=args.debug, sync=args.sync, overridden=tuple(sorted(overridden)),
     )
     return preset, options

@@ -13,6 +13,7 @@ jaxgpt.checkpoint. Docs: docs/TRAINING.md.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 from collections.abc import Sequence
@@ -194,6 +195,13 @@ def train(preset: cfg.Preset, options: RunOptions = RunOptions()) -> RunResult:
                         progress=options.progress, enabled=jax.process_index() == 0)
     runlog.write_header(log, preset, options, start.devices, start.step)
     val_losses, train_losses, clock = {}, {}, runlog.TrainClock()
+    in_flight: list[tuple[int, jax.Array, int]] = []  # (step, loss, window) dispatched, not yet logged
+
+    def log_in_flight() -> None:  # float() waits for the step: the record's synchronize before its clock
+        for step, loss, window in in_flight:
+            train_losses[step] = float(loss)
+            log.train(step, train_losses[step], clock.elapsed_ms(), window)
+        in_flight.clear()
 
     def save(step: int) -> None:  # params and opt_state hold `step` updates; the loader is at `step`'s batch
         checkpointer.save(step, {"params": params, "opt_state": opt_state}, data_position=loader.position.to_dict(),
@@ -202,6 +210,10 @@ def train(preset: cfg.Preset, options: RunOptions = RunOptions()) -> RunResult:
     try:
         with loader, interrupt.StopRequest() as stop:
             for step in range(start.step, total_steps + 1):
+                val_due = train_cfg.val_tokens and (step == total_steps or step % train_cfg.val_every == 0)
+                save_due = checkpointer is not None and checkpoint.is_due(step, start.step, train_cfg, options.save_checkpoint)
+                if val_due or save_due or stop.signum is not None or step in (log.clock_reset_step, total_steps):
+                    log_in_flight()  # each reads the clock or the state, so the step in flight finishes first
                 if stop.signum is not None:  # params hold `step` updates: save them, then stop
                     if checkpointer is not None and step != start.step:
                         save(step)
@@ -211,23 +223,28 @@ def train(preset: cfg.Preset, options: RunOptions = RunOptions()) -> RunResult:
                 if step == log.clock_reset_step:
                     clock.reset()
                 window = np.int32(optim.window_blocks(step, max(total_steps, 1), train_cfg.window_max_tokens)[0])
-                if train_cfg.val_tokens and (step == total_steps or step % train_cfg.val_every == 0):
+                if val_due:
                     elapsed = clock.pause()
                     val_losses[step] = evaluate(preset, compiled, params, window)
                     log.val(step, val_losses[step], elapsed, int(window))
                     clock.resume()
-                if checkpointer is not None and checkpoint.is_due(step, start.step, train_cfg, options.save_checkpoint):
+                if save_due:
                     clock.pause()
                     save(step)
                     clock.resume()
                     stop.saved(step)
                 if step == total_steps:
                     break
+                # Copied to the devices and dispatched while the previous step still runs there.
                 inputs, targets = data.to_global_arrays(next(loader), compiled.batch)
                 params, opt_state, loss = compiled.train(params, opt_state, inputs, targets, window)
-                train_losses[step] = float(loss)  # waits for the step, as the record's synchronize
-                log.train(step, train_losses[step], clock.elapsed_ms(), int(window))
+                log_in_flight()  # the previous step's line, while this one is queued behind it
+                in_flight.append((step, loss, int(window)))
+                if options.sync:
+                    log_in_flight()
     except BaseException:
+        with contextlib.suppress(Exception):  # the line of a step that finished before the error
+            log_in_flight()
         if checkpointer is not None:  # finish the save in flight: no *-tmp directory is left behind
             checkpointer.close()
         log.close()

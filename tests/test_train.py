@@ -92,18 +92,24 @@ def test_saved_final_state_is_announced_with_the_sample_command(run8):
     assert f"-m jaxgpt.sample --checkpoint {shlex.quote(str(run8.checkpoint_dir))} --prompt 'def '" in text
 
 
-@pytest.mark.slow
-def test_resume_continues_exactly(run8, tmp_path):
-    # A copy of run8's checkpoints as if the run had died after saving step 3.
-    resume_dir = tmp_path / "ckpt"
+@pytest.fixture(scope="module")
+def resumed(run8, tmp_path_factory):
+    """run8 resumed from its checkpoint of step 3 (as if it had died after saving it), with
+    --sync: every step waited for before the next is dispatched."""
+    folder = tmp_path_factory.mktemp("resumed")
+    resume_dir = folder / "ckpt"
     shutil.copytree(run8.checkpoint_dir, resume_dir)
     shutil.rmtree(resume_dir / str(STEPS))
     preset = run8.preset
-    resumed = train_lib.train(
-        cfg.Preset(model=preset.model, optim=preset.optim, train=cfg.replace(preset.train, out_dir=str(tmp_path))),
-        train_lib.RunOptions(resume=str(resume_dir), run_id="resumed", progress=False,
-                             export_torch=str(tmp_path / "final.pt")),
+    return train_lib.train(
+        cfg.Preset(model=preset.model, optim=preset.optim, train=cfg.replace(preset.train, out_dir=str(folder))),
+        train_lib.RunOptions(resume=str(resume_dir), run_id="resumed", progress=False, sync=True,
+                             export_torch=str(folder / "final.pt")),
     )
+
+
+@pytest.mark.slow
+def test_resume_continues_exactly(run8, resumed):
     assert sorted(resumed.train_losses) == [3, 4, 5]
     for step in (3, 4, 5):
         # Same compiled program, same inputs, deterministic CPU kernels: bitwise equal.
@@ -112,10 +118,32 @@ def test_resume_continues_exactly(run8, tmp_path):
         np.testing.assert_array_equal(resumed.params[name], value, err_msg=name)
     # --export-torch: the record's {"model": state_dict}, the same values.
     torch = pytest.importorskip("torch")
-    exported = torch.load(tmp_path / "final.pt", map_location="cpu", weights_only=True)["model"]
+    exported = torch.load(resumed.log_path.parents[1] / "final.pt", map_location="cpu", weights_only=True)["model"]
     assert set(exported) == set(resumed.params)
     for name, value in resumed.params.items():
         np.testing.assert_array_equal(exported[name].float().numpy(), value.astype(np.float32), err_msg=name)
+
+
+def _from_val_of(run: train_lib.RunResult, step: int) -> tuple[list[str], list[dict]]:
+    """The record's log lines and the metrics records from the val line of `step` on, times
+    (and the run id) removed."""
+    lines = [re.sub(r" (train_time|step_avg):\S+", "", line) for line in run.log_path.read_text().splitlines()
+             if VAL_LINE.match(line) or TRAIN_LINE.match(line)]
+    records = [{key: value for key, value in json.loads(line).items() if key not in ("train_time_ms", "step_avg_ms", "run_id")}
+               for line in run.metrics_path.read_text().splitlines()]
+    first_record = next(i for i, record in enumerate(records) if record["kind"] == "val" and record["step"] == step)
+    return lines[lines.index(f"step:{step}/{STEPS} val_loss:{run.val_losses[step]:.4f}"):], records[first_record:]
+
+
+@pytest.mark.slow
+def test_asynchronous_loop_logs_what_the_synchronous_one_does(run8, resumed):
+    # run8 reads each train loss one step late, with the next step already dispatched; `resumed`
+    # (--sync) waits for every step. Steps 3..6 of both: the same lines, in the same order
+    # (val 3, train 4..6, val 6), and the same metrics records, bitwise (times aside).
+    async_lines, async_records = _from_val_of(run8, 3)
+    sync_lines, sync_records = _from_val_of(resumed, 3)
+    assert len(sync_lines) == 5 and async_lines == sync_lines
+    assert async_records == sync_records
 
 
 @pytest.mark.slow
