@@ -17,6 +17,7 @@ from pathlib import Path  # noqa: E402
 from parity_tests.checks import CHECKS, Result, cpu_flags  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+TRAJECTORY_CHECKS = ("trajectory_bf16_ns", "trajectory_fp32_ns", "trajectory_fp32_ns_signal")
 FLAGS_SHOWN = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 
 
@@ -39,8 +40,8 @@ def write_plot(results: dict[str, Result], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = [(key, results[key]) for key in ("trajectory_bf16_ns", "trajectory_fp32_ns") if key in results]
-    fig, axes = plt.subplots(1, len(runs), figsize=(6 * len(runs), 4), squeeze=False)
+    runs = [(key, results[key]) for key in TRAJECTORY_CHECKS if key in results]
+    fig, axes = plt.subplots(1, len(runs), figsize=(5.5 * len(runs), 4), squeeze=False)
     for ax, (key, result) in zip(axes[0], runs):
         ax.plot(result.extra["torch"], "o-", label="torch_ref", markersize=4)
         ax.plot(result.extra["jax"], "x--", label="jaxgpt (2 devices)", markersize=5)
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"running {name} ...", file=sys.stderr, flush=True)
         results[name] = CHECKS[name]()
     plot_name = None
-    if any(key in results for key in ("trajectory_bf16_ns", "trajectory_fp32_ns")):
+    if any(key in results for key in TRAJECTORY_CHECKS):
         plot_name = "parity_trajectories.png"
         write_plot(results, args.out.parent / plot_name)
     args.out.write_text(render(results, plot_name))
