@@ -29,8 +29,12 @@ sample: $(SAMPLE)
 train: $(SAMPLE)
 	$(PY) -m jaxgpt.train --preset tiny --save-checkpoint
 
+# Two pytest workers (pytest-xdist), one test file each at a time so that a file's module-scoped
+# fixtures (one training run shared by its tests) are built once: most tests compile on one core.
+TEST_WORKERS ?= 2
+
 test: $(SAMPLE)
-	$(PY) -m pytest tests parity_tests -m "not gpu" --durations=25
+	$(PY) -m pytest tests parity_tests -m "not gpu" -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 $(GPU_VENV)/.installed: $(VENV)/.installed
 	$(PYTHON) -m venv $(GPU_VENV)

@@ -454,28 +454,30 @@ def _flat_grads(grads) -> dict[str, np.ndarray]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("remat", ["block", "block_dots"])
-def test_remat_gives_the_same_loss_and_gradients(random_fp32_model, remat):
+def test_remat_gives_the_same_loss_and_gradients(random_fp32_model):
     ids = _tokens(5)
     params = M.param_dict(random_fp32_model)
     models = {}
-    for policy in ("none", remat):
+    for policy in ("none", "block", "block_dots"):
         models[policy] = M.GPT(replace(SHALLOW, remat=policy), rngs=nnx.Rngs(0))
         M.load_param_dict(models[policy], params)
     traced = nnx.jit(nnx.value_and_grad(lambda model, window: model(ids, ids, window)))
     for window in (jnp.int32(3), 1):  # a traced and a Python-int window take different paths
         if isinstance(window, int):
             step = nnx.jit(nnx.value_and_grad(lambda model: model(ids, ids, window)))
-            (ref_loss, ref_grads), (loss, grads) = step(models["none"]), step(models[remat])
+            results = {policy: step(model) for policy, model in models.items()}
         else:
-            (ref_loss, ref_grads), (loss, grads) = traced(models["none"], window), traced(models[remat], window)
-        # Remat recomputes the same fp32 ops; only XLA's fusion order may differ (fp32 rounding).
-        np.testing.assert_allclose(float(loss), float(ref_loss), rtol=1e-6)
-        ref_flat, flat = _flat_grads(ref_grads), _flat_grads(grads)
-        assert flat.keys() == ref_flat.keys()
-        for name, ref in ref_flat.items():
-            # fp32 gradients through 4 layers: fusion-order differences stay at fp32 rounding.
-            np.testing.assert_allclose(flat[name], ref, rtol=1e-5, atol=1e-7, err_msg=name)
+            results = {policy: traced(model, window) for policy, model in models.items()}
+        ref_loss, ref_grads = results.pop("none")  # computed once, compared with both remat policies
+        ref_flat = _flat_grads(ref_grads)
+        for remat, (loss, grads) in results.items():
+            # Remat recomputes the same fp32 ops; only XLA's fusion order may differ (fp32 rounding).
+            np.testing.assert_allclose(float(loss), float(ref_loss), rtol=1e-6, err_msg=remat)
+            flat = _flat_grads(grads)
+            assert flat.keys() == ref_flat.keys()
+            for name, ref in ref_flat.items():
+                # fp32 gradients through 4 layers: fusion-order differences stay at fp32 rounding.
+                np.testing.assert_allclose(flat[name], ref, rtol=1e-5, atol=1e-7, err_msg=f"{remat} {name}")
 
 
 # --- RECORD.md section 11 points no other test pins down (docs/NUMERICS.md) --------------------
@@ -512,7 +514,7 @@ def _shifted_tokens(seed: int, eot_id: int, vocab: int, eot_positions=(0, 60, 13
 # 13: document ids come from the inputs
 
 
-@pytest.mark.slow  # ~11 s: three compilations of the 4-layer model
+@pytest.mark.slow  # two compilations of the 4-layer model
 def test_jaxgpt_document_mask_comes_from_inputs_not_targets():
     model = _random_numerics_model(0)
     inputs, targets = _shifted_tokens(0, NUMERICS_SHALLOW.eot_id, NUMERICS_SHALLOW.vocab_size)
@@ -521,10 +523,11 @@ def test_jaxgpt_document_mask_comes_from_inputs_not_targets():
                               np.asarray(masks.document_ids(jnp.asarray(targets), NUMERICS_SHALLOW.eot_id)))
     ids, tgt = jnp.asarray(inputs)[None], jnp.asarray(targets)[None]
     loss = float(nnx.jit(lambda m, x, y: m(x, y, 2))(model, ids, tgt))
+    logits = nnx.jit(lambda m, x: m.logits(x, 2))  # one compilation for both token streams
     # logits() sees the inputs only: the loss built from it is the loss with input document ids.
-    capped = M.soft_cap(nnx.jit(lambda m, x: m.logits(x, 2))(model, ids), 30.0, 7.5)[0]
+    capped = M.soft_cap(logits(model, ids), 30.0, 7.5)[0]
     from_inputs = float(optax.softmax_cross_entropy_with_integer_labels(capped, tgt[0]).mean())
-    capped_t = M.soft_cap(nnx.jit(lambda m, x: m.logits(x, 2))(model, tgt), 30.0, 7.5)[0]
+    capped_t = M.soft_cap(logits(model, tgt), 30.0, 7.5)[0]
     np.testing.assert_allclose(loss, from_inputs, rtol=1e-6)  # fp32: same ops, sum order may differ
     # Feeding the targets through the trunk gives a clearly different loss (teeth for the check above).
     from_targets = float(optax.softmax_cross_entropy_with_integer_labels(capped_t, tgt[0]).mean())
