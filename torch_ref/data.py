@@ -22,6 +22,7 @@ HEADER_BYTES = 256 * 4
 
 __all__ = [
     "NoShardsError",
+    "check_holds_one_batch",
     "ShardStream",
     "ShardsExhaustedError",
     "distributed_data_generator",
@@ -169,12 +170,15 @@ class ShardStream:
                 )
             index = 0
         tokens = read_shard(self._files[index])
-        if self._batch_size + 1 >= len(tokens):
-            raise ValueError(
-                f"{self._files[index]}: {len(tokens)} tokens cannot hold one batch of {self._batch_size} tokens "
-                f"(the advance rule needs at least batch + 2 = {self._batch_size + 2})"
-            )
+        check_holds_one_batch(self._files[index], len(tokens), self._batch_size)
         self._shard_index, self._pos, self._tokens = index, 0, tokens
+
+
+def check_holds_one_batch(path: str | os.PathLike, num_tokens: int, batch_size: int) -> None:
+    """ValueError naming the shard when it cannot serve one batch on its own."""
+    if batch_size + 1 >= num_tokens:
+        raise ValueError(f"{path}: {num_tokens} tokens cannot hold one batch of {batch_size} tokens "
+                         f"(the advance rule needs at least batch + 2 = {batch_size + 2})")
 
 
 def val_batches(

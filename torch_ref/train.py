@@ -44,8 +44,8 @@ from torch import Tensor, nn
 
 import torch_ref.config as cfg
 from torch_ref import checkpoint as ckpt
-from torch_ref.data import (ShardsExhaustedError, distributed_data_generator, list_shards, read_shard, read_shard_header,
-                            val_batches)
+from torch_ref.data import (ShardsExhaustedError, check_holds_one_batch, distributed_data_generator, list_shards,
+                            read_shard, read_shard_header, val_batches)
 from torch_ref.interrupt import Interrupted, StopRequest, agreed_signal
 from torch_ref.model import GPT, cast_embeddings_to_bf16, load_record_state_dict, strip_compile_prefix
 from torch_ref.optim import build_lr_schedulers, build_optimizers, set_muon_momentum, window_blocks
@@ -164,6 +164,13 @@ def check_run(preset: cfg.Preset, options: RunOptions, start_step: int = 0,
     if train.val_tokens % (world * train.seq_len):
         raise ValueError(f"--val-tokens {train.val_tokens} is not divisible by devices * seq_len = {world} * {train.seq_len}")
     train_shards = list_shards(train.train_files)  # raises NoShardsError naming the pattern
+    val_shards = list_shards(train.val_files) if train.val_tokens else []
+    # Every shard the run can reach serves one batch on its own: a short one fails here, not
+    # when the stream reaches it after minutes of training.
+    for shard in train_shards if train.cycle_data else train_shards[position[0]:]:
+        check_holds_one_batch(shard, read_shard_header(shard), train.batch_tokens)
+    for shard in val_shards:
+        check_holds_one_batch(shard, read_shard_header(shard), world * train.seq_len)
     available = batches_available(train_shards, train.batch_tokens, position)
     needed = train.steps - start_step
     if not train.cycle_data and available < needed:
@@ -171,11 +178,11 @@ def check_run(preset: cfg.Preset, options: RunOptions, start_step: int = 0,
                          f"{train.steps} steps need {needed}" + (f" from step {start_step}" if start_step else ""))
     if train.val_tokens:
         val_batch = world * train.seq_len
-        available = batches_available(list_shards(train.val_files), val_batch)
+        available = batches_available(val_shards, val_batch)
         if available < train.val_tokens // val_batch:
             raise ValueError(f"{train.val_files!r} holds {available} batches of {val_batch} tokens; "
                              f"--val-tokens {train.val_tokens} needs {train.val_tokens // val_batch}")
-    check_token_ids(train_shards + (list_shards(train.val_files) if train.val_tokens else []), preset.model.vocab_size)
+    check_token_ids(train_shards + val_shards, preset.model.vocab_size)
     if options.device == "cuda" and world > torch.cuda.device_count() and _torchrun_world_size() is None:
         raise ValueError(f"--devices {world} but only {torch.cuda.device_count()} CUDA devices are visible")
     check_outputs(preset, options)

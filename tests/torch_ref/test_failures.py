@@ -236,3 +236,25 @@ def test_token_check_uses_the_init_checkpoint_vocabulary(workspace, tmp_path, ca
     write_shard(tmp_path / "other_train_000001.bin", tokens)
     err = failed(capsys, [*args(workspace, tmp_path / "out"), "--train-files", str(tmp_path / "other_train_*.bin")])
     assert "other_train_000001.bin: token id 2000 is outside the model's vocabulary of 1024" in err
+
+
+# Every shard is checked up front -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("middle_length", [0, SEQ_LEN + 1])
+def test_a_short_shard_in_the_middle_fails_before_training(workspace, tmp_path, capsys, middle_length):
+    rng = np.random.default_rng(4)
+    for index, length in enumerate((4 * SEQ_LEN, middle_length, 4 * SEQ_LEN), start=1):
+        write_shard(tmp_path / f"m_train_{index:06d}.bin", rng.integers(0, VOCAB, length))
+    err = failed(capsys, [*args(workspace, tmp_path / "out"), "--train-files", str(tmp_path / "m_train_*.bin")])
+    assert f"m_train_000002.bin: {middle_length} tokens cannot hold one batch of {SEQ_LEN}" in err
+    assert not list(tmp_path.rglob("*.txt"))  # refused before the log (and the first step)
+
+
+def test_a_non_torch_init_file_is_one_line(workspace, tmp_path, capsys):
+    (tmp_path / "notes.pt").write_text("not a checkpoint\n")
+    argv = args(workspace, tmp_path / "out")
+    argv[argv.index("--init-from") + 1] = str(tmp_path / "notes.pt")
+    err = failed(capsys, argv)
+    assert f"--init-from checkpoint {tmp_path / 'notes.pt'} is not a readable torch checkpoint" in err
+    assert len(err.strip().splitlines()) == 1
