@@ -246,6 +246,8 @@ def write_docs(records, rows, merged, docs_dir: Path, *, gpu_skipped: str | None
         out += _table(rows, shape, lambda r: f"{r['kernels']} ({r['gemm_kernels']})", "Kernels launched (GEMMs)")
         out += _table(rows, shape, lambda r: f"{r['traffic_over_min']:.1f}x of {_fmt_bytes(r['min_bytes'])}"
                       if r.get("traffic_over_min") else "-", "Bytes moved over the minimum")
+        out += _table(rows, shape, lambda r: _fmt_bytes(r.get("temp_bytes")),
+                      "XLA scratch memory between kernels (memory_analysis temp; Inductor: not reported)")
         out += _table(rows, shape, lambda r: f"{r['flops'] / 1e9:.3g}" if r.get("flops") else "-",
                       "GFLOP (XLA: cost_analysis, all ops; Inductor: torch.utils.flop_counter, GEMMs and attention)")
         out += _table(rows, shape, lambda r: f"{r['median_ms']:.2f}" if r.get("median_ms") is not None else

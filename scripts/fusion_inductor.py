@@ -16,6 +16,7 @@ fallbacks, each launch counted.
 
 from __future__ import annotations
 
+import functools
 import re
 import statistics
 import time
@@ -24,7 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from scripts.fusion_xla import LAYOUTS, MODES, PARTS, Shape, program_name
+from scripts.fusion_xla import MODES, PARTS, Shape, program_name, run_programs
 
 TORCH_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "bool": 1, "int64": 8, "int32": 4, "uint8": 1,
                "float8_e4m3fn": 1, "float8_e5m2": 1}
@@ -248,14 +249,5 @@ def compile_program(part: str, mode: str, layout: str, shape: Shape, *, out_dir:
 
 def run(shapes: list[Shape], *, out_dir: Path, repeats: int, log=print,
         parts=PARTS, modes=MODES) -> list[dict[str, Any]]:
-    records = []
-    for shape in shapes:
-        for part in parts:
-            for mode in modes:
-                for layout in LAYOUTS:
-                    record = compile_program(part, mode, layout, shape, out_dir=out_dir, repeats=repeats)
-                    log(f"inductor cpu {program_name(part, mode, layout, shape)}: {record['kernels']} kernels, "
-                        f"{record['gemm_kernels']} GEMMs, compile {record['compile_s']:.1f} s"
-                        + (f", {record['median_ms']:.2f} ms" if "median_ms" in record else ""))
-                    records.append(record)
-    return records
+    compile_one = functools.partial(compile_program, out_dir=out_dir, repeats=repeats)
+    return run_programs(compile_one, shapes, log=log, parts=parts, modes=modes)

@@ -121,7 +121,7 @@ def summarize(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "shape": r["shape"]["name"], "T": r["shape"]["seq_len"], "D": r["shape"]["model_dim"],
             "kernels": r["kernels"], "gemm_kernels": r["gemm_kernels"], "flops": r.get("flops"),
             "kernel_traffic_bytes": r["kernel_traffic_bytes"], "bytes_accessed": r.get("bytes_accessed"),
-            "min_bytes": minimum.get(key), "median_ms": r.get("median_ms"), "compile_s": r["compile_s"],
+            "min_bytes": minimum.get(key), "temp_bytes": r.get("temp_bytes"), "median_ms": r.get("median_ms"), "compile_s": r["compile_s"],
         }
         if row["min_bytes"]:
             row["traffic_over_min"] = row["kernel_traffic_bytes"] / row["min_bytes"]

@@ -18,13 +18,14 @@ window is min(14, T / 128) blocks. Imports no torch, so it runs in the GPU compi
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
@@ -170,19 +171,26 @@ def compile_program(part: str, mode: str, layout: str, shape: Shape, *, device: 
     return record
 
 
-def run(shapes: list[Shape], *, device: str | None, out_dir: Path, repeats: int, log=print,
-        parts=PARTS, modes=MODES) -> list[dict[str, Any]]:
+def run_programs(compile_one: Callable[..., dict[str, Any]], shapes: list[Shape], *, log=print, parts=PARTS,
+                 modes=MODES) -> list[dict[str, Any]]:
+    """compile_one(part, mode, layout, shape) for every program, in the study's order, logged."""
     records = []
     for shape in shapes:
         for part in parts:
             for mode in modes:
                 for layout in LAYOUTS:
-                    record = compile_program(part, mode, layout, shape, device=device, out_dir=out_dir, repeats=repeats)
-                    log(f"xla {record['device']} {program_name(part, mode, layout, shape)}: {record['kernels']} kernels, "
-                        f"{record['gemm_kernels']} GEMMs, compile {record['compile_s']:.1f} s"
+                    record = compile_one(part, mode, layout, shape)
+                    log(f"{record['compiler']} {record['device']} {program_name(part, mode, layout, shape)}: "
+                        f"{record['kernels']} kernels, {record['gemm_kernels']} GEMMs, compile {record['compile_s']:.1f} s"
                         + (f", {record['median_ms']:.2f} ms" if "median_ms" in record else ""))
                     records.append(record)
     return records
+
+
+def run(shapes: list[Shape], *, device: str | None, out_dir: Path, repeats: int, log=print,
+        parts=PARTS, modes=MODES) -> list[dict[str, Any]]:
+    compile_one = functools.partial(compile_program, device=device, out_dir=out_dir, repeats=repeats)
+    return run_programs(compile_one, shapes, log=log, parts=parts, modes=modes)
 
 
 def main(argv: list[str] | None = None) -> int:
