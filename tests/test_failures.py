@@ -121,23 +121,22 @@ def test_the_checkpoint_of_an_interrupted_run_restores(interrupted_run):
     assert all(np.isfinite(np.asarray(value, dtype=np.float32)).all() for value in params.values())
 
 
-def test_a_data_error_during_an_async_save_leaves_the_last_checkpoint_whole(capsys, monkeypatch, tmp_path):
-    """The save of step 2 is held unfinished (its orbax finalisation waits on an event) until
-    the next batch raises a data error: the error path must wait for that save, leave no *-tmp
-    folder, and the checkpoint of step 2 must restore. The train step is replaced by one that
-    returns its inputs, so nothing compiles (the save path is what is tested)."""
-    import threading  # noqa: PLC0415 - only this test needs it
+def hold_the_save_of_step_2(monkeypatch, out: Path, at_batch_of_step_2) -> list[Path]:
+    """Make the save of step 2 provably in flight when the batch of step 2 is fetched: orbax's
+    finalisation (the rename out of `*-tmp`) waits on an event that is set only after
+    `at_batch_of_step_2()` ran there. The train step is replaced by one that returns its inputs,
+    so no train step compiles (the save path is what is tested). Returns the tmp
+    folders seen at that moment (the proof the save was unfinished)."""
+    import threading  # noqa: PLC0415 - only these tests need it
 
     import orbax.checkpoint as ocp  # noqa: PLC0415
 
-    released, seen_unfinished = threading.Event(), []
-    finalize = ocp.CheckpointManager._finalize_checkpoint
+    released, seen_unfinished, batches = threading.Event(), [], []
+    finalize, real_compile, real_to_global = ocp.CheckpointManager._finalize_checkpoint, train_lib.compile_steps, data.to_global_arrays
 
     def held_finalize(self, step):
         released.wait(timeout=60)
         return finalize(self, step)
-
-    real_compile, real_to_global, batches = train_lib.compile_steps, data.to_global_arrays, []
 
     def compile_without_training(*args, **kwargs):
         compiled = real_compile(*args, **kwargs)
@@ -145,15 +144,28 @@ def test_a_data_error_during_an_async_save_leaves_the_last_checkpoint_whole(caps
 
     def to_global_arrays(batch, sharding):
         batches.append(1)
-        if len(batches) == 3:  # the batch of step 2, right after the save of step 2 started
-            seen_unfinished.extend(tmp_dirs(tmp_path / "out"))
-            released.set()
-            raise ValueError("t_train_000001.bin: a data error raised by the test")
+        if len(batches) == 3:  # the batch of step 2, fetched after the save of step 2 started
+            seen_unfinished.extend(tmp_dirs(out))
+            try:
+                at_batch_of_step_2()
+            finally:
+                released.set()
         return real_to_global(batch, sharding)
 
     monkeypatch.setattr(ocp.CheckpointManager, "_finalize_checkpoint", held_finalize)
     monkeypatch.setattr(train_lib, "compile_steps", compile_without_training)
     monkeypatch.setattr(data, "to_global_arrays", to_global_arrays)
+    return seen_unfinished
+
+
+def test_a_data_error_during_an_async_save_leaves_the_last_checkpoint_whole(capsys, monkeypatch, tmp_path):
+    """A data error while the save of step 2 is unfinished: the error path waits for that save,
+    leaves no *-tmp folder, and the checkpoint of step 2 restores."""
+
+    def data_error():
+        raise ValueError("t_train_000001.bin: a data error raised by the test")
+
+    seen_unfinished = hold_the_save_of_step_2(monkeypatch, tmp_path / "out", data_error)
     args = run_args(write_shards(tmp_path), tmp_path / "out", "--val-tokens", "0", "--checkpoint-every", "2",
                     "--run-id", "e")
     err = failed(capsys, args)
@@ -163,6 +175,21 @@ def test_a_data_error_during_an_async_save_leaves_the_last_checkpoint_whole(caps
     params, meta = checkpoint.restore_params(tmp_path / "out" / "checkpoints" / "e")
     assert meta["step"] == 2 and meta["data_position"] == {"shard_index": 0, "pos": 2 * 1024}
     assert all(np.isfinite(np.asarray(value, dtype=np.float32)).all() for value in params.values())
+
+
+def test_sigint_while_a_save_is_provably_in_flight(capsys, monkeypatch, tmp_path):
+    """SIGINT arrives while the save of step 2 is unfinished (held, not timed): step 2 completes,
+    the run stops at the top of step 3, saves it, waits for both saves and exits 130."""
+    seen_unfinished = hold_the_save_of_step_2(monkeypatch, tmp_path / "out", lambda: os.kill(os.getpid(), signal.SIGINT))
+    args = run_args(write_shards(tmp_path), tmp_path / "out", "--val-tokens", "0", "--checkpoint-every", "2",
+                    "--steps", "6", "--run-id", "s")
+    assert train_lib.main(args) == 130
+    err = capsys.readouterr().err
+    assert seen_unfinished, "the save of step 2 was not in flight when SIGINT arrived"
+    assert "interrupted by SIGINT at step 3; the state after step 3 is in" in err and "Traceback" not in err
+    directory = tmp_path / "out" / "checkpoints" / "s"
+    assert sorted(int(p.name) for p in directory.iterdir()) == [2, 3] and not tmp_dirs(tmp_path / "out")
+    assert checkpoint.restore_params(directory)[1]["data_position"] == {"shard_index": 0, "pos": 3 * 1024}
 
 
 # 3. --resume keeps the cadence; a run without checkpoints says so -----------------------------
