@@ -249,7 +249,8 @@ def write_docs(records, rows, merged, docs_dir: Path, *, gpu_skipped: str | None
         out += _table(rows, shape, lambda r: _fmt_bytes(r.get("temp_bytes")),
                       "XLA scratch memory between kernels (memory_analysis temp; Inductor: not reported)")
         out += _table(rows, shape, lambda r: f"{r['flops'] / 1e9:.3g}" if r.get("flops") else "-",
-                      "GFLOP (XLA: cost_analysis, all ops; Inductor: torch.utils.flop_counter, GEMMs and attention)")
+                      "GFLOP (XLA: cost_analysis, all ops; Inductor: torch.utils.flop_counter, which has no formula for "
+                      "the CPU SDPA kernel, so GEMMs only here)")
         out += _table(rows, shape, lambda r: f"{r['median_ms']:.2f}" if r.get("median_ms") is not None else
                       ("unmeasured" if r["device"] != "cpu" else "-"), "Median time, ms (CPU: this machine)")
     epilogues = gemm_epilogues(records, "h100", shape_gpu, "merged")

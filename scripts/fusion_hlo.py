@@ -123,19 +123,30 @@ def shape_bytes(shape: str) -> float:
     return total
 
 
-def kernel_computations(module: Module) -> list[str]:
-    """ENTRY and every computation it runs as kernels (while bodies and conditions, calls, branches)."""
-    seen, todo = [], [module.entry]
+def trip_count(inst: Instruction) -> int | None:
+    """A while loop's trip count when XLA knows it (backend_config known_trip_count)."""
+    found = re.search(r'"known_trip_count":\{"n":"(\d+)"\}', inst.attrs)
+    return int(found.group(1)) if found else None
+
+
+def kernel_computations(module: Module) -> dict[str, int]:
+    """ENTRY and every computation it runs as kernels (while bodies and conditions, calls,
+    branches), each with how many times one call of the program runs it (loop trip counts
+    multiplied; a loop of unknown trip count counts once)."""
+    runs: dict[str, int] = {}
+    todo = [(module.entry, 1)]
     while todo:
-        name = todo.pop()
-        if name in seen or name not in module.computations:
+        name, times = todo.pop()
+        if name in runs or name not in module.computations:
             continue
-        seen.append(name)
+        runs[name] = times
         for inst in module.computations[name]:
-            if inst.opcode in CONTROL_OPCODES:
-                todo += inst.called("body") + inst.called("condition") + inst.called("to_apply")
-                todo += inst.called("branch_computations") + inst.called("true_computation") + inst.called("false_computation")
-    return seen
+            if inst.opcode not in CONTROL_OPCODES:
+                continue
+            inner = times * (trip_count(inst) or 1) if inst.opcode == "while" else times
+            for key in ("body", "condition", "to_apply", "branch_computations", "true_computation", "false_computation"):
+                todo += [(called, inner) for called in inst.called(key)]
+    return runs
 
 
 def _fused_ops(module: Module, fusion: Instruction) -> list[Instruction]:
@@ -177,8 +188,9 @@ def gemm_prologue_epilogue(module: Module, fusion: Instruction) -> dict[str, lis
 
 
 def hlo_counts(hlo: str) -> dict[str, Any]:
-    """Kernel counts of an optimized HLO module: kernels (instructions that do work in kernel
-    computations), fusions by kind, GEMMs (unfused dots, GEMM custom calls, fusions holding a
+    """Kernel counts of an optimized HLO module, per call of the program (an instruction in a loop
+    body counts once per trip; `static_kernels` counts it once): kernels (instructions that do
+    work in kernel computations), fusions by kind, GEMMs (unfused dots, GEMM custom calls, fusions holding a
     dot), all dots (fused or not) with their result shapes, custom calls by target, unfused
     copies and transposes, while loops, and the bytes every kernel reads and writes once
     (operands + results: the traffic of a kernel-by-kernel schedule)."""
@@ -189,27 +201,30 @@ def hlo_counts(hlo: str) -> dict[str, Any]:
     gemm_kernels, kernels, traffic = 0, 0, 0.0
     gemm_fusions = []
     shapes = {inst.name: inst.shape for insts in module.computations.values() for inst in insts}
-    for name in kernel_computations(module):
+    static = 0
+    for name, times in kernel_computations(module).items():
         for inst in module.computations[name]:
             if inst.opcode in FREE_OPCODES or inst.opcode in CONTROL_OPCODES:
                 continue
-            kernels += 1
-            kernels_by_op[inst.opcode] += 1
-            traffic += shape_bytes(inst.shape) + sum(shape_bytes(shapes.get(op, "")) for op in set(inst.operands))
+            static += 1
+            kernels += times
+            kernels_by_op[inst.opcode] += times
+            traffic += times * (shape_bytes(inst.shape) + sum(shape_bytes(shapes.get(op, "")) for op in set(inst.operands)))
             if inst.opcode == "fusion":
-                fusions[inst.fusion_kind] += 1
+                fusions[inst.fusion_kind] += times
                 split = gemm_prologue_epilogue(module, inst)
                 if split is not None:
-                    gemm_kernels += 1
-                    gemm_fusions.append({"fusion": inst.name, "kind": inst.fusion_kind, **split})
+                    gemm_kernels += times
+                    gemm_fusions.append({"fusion": inst.name, "kind": inst.fusion_kind, "runs": times, **split})
             elif _is_gemm(inst):
-                gemm_kernels += 1
+                gemm_kernels += times
             if inst.custom_call_target:
-                custom_calls[inst.custom_call_target] += 1
+                custom_calls[inst.custom_call_target] += times
     all_insts = [inst for insts in module.computations.values() for inst in insts]
     dots = [inst for inst in all_insts if inst.opcode in ("dot", "scaled-dot")]
     return {
         "kernels": kernels,
+        "static_kernels": static,
         "fusions": dict(fusions),
         "gemm_kernels": gemm_kernels,
         "dots": len(dots),

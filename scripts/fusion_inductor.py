@@ -180,7 +180,8 @@ def build_module(part: str, layout: str, shape: Shape):
 
 
 def flops(module, inputs, mode: str) -> float:
-    """FLOPs of the eager program by torch.utils.flop_counter (GEMMs and the attention ops it knows)."""
+    """FLOPs of the eager program by torch.utils.flop_counter: GEMMs and the attention ops it has
+    formulas for (the CUDA flash / efficient / cuDNN kernels, not the CPU SDPA kernel)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 

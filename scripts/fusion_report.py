@@ -140,6 +140,8 @@ def docs_from_results(root: Path, docs_dir: Path) -> int:
     """--from-results: the docs from earlier runs' results.json files."""
     from scripts.fusion_docs import write_docs
 
+    from scripts.fusion_hlo import hlo_counts
+
     cpu = json.loads((root / "cpu" / "results.json").read_text())
     records = cpu["records"]
     gpu_path = root / "h100-compile-only" / "results.json"
@@ -148,6 +150,9 @@ def docs_from_results(root: Path, docs_dir: Path) -> int:
         records += json.loads(gpu_path.read_text())["records"]
     else:
         gpu_skipped = f"no {gpu_path}"
+    for record in records:  # the counts from the saved HLO, by this version of the reader
+        if record["compiler"] == "xla" and Path(record["hlo"]).exists():
+            record.update(hlo_counts(Path(record["hlo"]).read_text()))
     path = write_docs(records, summarize(records), merged_by_compiler(records), docs_dir, gpu_skipped=gpu_skipped,
                       machine=cpu["machine"], repeats=cpu["repeats"], threads=cpu.get("threads", 1))
     log(f"wrote {path}")

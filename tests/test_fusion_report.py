@@ -51,10 +51,40 @@ def test_hlo_counts_on_a_hand_written_module():
     assert counts["fusions"] == {"triton_gemm": 1, "kLoop": 1}
     assert counts["gemm_kernels"] == 1 and counts["dots"] == 1 and counts["dot_shapes"] == ["f32[4,8]"]
     assert counts["transposes"] == 1 and counts["copies"] == 0
-    assert counts["gemm_fusions"] == [{"fusion": "g", "kind": "triton_gemm", "prologue": ["negate"], "epilogue": ["convert"]}]
+    assert counts["gemm_fusions"] == [{"fusion": "g", "kind": "triton_gemm", "runs": 1, "prologue": ["negate"], "epilogue": ["convert"]}]
     # Every kernel reads its operands and writes its result once: transpose 256 + 256, GEMM
     # 128 + 256 in and 64 out, exp 64 in and 64 out.
     assert counts["kernel_traffic_bytes"] == 512 + 448 + 128
+
+
+LOOP_HLO = """HloModule loop
+
+%body (p: (s32[], f32[8])) -> (s32[], f32[8]) {
+  %p = (s32[], f32[8]{0}) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %v = f32[8]{0} get-tuple-element(%p), index=1
+  %e = f32[8]{0} exponential(%v)
+  ROOT %t = (s32[], f32[8]{0}) tuple(%i, %e)
+}
+
+%cond (p.1: (s32[], f32[8])) -> pred[] {
+  %p.1 = (s32[], f32[8]{0}) parameter(0)
+  ROOT %c = pred[] constant(true)
+}
+
+ENTRY %main (x: f32[8]) -> (s32[], f32[8]) {
+  %x = f32[8]{0} parameter(0)
+  %zero = s32[] constant(0)
+  %init = (s32[], f32[8]{0}) tuple(%zero, %x)
+  ROOT %w = (s32[], f32[8]{0}) while(%init), condition=%cond, body=%body, backend_config={"known_trip_count":{"n":"3"}}
+}
+"""
+
+
+def test_loop_bodies_count_once_per_trip():
+    counts = hlo_counts(LOOP_HLO)
+    assert counts["static_kernels"] == 1 and counts["kernels"] == 3 and counts["while_loops"] == 1
+    assert counts["kernel_traffic_bytes"] == 3 * 64
 
 
 OUTPUT_CODE = """
