@@ -212,8 +212,9 @@ def write_docs(records, rows, merged, docs_dir: Path, *, gpu_skipped: str | None
         "(3D, D) weight) or **separate** (three (D, D) weights). bf16 activations, fp32 weights cast at use (the "
         "record's policy), one document, window min(14, T/128) blocks.",
         "",
-        "- XLA CPU and Inductor CPU: compiled and timed on this machine (median of "
-        f"{repeats} runs after a warm-up; torch with {threads} thread, XLA with its own CPU thread pool). On the CPU "
+        "- XLA CPU and Inductor CPU: compiled on this machine and timed where the table shows a time (median of "
+        f"{repeats} runs after a warm-up; torch with {threads} thread, XLA with its own CPU thread pool; the machine is "
+        "shared by several jobs, so CPU times are indicative only). On the CPU "
         "jaxgpt's attention is its blocked kernel and torch_ref's is SDPA with a dense mask (torch_ref uses flex "
         "attention only on a GPU), so the attention kernels differ between the frameworks here.",
         "- XLA H100: **compiled without a GPU, no autotuning** (jax CUDA plugin's compile-only devices, "
@@ -252,7 +253,7 @@ def write_docs(records, rows, merged, docs_dir: Path, *, gpu_skipped: str | None
                       "GFLOP (XLA: cost_analysis, all ops; Inductor: torch.utils.flop_counter, which has no formula for "
                       "the CPU SDPA kernel, so GEMMs only here)")
         out += _table(rows, shape, lambda r: f"{r['median_ms']:.2f}" if r.get("median_ms") is not None else
-                      ("unmeasured" if r["device"] != "cpu" else "-"), "Median time, ms (CPU: this machine)")
+                      ("unmeasured" if r["device"] != "cpu" else "not timed"), "Median time, ms (CPU: this machine)")
     epilogues = gemm_epilogues(records, "h100", shape_gpu, "merged")
     if epilogues:
         out += ["## What XLA fused into the H100 GEMMs (merged layout, compiled without a GPU)", "",

@@ -187,13 +187,59 @@ def gemm_prologue_epilogue(module: Module, fusion: Instruction) -> dict[str, lis
     return None
 
 
+SLICING_OPCODES = frozenset({"slice", "dynamic-slice", "gather"})
+
+
+def kernel_bytes(module: Module, inst: Instruction, shapes: dict[str, str]) -> float:
+    """Bytes a kernel reads and writes: each operand once and its result once, except that an
+    operand a fusion only slices is read as its slices, and a dynamic-update-slice (unfused or a
+    fusion's root) writes only its update into the buffer it updates in place."""
+    body = [i for name in inst.called("calls") for i in module.computations.get(name, [])] if inst.opcode == "fusion" else []
+    by_name = {i.name: i for i in body}
+    source: dict[str, str] = {}  # a bitcast's (or bitcast chain's) first non-bitcast operand
+
+    def origin(name: str) -> str:
+        while name in by_name and by_name[name].opcode == "bitcast" and by_name[name].operands:
+            name = by_name[name].operands[0]
+        return name
+
+    users: dict[str, list[Instruction]] = {}
+    for i in body:
+        if i.opcode == "bitcast":
+            continue
+        for operand in i.operands:
+            source[operand] = origin(operand)
+            users.setdefault(source[operand], []).append(i)
+    params = {int(i.operands[0]): i.name for i in body if i.opcode == "parameter" and i.operands and i.operands[0].isdigit()}
+    root = by_name.get(origin(body[-1].name), body[-1]) if body else inst
+    in_place = None  # the operand index updated in place
+    written = shape_bytes(inst.shape)
+    if root.opcode == "dynamic-update-slice" and len(root.operands) > 1:
+        written = shape_bytes(by_name[root.operands[1]].shape if root.operands[1] in by_name else shapes.get(root.operands[1], ""))
+        buffer = origin(root.operands[0])
+        in_place = next((k for k, name in params.items() if name == buffer), 0 if root is inst else None)
+    read = 0.0
+    for k, operand in enumerate(inst.operands):
+        if k == in_place or operand in inst.operands[:k]:
+            continue
+        param = params.get(k, "")
+        sliced = users.get(param, [])
+        if sliced and all(u.opcode in SLICING_OPCODES and origin(u.operands[0]) == param for u in sliced):
+            read += sum(shape_bytes(u.shape) for u in sliced)
+        elif inst.opcode in SLICING_OPCODES and k == 0:
+            read += shape_bytes(inst.shape)
+        else:
+            read += shape_bytes(shapes.get(operand, ""))
+    return read + written
+
+
 def hlo_counts(hlo: str) -> dict[str, Any]:
     """Kernel counts of an optimized HLO module, per call of the program (an instruction in a loop
     body counts once per trip; `static_kernels` counts it once): kernels (instructions that do
     work in kernel computations), fusions by kind, GEMMs (unfused dots, GEMM custom calls, fusions holding a
     dot), all dots (fused or not) with their result shapes, custom calls by target, unfused
     copies and transposes, while loops, and the bytes every kernel reads and writes once
-    (operands + results: the traffic of a kernel-by-kernel schedule)."""
+    (kernel_bytes: the traffic of a kernel-by-kernel schedule)."""
     module = parse_module(hlo)
     fusions: Counter[str] = Counter()
     custom_calls: Counter[str] = Counter()
@@ -209,7 +255,7 @@ def hlo_counts(hlo: str) -> dict[str, Any]:
             static += 1
             kernels += times
             kernels_by_op[inst.opcode] += times
-            traffic += times * (shape_bytes(inst.shape) + sum(shape_bytes(shapes.get(op, "")) for op in set(inst.operands)))
+            traffic += times * kernel_bytes(module, inst, shapes)
             if inst.opcode == "fusion":
                 fusions[inst.fusion_kind] += times
                 split = gemm_prologue_epilogue(module, inst)

@@ -136,25 +136,38 @@ def write_results(out: Path, records: list[dict[str, Any]], extra: dict[str, Any
     return path
 
 
-def docs_from_results(root: Path, docs_dir: Path) -> int:
-    """--from-results: the docs from earlier runs' results.json files."""
-    from scripts.fusion_docs import write_docs
-
+def docs_from_results(roots: list[Path], docs_dir: Path) -> int:
+    """--from-results: the docs from earlier runs' results.json files (ROOT/cpu/ and
+    ROOT/h100-compile-only/ of each root); a program found in several takes the last root's."""
     from scripts.fusion_hlo import hlo_counts
 
-    cpu = json.loads((root / "cpu" / "results.json").read_text())
-    records = cpu["records"]
-    gpu_path = root / "h100-compile-only" / "results.json"
-    gpu_skipped = None
-    if gpu_path.exists():
-        records += json.loads(gpu_path.read_text())["records"]
-    else:
-        gpu_skipped = f"no {gpu_path}"
+    programs: dict[tuple, dict[str, Any]] = {}
+    machine, repeats, threads = None, 0, 1
+    for root in roots:
+        for sub in ("cpu", "h100-compile-only"):
+            path = root / sub / "results.json"
+            if not path.exists():
+                continue
+            result = json.loads(path.read_text())
+            if sub == "cpu":
+                machine = result["machine"]
+                if any("median_ms" in r for r in result["records"]):
+                    repeats, threads = result["repeats"], result.get("threads", 1)
+            for record in result["records"]:
+                if sub != "cpu":
+                    record["caveat"] = GPU_CAVEAT
+                key = (record["compiler"], record["device"], record["part"], record["mode"], record["layout"],
+                       record["shape"]["name"])
+                programs[key] = record
+    if machine is None:
+        raise SystemExit(f"fusion_report.py: no cpu/results.json under {', '.join(map(str, roots))}")
+    records = list(programs.values())
     for record in records:  # the counts from the saved HLO, by this version of the reader
         if record["compiler"] == "xla" and Path(record["hlo"]).exists():
             record.update(hlo_counts(Path(record["hlo"]).read_text()))
+    gpu_skipped = None if any(r["device"] == "h100" for r in records) else "no h100-compile-only/results.json"
     path = write_docs(records, summarize(records), merged_by_compiler(records), docs_dir, gpu_skipped=gpu_skipped,
-                      machine=cpu["machine"], repeats=cpu["repeats"], threads=cpu.get("threads", 1))
+                      machine=machine, repeats=repeats, threads=threads)
     log(f"wrote {path}")
     return 0
 
@@ -176,8 +189,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="torch threads (default 1: on a loaded shared CPU, OpenMP spin-waits make 2 threads slower)")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "runs" / "fusion", help="artifact root (per device below it)")
     parser.add_argument("--write-docs", action="store_true", help="write docs/FUSION.md, its plot and docs/fusion/")
-    parser.add_argument("--from-results", type=Path, default=None, metavar="DIR",
-                        help="compile nothing: write the docs from DIR/cpu/results.json (+ DIR/h100-compile-only/)")
+    parser.add_argument("--from-results", type=Path, nargs="+", default=None, metavar="DIR",
+                        help="compile nothing: write the docs from DIR/cpu/results.json (+ DIR/h100-compile-only/) "
+                             "of each DIR, later DIRs' programs replacing earlier ones'")
     parser.add_argument("--docs-dir", type=Path, default=DOCS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     shapes = args.shapes.split(",") if args.shapes else (["small"] if args.quick else ["small", "record_cpu"])

@@ -87,6 +87,40 @@ def test_loop_bodies_count_once_per_trip():
     assert counts["kernel_traffic_bytes"] == 3 * 64
 
 
+SLICE_HLO = """HloModule slices
+
+%fused_slice (i: s32[], buf: f32[64,8]) -> f32[1,8] {
+  %buf = f32[64,8]{1,0} parameter(1)
+  %flat = f32[64,8]{1,0} bitcast(%buf)
+  %i = s32[] parameter(0)
+  %zero = s32[] constant(0)
+  ROOT %ds = f32[1,8]{1,0} dynamic-slice(%flat, %i, %zero), dynamic_slice_sizes={1,8}
+}
+
+%fused_update (i.1: s32[], buf.1: f32[64,8], new: f32[1,8]) -> f32[64,8] {
+  %buf.1 = f32[64,8]{1,0} parameter(1)
+  %new = f32[1,8]{1,0} parameter(2)
+  %i.1 = s32[] parameter(0)
+  %zero.1 = s32[] constant(0)
+  %dus = f32[64,8]{1,0} dynamic-update-slice(%buf.1, %new, %i.1, %zero.1)
+  ROOT %out = f32[64,8]{1,0} bitcast(%dus)
+}
+
+ENTRY %main (k: s32[], b: f32[64,8]) -> f32[64,8] {
+  %k = s32[] parameter(0)
+  %b = f32[64,8]{1,0} parameter(1)
+  %row = f32[1,8]{1,0} fusion(%k, %b), kind=kLoop, calls=%fused_slice
+  ROOT %put = f32[64,8]{1,0} fusion(%k, %b, %row), kind=kLoop, calls=%fused_update
+}
+"""
+
+
+def test_sliced_reads_and_in_place_updates_move_only_their_slices():
+    # slice: index 4 + one row 32 read, 32 written; update: index 4 + row 32 read, 32 written
+    # in place (the 2 kB buffer is neither read nor rewritten whole).
+    assert hlo_counts(SLICE_HLO)["kernel_traffic_bytes"] == (4 + 32 + 32) + (4 + 32 + 32)
+
+
 OUTPUT_CODE = """
 cpp_fused_add_mul_0 = async_compile.cpp_pybinding(['const float*', 'float*'], r'''
 extern "C" void kernel(const float* in_ptr0, float* out_ptr0) { out_ptr0[0] = in_ptr0[0] * 2; }
