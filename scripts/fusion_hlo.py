@@ -247,13 +247,14 @@ def hlo_counts(hlo: str) -> dict[str, Any]:
     gemm_kernels, kernels, traffic = 0, 0, 0.0
     gemm_fusions = []
     shapes = {inst.name: inst.shape for insts in module.computations.values() for inst in insts}
-    static = 0
+    static, in_loops = 0, 0
     for name, times in kernel_computations(module).items():
         for inst in module.computations[name]:
             if inst.opcode in FREE_OPCODES or inst.opcode in CONTROL_OPCODES:
                 continue
             static += 1
             kernels += times
+            in_loops += times if name != module.entry else 0
             kernels_by_op[inst.opcode] += times
             traffic += times * kernel_bytes(module, inst, shapes)
             if inst.opcode == "fusion":
@@ -271,6 +272,7 @@ def hlo_counts(hlo: str) -> dict[str, Any]:
     return {
         "kernels": kernels,
         "static_kernels": static,
+        "loop_kernels": in_loops,
         "fusions": dict(fusions),
         "gemm_kernels": gemm_kernels,
         "dots": len(dots),

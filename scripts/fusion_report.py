@@ -119,7 +119,7 @@ def summarize(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         row = {
             "compiler": r["compiler"], "device": r["device"], "part": r["part"], "mode": r["mode"], "layout": r["layout"],
             "shape": r["shape"]["name"], "T": r["shape"]["seq_len"], "D": r["shape"]["model_dim"],
-            "kernels": r["kernels"], "gemm_kernels": r["gemm_kernels"], "flops": r.get("flops"),
+            "kernels": r["kernels"], "loop_kernels": r.get("loop_kernels", 0), "gemm_kernels": r["gemm_kernels"], "flops": r.get("flops"),
             "kernel_traffic_bytes": r["kernel_traffic_bytes"], "bytes_accessed": r.get("bytes_accessed"),
             "min_bytes": minimum.get(key), "temp_bytes": r.get("temp_bytes"), "median_ms": r.get("median_ms"), "compile_s": r["compile_s"],
         }
@@ -139,6 +139,7 @@ def write_results(out: Path, records: list[dict[str, Any]], extra: dict[str, Any
 def docs_from_results(roots: list[Path], docs_dir: Path) -> int:
     """--from-results: the docs from earlier runs' results.json files (ROOT/cpu/ and
     ROOT/h100-compile-only/ of each root); a program found in several takes the last root's."""
+    from scripts.fusion_docs import write_docs
     from scripts.fusion_hlo import hlo_counts
 
     programs: dict[tuple, dict[str, Any]] = {}
