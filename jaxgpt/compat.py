@@ -4,6 +4,7 @@ moved between releases (jax 0.10 and 0.11)."""
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
 import jax
 from jax.experimental.pallas import triton as pallas_triton
@@ -46,3 +47,19 @@ def out_struct(shape: tuple[int, ...], dtype: object, like: jax.Array) -> jax.Sh
         if field in fields and hasattr(aval, attribute):
             return jax.ShapeDtypeStruct(shape, dtype, **{field: getattr(aval, attribute)})
     return jax.ShapeDtypeStruct(shape, dtype)
+
+
+def hlo_cost_analysis(compiled: Any) -> dict[str, float] | None:
+    """XLA's HLO cost analysis (flops, bytes accessed) of a compiled program's optimized module.
+
+    `Compiled.cost_analysis()` returns None for the CUDA plugin's compile-only devices; the same
+    analysis then runs over the optimized module through the CPU client (a private jaxlib entry
+    point in jax 0.10 and 0.11). Custom calls (cuBLAS GEMMs, Pallas kernels) count no flops.
+    """
+    cost = compiled.cost_analysis()
+    if cost:
+        return cost[0] if isinstance(cost, (list, tuple)) else cost
+    from jax._src.lib import _jax
+
+    modules = compiled.runtime_executable().hlo_modules()
+    return _jax.hlo_module_cost_analysis(jax.devices("cpu")[0].client, modules[0])

@@ -23,8 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from jaxgpt.kernels.flash_attention import compiled_kernels
+
 DEVICES_DIR = Path(__file__).parent / "devices"
 CAVEAT = "compiled without a GPU, no autotuning"
+# Published dense bf16 tensor-core rate (FLOP/s) and memory bandwidth (bytes/s) of each device,
+# the two ceilings of the roofline bound.
+PEAKS = {"h100": (989e12, 3.35e12), "h200": (989e12, 4.8e12), "a100": (312e12, 2.039e12)}
+PARTS = ("step", "block", "attention", "head")
 
 
 def compile_only_environment() -> None:
@@ -79,10 +87,23 @@ class Plan:
     fp8_gemms: list[str]
     collectives: dict[str, int]
     while_loops: int
-    roofline_ms: float | None  # None: XLA's cost analysis is not exposed for compile-only devices
+    collective_bytes: dict[str, int]
+    custom_calls: dict[str, int]
+    flops: float | None  # XLA's HLO cost analysis; custom calls (cuBLAS, Pallas kernels) count 0
+    bytes_accessed: float | None
     compile_s: float
     caveat: str = CAVEAT
     hlo: str = field(default="", repr=False)
+
+    @property
+    def roofline_ms(self) -> dict[str, float] | None:
+        """Lower bound of the program's time from its FLOPs and bytes at the device's peaks:
+        max(compute, memory); None without a cost analysis or known peaks."""
+        if self.flops is None or self.device not in PEAKS:
+            return None
+        flop_rate, byte_rate = PEAKS[self.device]
+        compute, memory = 1e3 * self.flops / flop_rate, 1e3 * (self.bytes_accessed or 0) / byte_rate
+        return {"bound": round(max(compute, memory), 2), "compute": round(compute, 2), "memory": round(memory, 2)}
 
     @property
     def total_bytes(self) -> int:
@@ -97,8 +118,11 @@ class Plan:
             "argument_gib": round(self.argument_bytes / gib, 3), "output_gib": round(self.output_bytes / gib, 3),
             "alias_gib": round(self.alias_bytes / gib, 3),
             "fusions": self.fusions, "triton_gemms": self.triton_gemms, "cublas_gemms": self.cublas_gemms,
-            "fp8_gemms": self.fp8_gemms, "collectives": self.collectives, "while_loops": self.while_loops,
-            "roofline_ms": self.roofline_ms, "compile_s": round(self.compile_s, 1), "caveat": self.caveat,
+            "fp8_gemms": self.fp8_gemms, "collectives": self.collectives,
+            "collective_mib": {k: round(v / 2**20, 2) for k, v in self.collective_bytes.items()},
+            "while_loops": self.while_loops, "flops": self.flops, "bytes_accessed": self.bytes_accessed,
+            "roofline_ms": (self.roofline_ms or {}).get("bound"), "roofline": self.roofline_ms,
+            "custom_calls": self.custom_calls, "compile_s": round(self.compile_s, 1), "caveat": self.caveat,
         }
 
 
@@ -137,10 +161,33 @@ def read_hlo(hlo: str) -> dict[str, Any]:
             types = sorted(_FP8.findall(operands))
             if types:
                 fp8.append(" x ".join(types))
-    collectives = Counter(m.group(1) for m in re.finditer(
-        r"= \S+ (all-gather|all-reduce|reduce-scatter|all-to-all|collective-permute)(?:-start)?\(", hlo))
+    collectives: Counter[str] = Counter()
+    collective_bytes: Counter[str] = Counter()
+    # A synchronous collective, or the -done half of an asynchronous one, whose result type is
+    # the data each device ends up with (the -start half also lists its operands).
+    for match in _COLLECTIVE.finditer(hlo):
+        collectives[match.group(2)] += 1
+        collective_bytes[match.group(2)] += shape_bytes(match.group(1))
+    custom_calls = Counter(re.findall(r'custom_call_target="([^"]+)"', hlo))
     return {"fusions": dict(fusions), "triton_gemms": triton, "cublas_gemms": cublas, "fp8_gemms": fp8,
-            "collectives": dict(collectives), "while_loops": len(re.findall(r"= \S+ while\(", hlo))}
+            "collectives": dict(collectives), "collective_bytes": dict(collective_bytes),
+            "custom_calls": dict(custom_calls), "while_loops": len(re.findall(r"= \S+ while\(", hlo))}
+
+
+_COLLECTIVE = re.compile(
+    r"^\s*(?:ROOT )?%?[\w.\-]+ = (.+?) (all-gather|all-reduce|reduce-scatter|all-to-all|collective-permute)(?:-done)?\(",
+    re.MULTILINE)
+_DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "f16": 2, "bf16": 2, "s16": 2, "u16": 2, "f32": 4, "s32": 4, "u32": 4,
+                "f64": 8, "s64": 8, "u64": 8}
+
+
+def shape_bytes(hlo_type: str) -> int:
+    """Bytes of every array in an HLO result type, e.g. "(bf16[2,8,128]{2,1,0}, f32[4]{0})"."""
+    total = 0
+    for dtype, dims in re.findall(r"(\w+)\[([\d,]*)\]", hlo_type):
+        size = 1 if dtype.startswith("f8") else _DTYPE_BYTES.get(dtype, 0)
+        total += size * int(np.prod([int(d) for d in dims.split(",") if d], dtype=np.int64))
+    return total
 
 
 def plan_train_step(preset: Any, device: str = "h100", num_devices: int = 1,
@@ -169,14 +216,87 @@ def plan_train_step(preset: Any, device: str = "h100", num_devices: int = 1,
     tokens = jax.ShapeDtypeStruct((preset.train.batch_tokens // preset.train.seq_len, preset.train.seq_len), jnp.int32,
                                   sharding=batch)
     window = jax.ShapeDtypeStruct((), jnp.int32, sharding=rep)
+    with compiled_kernels():  # a pallas backend lowers to Triton for the GPU, not to its CPU interpreter
+        lowered = compiled_steps.train.lower(params, opt_state, tokens, tokens, window)
+    return _compile_plan(lowered, device, num_devices, compiler_options)
+
+
+def _compile_plan(lowered: Any, device: str, num_devices: int, compiler_options: dict[str, Any] | None) -> Plan:
+    import time
+
+    from jaxgpt import compat
+
     start = time.perf_counter()
-    compiled = compiled_steps.train.lower(params, opt_state, tokens, tokens, window).compile(compiler_options or {})
+    compiled = lowered.compile(compiler_options or {})
     compile_s = time.perf_counter() - start
     memory = compiled.memory_analysis()
+    cost = compat.hlo_cost_analysis(compiled) or {}
     hlo = compiled.as_text()
     return Plan(
         device=device, num_devices=num_devices,
         temp_bytes=memory.temp_size_in_bytes, argument_bytes=memory.argument_size_in_bytes,
         output_bytes=memory.output_size_in_bytes, alias_bytes=memory.alias_size_in_bytes,
-        roofline_ms=None, compile_s=compile_s, hlo=hlo, **read_hlo(hlo),
+        flops=cost.get("flops"), bytes_accessed=cost.get("bytes accessed"), compile_s=compile_s, hlo=hlo,
+        **read_hlo(hlo),
     )
+
+
+def plan_part(preset: Any, part: str, device: str = "h100", compiler_options: dict[str, Any] | None = None) -> Plan:
+    """Compile one part of the record's step, forward + backward, for one compile-only device:
+    "attention" (the attention call alone on (1, T, H, Dh) bf16 q, k, v), "block" (layer 0's
+    block: attention, value-embedding mix, MLP) or "head" (FP8 head + soft-capped CE over T
+    tokens, chunked as the preset says). T is the preset's sequence length."""
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+    from jax.sharding import SingleDeviceSharding
+
+    from jaxgpt import attention as attention_lib
+    from jaxgpt import masks
+    from jaxgpt import model as model_lib
+    from jaxgpt import train as train_lib
+
+    if part not in PARTS or part == "step":
+        raise ValueError(f"unknown part {part!r}; choose one of {PARTS[1:]} (or plan_train_step for the step)")
+    mesh = compile_only_mesh(device, 1, train_lib.AXIS)
+    on_device = SingleDeviceSharding(mesh.devices.flat[0])
+    config = train_lib.device_model_config(preset, 1)
+    seq, dim, heads, head_dim = preset.train.seq_len, config.model_dim, config.num_heads, config.head_dim
+    act = model_lib.compute_dtype(config)
+    spec = lambda shape, dtype: jax.ShapeDtypeStruct(shape, dtype, sharding=on_device)
+    tokens = spec((1, seq), jnp.int32)
+    window = spec((), jnp.int32)
+
+    def grads_of(loss, *args):
+        with compiled_kernels():
+            return jax.jit(jax.value_and_grad(loss, argnums=tuple(range(len(args) - 2)))).lower(*args)
+
+    if part == "attention":
+        def loss(q, k, v, tokens, window):
+            out = attention_lib.attention(q, k, v, masks.document_ids(tokens), window,
+                                          backend=config.attention_backend, max_window_blocks=config.max_window_blocks)
+            return out.astype(jnp.float32).sum()
+
+        qkv = spec((1, seq, heads, head_dim), act)
+        lowered = grads_of(loss, qkv, qkv, qkv, tokens, window)
+    elif part == "head":
+        def loss(x, w, tokens, window):
+            del window
+            return model_lib.head_loss(x, w, tokens.reshape(-1), use_fp8=config.dtype_policy == "record",
+                                       cap=config.logit_cap, temperature=config.logit_cap_temperature,
+                                       chunk_tokens=config.loss_chunk_tokens, fp8_grad_scale=config.fp8_grad_scale)
+
+        lowered = grads_of(loss, spec((seq, dim), act), spec((config.padded_vocab_size, dim), jnp.float32), tokens, window)
+    else:
+        block = nnx.eval_shape(lambda: model_lib.Block(config, 0, rngs=nnx.Rngs(0)))
+        graph, abstract = nnx.split(block)
+        cos, sin = (jnp.asarray(t) for t in model_lib.rotary_tables(head_dim, config.rope_max_len))
+
+        def loss(params, x, ve, tokens, window):
+            out = nnx.merge(graph, params)(x, ve, x, masks.document_ids(tokens), window, (cos[:seq], sin[:seq]))
+            return out.astype(jnp.float32).sum()
+
+        params = jax.tree.map(lambda a: spec(a.shape, a.dtype), abstract)
+        x = spec((1, seq, dim), act)
+        lowered = grads_of(loss, params, x, x, tokens, window)
+    return _compile_plan(lowered, device, 1, compiler_options)

@@ -1,7 +1,7 @@
 """Compile jaxgpt's full training step for a GPU that is not here and print XLA's plan.
 
     python scripts/gpu_plan.py [--preset record] [--device h100|h200|a100] [--devices 1|8] [--json]
-        [--hlo-dir runs/gpu_plan]
+        [--attention blocked|pallas|dense] [--part step|block|attention|head] [--hlo-dir runs/gpu_plan]
 
 Needs the jax CUDA plugin (`make gpu-plan` installs the `gpu-aot` extra). Numbers are "compiled
 without a GPU, no autotuning": memory and kernel counts of XLA's plan, not timings.
@@ -28,18 +28,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--devices", type=int, default=1, help="compile-only devices in the mesh; each holds batch_tokens / devices tokens")
     parser.add_argument("--batch-tokens", type=int,
                         help="global tokens per step (default: each device gets the preset's batch_tokens / 8, at least one sequence)")
+    parser.add_argument("--attention", choices=("blocked", "pallas", "dense"), default=None,
+                        help="attention backend (default: the preset's)")
+    parser.add_argument("--part", choices=gpu_plan.PARTS, default="step",
+                        help="the whole training step (default) or one part, forward + backward, on one device")
     parser.add_argument("--hlo-dir", type=Path, default=Path("runs/gpu_plan"), help="where the optimized HLO text is written")
     parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
     args = parser.parse_args(argv)
     preset = cfg.get_preset(args.preset)
     batch_tokens = args.batch_tokens or max(preset.train.batch_tokens // 8, preset.train.seq_len) * args.devices
-    preset = cfg.Preset(model=preset.model, optim=preset.optim,
+    model = preset.model if args.attention is None else cfg.replace(preset.model, attention_backend=args.attention)
+    preset = cfg.Preset(model=model, optim=preset.optim,
                         train=cfg.replace(preset.train, batch_tokens=batch_tokens, devices=args.devices))
-    plan = gpu_plan.plan_train_step(preset, args.device, args.devices)
+    if args.part == "step":
+        plan = gpu_plan.plan_train_step(preset, args.device, args.devices)
+    else:
+        plan = gpu_plan.plan_part(preset, args.part, args.device)
     args.hlo_dir.mkdir(parents=True, exist_ok=True)
-    hlo_path = args.hlo_dir / f"{args.preset}_{args.device}_x{args.devices}_train_step.hlo.txt"
+    hlo_path = (args.hlo_dir / f"{args.preset}_{model.attention_backend}_{args.device}_x{plan.num_devices}_"
+                f"{'train_step' if args.part == 'step' else args.part}.hlo.txt")
     hlo_path.write_text(plan.hlo)
-    summary = {"preset": args.preset, "batch_tokens": batch_tokens, **plan.summary(), "hlo": str(hlo_path)}
+    summary = {"preset": args.preset, "part": args.part, "attention": model.attention_backend,
+               "batch_tokens": batch_tokens if args.part == "step" else preset.train.seq_len,
+               **plan.summary(), "hlo": str(hlo_path)}
     if args.json:
         print(json.dumps(summary))
     else:

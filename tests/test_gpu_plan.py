@@ -47,14 +47,28 @@ ENTRY %main (a: f8e4m3fn[16,16], b: f8e5m2[16,16], c: bf16[16,16]) -> bf16[16,16
   %f = bf16[16,16]{1,0} fusion(%a, %b), kind=kCustom, calls=%gemm_fp8, backend_config={"fusion_backend_config":{"kind":"__triton_gemm"}}
   %g = bf16[16,16]{1,0} fusion(%c, %c), kind=kCustom, calls=%gemm_bf16, backend_config={"fusion_backend_config":{"kind":"__triton_gemm"}}
   %ag = bf16[8,16,16]{2,1,0} all-gather(%g), channel_id=1, replica_groups={{0,1}}, dimensions={0}
+  %ags = ((bf16[16,16]{1,0}, f32[4]{0}), (bf16[32,16]{1,0}, f32[8]{0})) all-gather-start(%g, %x), channel_id=3, dimensions={0}
+  %agd = (bf16[32,16]{1,0}, f32[8]{0}) all-gather-done(%ags)
+  %k = bf16[16,16]{1,0} custom-call(%g), custom_call_target="__gpu$xla.gpu.triton"
   ROOT %r = bf16[16,16]{1,0} all-reduce(%f), channel_id=2, replica_groups={{0,1}}, to_apply=%gemm_bf16
 }
 """
     counts = gpu_plan.read_hlo(hlo)
     assert counts["triton_gemms"] == 2
     assert counts["fp8_gemms"] == ["f8e4m3fn x f8e5m2"]
-    assert counts["collectives"] == {"all-gather": 1, "all-reduce": 1}
+    # An asynchronous pair counts once, with the bytes of its -done result (what each device holds).
+    assert counts["collectives"] == {"all-gather": 2, "all-reduce": 1}
+    assert counts["collective_bytes"] == {"all-gather": 8 * 16 * 16 * 2 + 32 * 16 * 2 + 8 * 4, "all-reduce": 16 * 16 * 2}
+    assert counts["custom_calls"] == {"__gpu$xla.gpu.triton": 1}
     assert counts["fusions"] == {"kCustom": 2}
+
+
+def test_roofline_is_the_larger_of_compute_and_memory_time():
+    plan = gpu_plan.Plan(device="h100", num_devices=1, temp_bytes=0, argument_bytes=0, output_bytes=0, alias_bytes=0,
+                         fusions={}, triton_gemms=0, cublas_gemms=0, fp8_gemms=[], collectives={}, while_loops=0,
+                         collective_bytes={}, custom_calls={}, flops=989e9, bytes_accessed=6.7e9, compile_s=0.0)
+    assert plan.roofline_ms == {"bound": 2.0, "compute": 1.0, "memory": 2.0}
+    assert plan.summary()["roofline_ms"] == 2.0
 
 
 @pytest.fixture(scope="module")
@@ -77,3 +91,17 @@ def test_fp8_head_is_three_fp8_gemms_with_the_records_operand_types(tiny_plan):
     # RECORD.md: forward x_f8 (e4m3) @ w_f8 (e4m3); backward grad_f8 (e5m2) against w (e4m3)
     # for grad_x and against x (e4m3) for grad_w.
     assert sorted(tiny_plan.fp8_gemms) == ["f8e4m3fn x f8e4m3fn", "f8e4m3fn x f8e5m2", "f8e4m3fn x f8e5m2"], tiny_plan.fp8_gemms
+
+
+@needs_plugin
+def test_pallas_attention_compiles_to_three_triton_kernels_for_an_h100():
+    """The kernels lower to Triton (not the CPU interpreter) inside gpu_plan, and Triton accepts
+    the default tiles for sm_90a: forward, dQ and dK/dV, with no while loop left from attention."""
+    from jaxgpt import config as cfg
+
+    preset = cfg.tiny_preset()
+    preset = cfg.Preset(model=cfg.replace(preset.model, attention_backend="pallas"), optim=preset.optim, train=preset.train)
+    plan = gpu_plan.plan_part(preset, "attention", "h100")
+    assert plan.custom_calls == {"__gpu$xla.gpu.triton": 3}
+    assert plan.while_loops == 0
+    assert plan.flops and plan.roofline_ms["bound"] >= 0

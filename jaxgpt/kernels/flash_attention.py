@@ -14,7 +14,10 @@ dtype; log-sum-exp (B, H, T) fp32. The mask block is 128 tokens (the record's); 
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import jax
@@ -30,9 +33,24 @@ from jaxgpt.masks import check_attention_inputs
 SUPPORTED_HEAD_DIMS = (16, 32, 64, 128, 256)  # Triton dots want power-of-two sizes >= 16
 
 
+_COMPILED_KERNELS: contextvars.ContextVar[bool] = contextvars.ContextVar("jaxgpt_compiled_kernels", default=False)
+
+
 def default_interpret() -> bool:
-    """Interpret the kernels (run them as plain JAX) unless the default backend is a GPU."""
-    return jax.default_backend() != "gpu"
+    """Interpret the kernels (run them as plain JAX) unless the default backend is a GPU or
+    `compiled_kernels()` is active."""
+    return not _COMPILED_KERNELS.get() and jax.default_backend() != "gpu"
+
+
+@contextlib.contextmanager
+def compiled_kernels() -> Iterator[None]:
+    """Within this context, kernels traced with interpret=None lower to Triton even where the
+    default backend is a CPU: for compiling to compile-only GPU devices (jaxgpt.gpu_plan)."""
+    token = _COMPILED_KERNELS.set(True)
+    try:
+        yield
+    finally:
+        _COMPILED_KERNELS.reset(token)
 
 
 @dataclass(frozen=True)
