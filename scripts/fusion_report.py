@@ -144,12 +144,14 @@ def docs_from_results(roots: list[Path], docs_dir: Path) -> int:
 
     programs: dict[tuple, dict[str, Any]] = {}
     machine, repeats, threads = None, 0, 1
+    sources = []
     for root in roots:
         for sub in ("cpu", "h100-compile-only"):
             path = root / sub / "results.json"
             if not path.exists():
                 continue
             result = json.loads(path.read_text())
+            sources.append(f"`{result.get('command', '(command not recorded)')}` -> {path.parent.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path.parent}")
             if sub == "cpu":
                 machine = result["machine"]
                 if any("median_ms" in r for r in result["records"]):
@@ -167,8 +169,9 @@ def docs_from_results(roots: list[Path], docs_dir: Path) -> int:
         if record["compiler"] == "xla" and Path(record["hlo"]).exists():
             record.update(hlo_counts(Path(record["hlo"]).read_text()))
     gpu_skipped = None if any(r["device"] == "h100" for r in records) else "no h100-compile-only/results.json"
+    command = "python scripts/fusion_report.py --from-results " + " ".join(str(r) for r in roots)
     path = write_docs(records, summarize(records), merged_by_compiler(records), docs_dir, gpu_skipped=gpu_skipped,
-                      machine=machine, repeats=repeats, threads=threads)
+                      machine=machine, repeats=repeats, threads=threads, command=command, sources=sources)
     log(f"wrote {path}")
     return 0
 
@@ -213,8 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     records = run_cpu(shapes, compilers, cpu_out, repeats, args.threads, parts, modes)
     machine = {"cpu_count": os.cpu_count(), "load_average_1m": os.getloadavg()[0],
                "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
+    command = "python scripts/fusion_report.py " + " ".join(sys.argv[1:] if argv is None else argv)
     cpu_path = write_results(cpu_out, records, {"machine": machine, "shapes": shapes, "repeats": repeats,
-                                                     "threads": args.threads})
+                                                     "threads": args.threads, "command": command})
     log(f"cpu results: {cpu_path}")
     gpu_result: dict[str, Any] = {"skipped": "not asked (--no-gpu or --quick)"}
     if gpu:
@@ -222,14 +226,15 @@ def main(argv: list[str] | None = None) -> int:
         gpu_result = run_gpu_aot(args.gpu_python, args.gpu_shapes.split(","), gpu_out, timeout_s=1800)
         if "records" in gpu_result:
             records += gpu_result["records"]
-            log(f"h100 results: {write_results(gpu_out, gpu_result['records'], {'caveat': GPU_CAVEAT})}")
+            log(f"h100 results: {write_results(gpu_out, gpu_result['records'], {'caveat': GPU_CAVEAT, 'command': command})}")
         else:
             log(f"h100 column skipped: {gpu_result['skipped']}")
     if args.write_docs:
         from scripts.fusion_docs import write_docs
 
         write_docs(records, summarize(records), merged_by_compiler(records), args.docs_dir,
-                   gpu_skipped=gpu_result.get("skipped"), machine=machine, repeats=repeats, threads=args.threads)
+                   gpu_skipped=gpu_result.get("skipped"), machine=machine, repeats=repeats, threads=args.threads,
+                   command=command, sources=[f"`{command}` -> {args.out}"])
     log(f"done in {time.perf_counter() - start:.0f} s")
     print(json.dumps({"rows": summarize(records), "merged_by_compiler": {"/".join(k): v for k, v in merged_by_compiler(records).items()},
                       "gpu": gpu_result.get("skipped", "compiled")}))
