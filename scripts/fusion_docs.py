@@ -149,10 +149,6 @@ def curate(records: list[dict[str, Any]], rows: list[dict[str, Any]], merged: di
     return sorted(written) + ["rows.json"]
 
 
-def _ratio(a: float | None, b: float | None) -> str:
-    return f"{a / b:.2f}" if a and b else "-"
-
-
 def reading(rows, merged, shapes: list[str]) -> list[str]:
     """One bullet per compiler, device and shape with the block's numbers, all read off the rows."""
     lines = []

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -29,7 +28,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from scripts.fusion_xla import LAYOUTS, MODES, PARTS, SHAPES, program_name  # noqa: E402
+from scripts.fusion_xla import MODES, PARTS, SHAPES  # noqa: E402
 
 DEFAULT_GPU_PYTHON = "/work/venvs/gpu-aot/bin/python"
 GPU_CAVEAT = "compiled without a GPU, no autotuning"
