@@ -235,7 +235,7 @@ def check_record_shape_fp32() -> Result:
 
 
 # ---------------------------------------------------------------------------------------------
-# Training trajectories (4 layers, 64 wide, 20 steps; the shared setting of test_train_parity.py)
+# Training trajectories (4 layers, 64 wide, 20 steps; test_checks.py also asserts details of the bf16 pair)
 #
 # Why two initial states. From the record's init (zero c_proj and lm_head) the block lambdas
 # and skip weights get, at step 1, a gradient that is zero up to RMSNorm's eps: every block
@@ -287,7 +287,7 @@ def trajectory_preset(folder: Path, ns_dtype: str, devices: int):
 def trajectory(framework: str, ns_dtype: str, devices: int = 1, init: Init = "record",
                norm: NormPrecision = "fp32") -> Run:
     """One run from the shared initial state (cached per process: the report's plot and rows,
-    and test_train_parity, use the same runs).
+    and test_checks.py's detailed bf16 test, use the same runs).
 
     framework: "torch_ref" or "jaxgpt"; devices: jaxgpt's mesh size (torch_ref runs one
     process); init: "record" (the record's zero projections and head) or "signal" (those
