@@ -5,10 +5,12 @@ One jit-compiled step runs under `jax.shard_map` over a 1-D mesh with axis "data
 averaged with `lax.pmean`, and the record's optimizer (distributed Muon + Adam groups) updates
 parameters and optimizer state, which are replicated on every device and donated to the step.
 The window (W_long) enters the step as an int32 value and the LR / momentum schedules are
-count-based inside the optimizer, so the step compiles once for the whole run.
+count-based inside the optimizer, so the step compiles once for the whole run. The loop never
+waits for the step it has just dispatched (the train loss is read one step late).
 
-The command line is jaxgpt.cli, the log lines and timing jaxgpt.runlog, checkpoint files
-jaxgpt.checkpoint. Docs: docs/TRAINING.md.
+The command line is jaxgpt.cli, where a run starts and its checks jaxgpt.preflight, signals
+jaxgpt.interrupt, the log lines and timing jaxgpt.runlog, checkpoint files jaxgpt.checkpoint.
+Docs: docs/TRAINING.md.
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 _BLOCKED = ("jax", "jaxlib", "jaxgpt", "flax", "optax", "orbax")
@@ -49,6 +51,7 @@ print("ok", float(loss), changed)
 """
 
 
+@pytest.mark.slow
 def test_torch_ref_trains_with_jax_unimportable():
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-c", _CHILD], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)

@@ -104,6 +104,7 @@ def interrupted_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path
     return result, folder / "out" / "checkpoints" / "r", args
 
 
+@pytest.mark.slow
 def test_sigint_saves_the_last_completed_step_and_exits_130(interrupted_run):
     result, directory, _ = interrupted_run
     assert result.returncode == 130, result.stderr
@@ -114,6 +115,7 @@ def test_sigint_saves_the_last_completed_step_and_exits_130(interrupted_run):
     assert not tmp_dirs(directory.parent.parent)
 
 
+@pytest.mark.slow
 def test_the_checkpoint_of_an_interrupted_run_restores(interrupted_run):
     _, directory, _ = interrupted_run
     params, meta = checkpoint.restore_params(directory)

@@ -54,6 +54,7 @@ def test_pallas_transposed_lists_equal_brute_force_transpose(layout, window):
             np.testing.assert_array_equal(listed, np.flatnonzero(expected[j]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("window", [0, 1, 3, 14, 20])
 def test_pallas_kernel_lists_keep_every_listed_block_within_the_width(window):
     doc_ids = _doc_ids(LAYOUTS["crossing_block_edges"], 2048)[None]

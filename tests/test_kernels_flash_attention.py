@@ -64,6 +64,7 @@ def test_pallas_fp32_outputs_and_gradients_equal_dense(layout, window):
         assert _rel(got, want) < 1e-5
 
 
+@pytest.mark.slow
 def test_pallas_bf16_within_two_bf16_rounding_steps_of_dense():
     q, k, v, ids = _inputs("crossing_block_edges", jnp.bfloat16)
     out, ref = _pallas(ids, 2)(q, k, v), _dense(ids, 2)(q, k, v)
@@ -77,6 +78,7 @@ def test_pallas_bf16_within_two_bf16_rounding_steps_of_dense():
         assert _rel(got, want) < 2e-2
 
 
+@pytest.mark.slow
 def test_pallas_traced_window_compiles_once_and_is_shared_by_jit_and_shard_map():
     """The window is a traced value: one compilation serves windows 1 and 3; under shard_map
     each of 2 devices attends over its own sequence with lists built from its own doc ids."""

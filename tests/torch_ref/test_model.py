@@ -357,6 +357,7 @@ def _small_torch_gpt(seed: int) -> GPT:
 # 13: document ids come from the inputs
 
 
+@pytest.mark.slow
 def test_torch_ref_document_mask_comes_from_inputs_not_targets():
     gpt = _small_torch_gpt(0)
     inputs, targets = (torch.from_numpy(a) for a in _shifted_tokens(1, 999, 1000))
