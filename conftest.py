@@ -1,6 +1,7 @@
-"""Test-wide set-up: 8 virtual CPU devices for JAX, set before JAX is first imported, and
+"""Test-wide set-up: 8 virtual CPU devices for JAX, set before JAX is first imported;
 `gpu`-marked tests skipped where no CUDA device is visible (so `pytest -m "not slow"` is the
-quick loop on any machine; scripts/gpu_check.py runs `-m gpu` with JAX_PLATFORMS=cuda)."""
+quick loop on any machine; scripts/gpu_check.py runs `-m gpu` with JAX_PLATFORMS=cuda); the
+longest test files collected first (for make test's two xdist workers)."""
 
 import importlib.util
 import os
@@ -26,8 +27,21 @@ def _cuda_visible() -> bool:
     return torch.cuda.is_available()
 
 
+# The files that take longest in `make test` (its --durations list, fresh clone, 2026-11-23):
+# collected first, so that xdist's per-file scheduling (--dist loadfile) never starts one of
+# them last while the other worker idles. Only the order changes; a stale entry costs nothing.
+LONGEST_FIRST = ("tests/test_gpu_check.py", "tests/torch_ref/test_train.py", "tests/test_model_qkv_layout.py",
+                 "tests/test_train.py", "tests/test_train_multihost.py", "parity_tests/test_checks.py")
+
+
+def _schedule_rank(item: pytest.Item) -> int:
+    path = item.nodeid.split("::", 1)[0]
+    return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
+
+
 @pytest.hookimpl(trylast=True)  # after -m has deselected what it deselects
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=_schedule_rank)  # stable: every other file keeps its place
     gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
     if not gpu_items or _cuda_visible():  # the check imports jax and torch: only when it matters
         return
