@@ -4,6 +4,8 @@ tests/torch_ref/test_model_qkv_layout.py)."""
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -62,19 +64,31 @@ def _assert_close(separate: dict, merged: dict, rtol: float, scale_frac: float) 
         np.testing.assert_allclose(np.asarray(separate[name], np.float32), want, rtol=rtol, atol=atol, err_msg=name)
 
 
-def _step(model, x, y, ns_dtype: str = "fp32", grads=None):
-    """(loss, grads, update of one record-optimizer step) over the {record name: array} params;
-    `grads` given: the update for those gradients instead of the model's own."""
+def _grads(model, x, y):
+    """(params, loss, grads) over the {record name: array} params; one compile beats op-by-op dispatch."""
     graph, params = model_lib.ModelGraph.split(model)
-    loss_fn = lambda p: graph.bind(p)(x, y, WINDOW)
-    loss, own = jax.jit(jax.value_and_grad(loss_fn))(params)  # one compile beats op-by-op dispatch here
-    grads = own if grads is None else {name: g.astype(own[name].dtype) for name, g in grads.items()}
-    # Muon's NS in fp32 by default: in bf16 a last-bit gradient difference flips roundings that
-    # five NS iterations amplify to several bf16 ulps; fp32 keeps the layouts' own difference visible.
-    bf16_embeddings = model.config.dtype_policy == "record"
+    loss, grads = jax.jit(jax.value_and_grad(lambda p: graph.bind(p)(x, y, WINDOW)))(params)
+    return params, loss, grads
+
+
+@functools.cache
+def _update_fn(ns_dtype: str, bf16_embeddings: bool):
+    """One record-optimizer step's updates from a fresh state, jitted once per setting (shapes reuse it)."""
     optimizer = record_optimizer(OptimConfig(ns_dtype=ns_dtype, bf16_embeddings=bf16_embeddings), total_steps=10)
-    updates, _ = jax.jit(lambda g, p: optimizer.update(g, optimizer.init(p), p))(grads, params)
-    return loss, grads, updates
+    return jax.jit(lambda grads, params: optimizer.update(grads, optimizer.init(params), params)[0])
+
+
+def _update(model, params, grads, ns_dtype: str):
+    grads = {name: g.astype(params[name].dtype) for name, g in grads.items()}
+    return _update_fn(ns_dtype, model.config.dtype_policy == "record")(grads, params)
+
+
+def _step(model, x, y, ns_dtype: str = "fp32"):
+    """(loss, grads, update of one record-optimizer step). Muon's NS in fp32 by default: in bf16 a
+    last-bit gradient difference flips roundings that five NS iterations amplify to several bf16
+    ulps; fp32 keeps the layouts' own difference visible."""
+    params, loss, grads = _grads(model, x, y)
+    return loss, grads, _update(model, params, grads, ns_dtype)
 
 
 def test_config_rejects_unknown_layout():
@@ -163,9 +177,10 @@ def test_merged_and_separate_agree_under_the_record_policy():
     merged, separate = _models("record", perturb=True)
     x, y = _batch()
     reference = convert.model_from_params(model_lib.param_dict(merged), replace(merged.config, dtype_policy="fp32"))
-    loss_m, grads_m, step_m = _step(merged, x, y, ns_dtype="bf16")
+    params_m, loss_m, grads_m = _grads(merged, x, y)
+    step_m = _update(merged, params_m, grads_m, "bf16")
     loss_s, grads_s, step_s = _step(separate, x, y, ns_dtype="bf16")
-    _, grads_32, _ = _step(reference, x, y)
+    _, _, grads_32 = _grads(reference, x, y)
     # Same forward products in both layouts: the losses may differ by one bf16 rounding (2^-8).
     assert abs(float(loss_s) - float(loss_m)) <= 2.0**-8 * abs(float(loss_m))
     grads_s = convert.to_qkv_layout(grads_s, "merged")
@@ -177,7 +192,7 @@ def test_merged_and_separate_agree_under_the_record_policy():
     # record optimizer (bf16 NS): Muon's bf16 NS amplifies any gradient difference, the dtype's
     # too, so the layouts' step difference must stay within that step's own dtype error
     # (measured up to 0.55 of it; bound 1.0).
-    _, _, step_32 = _step(merged, x, y, ns_dtype="bf16", grads=grads_32)
+    step_32 = _update(merged, params_m, grads_32, "bf16")
     step_s = convert.to_qkv_layout(step_s, "merged")
     muon = [name for name in step_m if name.startswith("blocks.") and step_m[name].ndim >= 2]
     assert muon
