@@ -38,7 +38,7 @@ def small_preset(folder: Path, **train_fields) -> cfg.Preset:
     model = small_model_config()
     fields = dict(
         train_files=train_files, val_files=val_files, steps=STEPS, batch_tokens=8 * 256, seq_len=256,
-        val_every=3, val_tokens=4 * 1024, window_max_tokens=512, devices=8, out_dir=str(folder / "out"),
+        val_every=2, val_tokens=4 * 1024, window_max_tokens=512, devices=8, out_dir=str(folder / "out"),
     )
     fields.update(train_fields)
     # Newton-Schulz in fp32 here so that no bf16 rounding adds to the 8- vs 1-device drift.
@@ -47,7 +47,8 @@ def small_preset(folder: Path, **train_fields) -> cfg.Preset:
 
 @pytest.fixture(scope="module")
 def run8(tmp_path_factory):
-    """8 devices, one sequence each; checkpoints after steps 3 and 6."""
+    """8 devices, one sequence each; val after steps 0, 2, 4, 6, checkpoints after 3 and 6 (so
+    step 4 validates without saving)."""
     folder = tmp_path_factory.mktemp("run8")
     preset = small_preset(folder, checkpoint_every=3)
     return train_lib.train(preset, train_lib.RunOptions(run_id="run8", progress=False))
@@ -58,9 +59,9 @@ def test_one_device_matches_eight_devices(run8, tmp_path):
     preset = small_preset(tmp_path, devices=1)
     run1 = train_lib.train(preset, train_lib.RunOptions(run_id="run1", progress=False))
     assert sorted(run1.train_losses) == list(range(STEPS))
-    assert sorted(run1.val_losses) == [0, 3, STEPS]
-    losses1 = np.array([run1.train_losses[s] for s in range(STEPS)] + [run1.val_losses[s] for s in (0, 3, STEPS)])
-    losses8 = np.array([run8.train_losses[s] for s in range(STEPS)] + [run8.val_losses[s] for s in (0, 3, STEPS)])
+    assert sorted(run1.val_losses) == [0, 2, 4, STEPS]
+    losses1 = np.array([run1.train_losses[s] for s in range(STEPS)] + [run1.val_losses[s] for s in (0, 2, 4, STEPS)])
+    losses8 = np.array([run8.train_losses[s] for s in range(STEPS)] + [run8.val_losses[s] for s in (0, 2, 4, STEPS)])
     # Steps 0 and 1 (before and after the first update): only the fp32 summation order of the
     # mean loss and pmean-ed grads differs, ~1e-7.
     np.testing.assert_allclose(losses1[:2], losses8[:2], rtol=1e-6)
@@ -124,24 +125,26 @@ def test_resume_continues_exactly(run8, resumed):
         np.testing.assert_array_equal(exported[name].float().numpy(), value.astype(np.float32), err_msg=name)
 
 
-def _from_val_of(run: train_lib.RunResult, step: int) -> tuple[list[str], list[dict]]:
-    """The record's log lines and the metrics records from the val line of `step` on, times
-    (and the run id) removed."""
+def _lines_from(run: train_lib.RunResult, shown_step: int) -> tuple[list[str], list[dict]]:
+    """The record's log lines and the metrics records from the first one showing `shown_step`
+    on, times (and the run id) removed."""
     lines = [re.sub(r" (train_time|step_avg):\S+", "", line) for line in run.log_path.read_text().splitlines()
              if VAL_LINE.match(line) or TRAIN_LINE.match(line)]
     records = [{key: value for key, value in json.loads(line).items() if key not in ("train_time_ms", "step_avg_ms", "run_id")}
                for line in run.metrics_path.read_text().splitlines()]
-    first_record = next(i for i, record in enumerate(records) if record["kind"] == "val" and record["step"] == step)
-    return lines[lines.index(f"step:{step}/{STEPS} val_loss:{run.val_losses[step]:.4f}"):], records[first_record:]
+    first_line = next(i for i, line in enumerate(lines) if line.startswith(f"step:{shown_step}/"))
+    first_record = next(i for i, record in enumerate(records) if record["step"] == shown_step)
+    return lines[first_line:], records[first_record:]
 
 
 @pytest.mark.slow
 def test_asynchronous_loop_logs_what_the_synchronous_one_does(run8, resumed):
     # run8 reads each train loss one step late, with the next step already dispatched; `resumed`
-    # (--sync) waits for every step. Steps 3..6 of both: the same lines, in the same order
-    # (val 3, train 4..6, val 6), and the same metrics records, bitwise (times aside).
-    async_lines, async_records = _from_val_of(run8, 3)
-    sync_lines, sync_records = _from_val_of(resumed, 3)
+    # (--sync) waits for every step. After update 4 of both: the same lines in the same order
+    # (train 4, val 4 (no save there: the val alone must wait for the step in flight), train 5,
+    # train 6, val 6) and the same metrics records, bitwise (times aside).
+    async_lines, async_records = _lines_from(run8, 4)
+    sync_lines, sync_records = _lines_from(resumed, 4)
     assert len(sync_lines) == 5 and async_lines == sync_lines
     assert async_records == sync_records
 
@@ -171,10 +174,10 @@ def test_log_file_has_the_record_lines_and_environment(run8):
     assert any(line.startswith("config: ") for line in lines)
     val = [VAL_LINE.match(line) for line in lines if VAL_LINE.match(line)]
     trains = [TRAIN_LINE.match(line) for line in lines if TRAIN_LINE.match(line)]
-    assert [int(m.group(1)) for m in val] == [0, 3, STEPS]
+    assert [int(m.group(1)) for m in val] == [0, 2, 4, STEPS]
     assert [int(m.group(1)) for m in trains] == list(range(1, STEPS + 1))
     assert all(int(m.group(2)) == STEPS for m in val + trains)
     assert float(val[-1].group(3)) == pytest.approx(run8.val_losses[STEPS], abs=5e-5)
     metrics = [json.loads(line) for line in run8.metrics_path.read_text().splitlines()]
     assert [m["step"] for m in metrics if m["kind"] == "train"] == list(range(1, STEPS + 1))
-    assert [m["step"] for m in metrics if m["kind"] == "val"] == [0, 3, STEPS]
+    assert [m["step"] for m in metrics if m["kind"] == "val"] == [0, 2, 4, STEPS]
