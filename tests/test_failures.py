@@ -257,6 +257,7 @@ def test_a_non_torch_init_file_is_one_line(capsys, tmp_path):
     assert len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow  # the interrupted_run fixture is a training subprocess
 def test_a_corrupted_checkpoint_on_resume_is_one_line(capsys, tmp_path, interrupted_run):
     _, directory, args = interrupted_run
     import shutil
@@ -271,6 +272,7 @@ def test_a_corrupted_checkpoint_on_resume_is_one_line(capsys, tmp_path, interrup
     assert len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow  # the interrupted_run fixture is a training subprocess
 def test_a_leftover_tmp_dir_is_reported_and_never_restored(capsys, tmp_path, interrupted_run):
     _, directory, args = interrupted_run
     import shutil
