@@ -171,9 +171,10 @@ def read_hlo(hlo: str) -> dict[str, Any]:
     custom_calls = Counter(re.findall(r'custom_call_target="([^"]+)"', hlo))
     return {"fusions": dict(fusions), "triton_gemms": triton, "cublas_gemms": cublas, "fp8_gemms": fp8,
             "collectives": dict(collectives), "collective_bytes": dict(collective_bytes),
-            "custom_calls": dict(custom_calls), "while_loops": len(re.findall(r"= \S+ while\(", hlo))}
+            "custom_calls": dict(custom_calls), "while_loops": len(_WHILE.findall(hlo))}
 
 
+_WHILE = re.compile(r"^\s*(?:ROOT )?%?[\w.\-]+ = .+? while\(", re.MULTILINE)  # result types may be tuples
 _COLLECTIVE = re.compile(
     r"^\s*(?:ROOT )?%?[\w.\-]+ = (.+?) (all-gather|all-reduce|reduce-scatter|all-to-all|collective-permute)(?:-done)?\(",
     re.MULTILINE)

@@ -12,8 +12,8 @@ Parts, each guarded (a failure is recorded and the others still run):
                one record-size model (fp32 policy, perturbed init) on a sample val sequence
   train        the two trainers' own CLIs, record preset on one device (1 x 65,536 tokens per
                step, sample shards cycled): jaxgpt (attention `pallas`, and `blocked` unless
-               --quick) and torch_ref (torch.compile), run one after the other, A B A B without
-               --quick; per-step times from their log lines (median of the timed steps, which
+               --quick; `blocked` alone in the dry run) and torch_ref (torch.compile), run one
+               after the other, A B A B without --quick; per-step times from their log lines (median of the timed steps, which
                exclude the first 10 and validation, RECORD.md section 9), first-step (compile)
                time, peak memory, tokens per second, final validation loss
 `--dry-run` runs the same code on the CPU at tiny sizes (tiny preset, short sequences, no pytest)
@@ -56,11 +56,15 @@ class Sizes:
     parity_window: int
     jax_platform: str
     torch_device: str
+    jax_attention: str
+    dtype: str | None  # the trainers' --dtype; None keeps the preset's (the record's bf16/FP8 policy)
 
 
 # 30 steps: torch_ref does not cycle its shards, and the sample shards hold 31 record batches.
-GPU_SIZES = Sizes("record", 65536, 30, 65536, 8192, 14, "cuda", "cuda")
-DRY_SIZES = Sizes("tiny", 1024, 4, 2048, 256, 2, "cpu", "cpu")
+GPU_SIZES = Sizes("record", 65536, 30, 65536, 8192, 14, "cuda", "cuda", "pallas", None)
+# The dry run tests this script, not the kernel or the policy: on a CPU `pallas` runs in Pallas's
+# interpreter and torch's bf16 is emulated (minutes per torch_ref step); both have their own tests.
+DRY_SIZES = Sizes("tiny", 1024, 4, 2048, 256, 2, "cpu", "cpu", "blocked", "fp32")
 
 
 def say(message: str) -> None:
@@ -85,6 +89,8 @@ def child_env(jax_platform: str) -> dict[str, str]:
     (the tests' conftest defaults JAX to the CPU), unbuffered output."""
     env = dict(os.environ, PYTHONUNBUFFERED="1", JAX_PLATFORMS=jax_platform)
     env.pop("XLA_PYTHON_CLIENT_PREALLOCATE", None)  # the trainers keep JAX's default (this process's is off)
+    if jax_platform == "cpu":  # the dry run: torch's worker threads spin against other work on a small CPU
+        env.setdefault("OMP_NUM_THREADS", "1")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
     return env
 
@@ -204,6 +210,8 @@ def train_run(framework: str, sizes: Sizes, data: dict[str, str], out: Path, att
     common = ["--preset", sizes.preset, "--devices", "1", "--batch-tokens", str(sizes.batch_tokens),
               "--steps", str(sizes.steps), "--val-every", str(sizes.steps), "--val-tokens", str(sizes.val_tokens),
               "--train-files", data["train"], "--val-files", data["val"]]
+    if sizes.dtype:
+        common += ["--dtype", sizes.dtype]
     if framework == "jaxgpt":
         command = [sys.executable, "-m", "jaxgpt.train", *common, "--cycle-data", "--no-progress",
                    "--attention", attention, "--out-dir", str(out / f"jaxgpt_{attention}")]
@@ -225,14 +233,14 @@ def train_run(framework: str, sizes: Sizes, data: dict[str, str], out: Path, att
 
 
 def train_comparison(sizes: Sizes, data: dict[str, str], out: Path, quick: bool, timeout_s: float) -> dict[str, Any]:
-    runs = [("jaxgpt", "pallas"), ("torch_ref", None)]
+    runs = [("jaxgpt", sizes.jax_attention), ("torch_ref", None)]
     if not quick:  # A B A B, and jaxgpt's portable backend for reference
         runs = runs + runs + [("jaxgpt", "blocked")]
     results: dict[str, list[dict[str, Any]]] = {}
     for framework, attention in runs:
-        key = framework if attention in (None, "pallas") else f"{framework}_{attention}"
+        key = framework if attention in (None, sizes.jax_attention) else f"{framework}_{attention}"
         results.setdefault(key, []).append(train_run(framework, sizes, data, out, attention, timeout_s))
-    summary: dict[str, Any] = {"runs": results}
+    summary: dict[str, Any] = {"runs": results, "jax_attention": sizes.jax_attention}
     medians = {key: statistics.median(r["step_ms_median"] for r in runs_ if r["step_ms_median"])
                for key, runs_ in results.items() if any(r["step_ms_median"] for r in runs_)}
     summary["jax_step_ms"] = medians.get("jaxgpt")
@@ -279,7 +287,7 @@ def markdown(report: dict[str, Any]) -> str:
                 lines.append(f"| {key} | {run['step_ms_median']} | {run['first_step_ms']} | {run['peak_mib']} | "
                              f"{run.get('tokens_per_s')} | {final_val} |")
         lines += ["", f"jax_step_ms {train['jax_step_ms']}, torch_step_ms {train['torch_step_ms']}, ratio "
-                  f"{train.get('ratio_jax_over_torch')} (jaxgpt with attention `pallas`; torch_ref compiled)", ""]
+                  f"{train.get('ratio_jax_over_torch')} (jaxgpt with attention `{train.get('jax_attention')}`; torch_ref compiled)", ""]
     else:
         lines += [f"FAILED: {train.get('error')}", ""]
     return "\n".join(lines) + "\n"

@@ -50,6 +50,7 @@ ENTRY %main (a: f8e4m3fn[16,16], b: f8e5m2[16,16], c: bf16[16,16]) -> bf16[16,16
   %ags = ((bf16[16,16]{1,0}, f32[4]{0}), (bf16[32,16]{1,0}, f32[8]{0})) all-gather-start(%g, %x), channel_id=3, dimensions={0}
   %agd = (bf16[32,16]{1,0}, f32[8]{0}) all-gather-done(%ags)
   %k = bf16[16,16]{1,0} custom-call(%g), custom_call_target="__gpu$xla.gpu.triton"
+  %w = (s32[], bf16[16,16]{1,0}) while(%t), condition=%cond, body=%body
   ROOT %r = bf16[16,16]{1,0} all-reduce(%f), channel_id=2, replica_groups={{0,1}}, to_apply=%gemm_bf16
 }
 """
@@ -61,6 +62,7 @@ ENTRY %main (a: f8e4m3fn[16,16], b: f8e5m2[16,16], c: bf16[16,16]) -> bf16[16,16
     assert counts["collective_bytes"] == {"all-gather": 8 * 16 * 16 * 2 + 32 * 16 * 2 + 8 * 4, "all-reduce": 16 * 16 * 2}
     assert counts["custom_calls"] == {"__gpu$xla.gpu.triton": 1}
     assert counts["fusions"] == {"kCustom": 2}
+    assert counts["while_loops"] == 1  # a tuple-typed while counts too
 
 
 def test_roofline_is_the_larger_of_compute_and_memory_time():
