@@ -157,7 +157,8 @@ def start_run(preset: cfg.Preset, options: RunOptions) -> RunStart:
         preset, options.resume, run_id, options.save_checkpoint)
     if saved_meta is not None:
         preset = checkpoint.keep_saved_cadence(preset, saved_meta, options.overridden)
-    preset, init_state = convert.init_preset(preset, options.init_from, options.head_dim)  # the checks below see the trained model's vocabulary
+    # --init-from's dims before the checks, so that the token-id scan uses its vocabulary.
+    preset, init_state = convert.init_preset(preset, options.init_from, options.head_dim)
     check_run(preset, len(devices), jax.process_count(), step, position, announce=jax.process_index() == 0)
     if checkpointer is None and preset.train.steps > 0 and jax.process_index() == 0:
         print("note: this run writes no checkpoint (pass --checkpoint-every K or --save-checkpoint to keep its state)",
