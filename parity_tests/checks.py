@@ -67,7 +67,8 @@ def _ns_pair(x: np.ndarray, steps: int, fp32: bool) -> tuple[np.ndarray, np.ndar
     from torch_ref.muon import zeropower_via_newtonschulz5
 
     torch_dtype, jax_dtype = (torch.float32, jnp.float32) if fp32 else (torch.bfloat16, jnp.bfloat16)
-    theirs = zeropower_via_newtonschulz5(torch.from_numpy(x), steps, torch_dtype).float().numpy()
+    with _torch_threads(1):  # see trajectory(): torch's second thread spins against XLA's pool here
+        theirs = zeropower_via_newtonschulz5(torch.from_numpy(x), steps, torch_dtype).float().numpy()
     ours = jax.jit(lambda a: newton_schulz(a, steps, dtype=jax_dtype))(jnp.asarray(x))
     return np.asarray(ours, np.float32), theirs
 
