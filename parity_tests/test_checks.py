@@ -44,6 +44,11 @@ def test_jaxgpt_and_torch_ref_training_trajectories_agree():
     assert [(r["kind"], r["step"], sorted(r)) for r in torch_run.metrics] == \
            [(r["kind"], r["step"], sorted(r)) for r in jax_run.metrics]
     assert {r["framework"] for r in torch_run.metrics + jax_run.metrics} == {"torch_ref", "jaxgpt"}
+    # Each trainer computes its own window schedule (W_long per step: 1, 2 from step 6, 3 from 11,
+    # 4 from 16 here): the same on every train and val record.
+    windows = [(r["kind"], r["step"], r["window_blocks"]) for r in torch_run.metrics]
+    assert windows == [(r["kind"], r["step"], r["window_blocks"]) for r in jax_run.metrics]
+    assert sorted({w for _, _, w in windows}) == [1, 2, 3, 4]
 
     torch_losses, jax_losses = torch_run.val_losses, jax_run.val_losses
     assert len(torch_losses) == TRAJECTORY_STEPS + 1
