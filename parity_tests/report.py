@@ -12,6 +12,7 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 import argparse  # noqa: E402
 import platform  # noqa: E402
 import sys  # noqa: E402
+import textwrap  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from parity_tests.checks import CHECKS, Result, cpu_flags  # noqa: E402
@@ -45,7 +46,8 @@ def write_plot(results: dict[str, Result], path: Path) -> None:
     for ax, (key, result) in zip(axes[0], runs):
         ax.plot(result.extra["torch"], "o-", label="torch_ref", markersize=4)
         ax.plot(result.extra["jax"], "x--", label="jaxgpt (2 devices)", markersize=5)
-        ax.set(title=result.name, xlabel="step", ylabel="val loss")
+        ax.set(xlabel="step", ylabel="val loss")
+        ax.set_title(textwrap.fill(result.name, 42), fontsize=10)  # long check names: two lines
         ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=80)
