@@ -15,8 +15,6 @@ backward's five block GEMMs against the forward's two).
 
 from __future__ import annotations
 
-import statistics
-import time
 from typing import Any, Callable
 
 import numpy as np
@@ -47,14 +45,11 @@ def listed_blocks(tokens: np.ndarray, window: int) -> int:
 
 
 def _median_ms(run: Callable[[], Any], sync: Callable[[Any], Any], repeats: int) -> float:
-    sync(run())  # warm-up (compiles)
-    sync(run())
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        sync(run())
-        times.append(1e3 * (time.perf_counter() - start))
-    return statistics.median(times)
+    """Median ms of `repeats` synchronised calls after a compiling call and one warm-up call."""
+    from scripts.bench import time_calls
+
+    sync(run())  # compiles; time_calls's own first call is then a warm run
+    return time_calls(lambda: sync(run()), repeats)["median_ms"]
 
 
 def jax_times(tokens: np.ndarray, windows: list[int], repeats: int) -> dict[str, dict[int, dict[str, float]]]:
