@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from jaxgpt.kernels.flash_attention import compiled_kernels
+from jaxgpt.muon import Collective
 
 DEVICES_DIR = Path(__file__).parent / "devices"
 CAVEAT = "compiled without a GPU, no autotuning"
@@ -192,9 +193,11 @@ def shape_bytes(hlo_type: str) -> int:
 
 
 def plan_train_step(preset: Any, device: str = "h100", num_devices: int = 1,
-                    compiler_options: dict[str, Any] | None = None) -> Plan:
+                    compiler_options: dict[str, Any] | None = None, muon_collective: Collective = "all_gather") -> Plan:
     """Compile the record's training step (train.compile_steps) for `num_devices` compile-only
-    devices of the named kind, each holding batch_tokens / num_devices tokens of `preset`."""
+    devices of the named kind, each holding batch_tokens / num_devices tokens of `preset`.
+    `muon_collective` ("all_gather", the record's, or "psum") is how Muon shares its
+    Newton-Schulz results between the devices (muon.orthogonalize_split)."""
     import time
 
     import jax
@@ -208,7 +211,7 @@ def plan_train_step(preset: Any, device: str = "h100", num_devices: int = 1,
     mesh = compile_only_mesh(device, num_devices, train_lib.AXIS)
     model = nnx.eval_shape(lambda: model_lib.GPT(train_lib.device_model_config(preset, num_devices), rngs=nnx.Rngs(0)))
     graph, abstract_params = model_lib.ModelGraph.split(model)
-    optimizer = train_lib.make_optimizer(preset)
+    optimizer = train_lib.make_optimizer(preset, muon_collective)
     compiled_steps = train_lib.compile_steps(mesh, graph, optimizer)
     rep, batch = NamedSharding(mesh, P()), NamedSharding(mesh, P(train_lib.AXIS))
     spec = lambda x, sharding: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding)

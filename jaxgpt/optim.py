@@ -25,7 +25,7 @@ import numpy as np
 import optax
 
 from jaxgpt.config import BLOCK_SIZE, OptimConfig
-from jaxgpt.muon import muon
+from jaxgpt.muon import Collective, muon
 
 GroupName = Literal["muon", "head", "embed", "scalar"]
 Number = int | float | np.integer | np.floating
@@ -210,6 +210,7 @@ def record_optimizer(
     *,
     axis_name: str | None = None,
     bf16_embeddings: bool | None = None,
+    muon_collective: Collective = "all_gather",
 ) -> optax.GradientTransformation:
     """Muon + three Adam groups over any params pytree keyed like the record's state dict.
 
@@ -224,6 +225,10 @@ def record_optimizer(
         fp32). The caller owns the parameter dtype: store the tables in bf16 and
         `optax.apply_updates` rounds them to bf16 after each step. (With bf16 tables and
         False, optax.scale_by_adam would keep bf16 moments with bf16 arithmetic: pass True.)
+      muon_collective: how Muon shares its Newton-Schulz results over `axis_name`:
+        "all_gather" (the record's) or "psum" (`muon.orthogonalize_split`). Not an OptimConfig
+        field: both give bitwise-equal updates, so it is an execution choice, not a
+        hyperparameter a checkpoint should record (used to compare the two plans).
 
     Returns:
       An optax transformation; updates are fp32 and already include -lr.
@@ -249,6 +254,7 @@ def record_optimizer(
         ns_steps=config.ns_steps,
         ns_dtype=jnp.bfloat16 if config.ns_dtype == "bf16" else jnp.float32,
         axis_name=axis_name,
+        collective=muon_collective,
     )
     transforms = {
         "muon": hidden,

@@ -36,6 +36,7 @@ from jaxgpt import config as cfg
 from jaxgpt import model as model_lib
 from jaxgpt.cli import RunOptions, parse_args
 from jaxgpt.kernels.flash_attention import default_interpret
+from jaxgpt.muon import Collective
 
 AXIS = "data"  # the mesh axis: data parallel, device index = the record's rank
 
@@ -116,14 +117,16 @@ def compile_steps(mesh: Mesh, graph: model_lib.ModelGraph, optimizer: optax.Grad
     )
 
 
-def make_optimizer(preset: cfg.Preset) -> optax.GradientTransformation:
+def make_optimizer(preset: cfg.Preset, muon_collective: Collective = "all_gather") -> optax.GradientTransformation:
     """The record's optimizer for a mesh step; bf16 embedding moments follow the dtype policy
-    unless OptimConfig.bf16_embeddings says otherwise."""
+    unless OptimConfig.bf16_embeddings says otherwise. `muon_collective`: Muon's exchange of
+    Newton-Schulz results (optim.record_optimizer), the record's all_gather unless a plan asks."""
     bf16_embeddings = preset.optim.bf16_embeddings
     if bf16_embeddings is None:
         bf16_embeddings = preset.model.dtype_policy == "record"
     # --steps 0 takes no step; its schedules (never applied) are those of a 1-step run.
-    return optim.record_optimizer(preset.optim, max(preset.train.steps, 1), axis_name=AXIS, bf16_embeddings=bf16_embeddings)
+    return optim.record_optimizer(preset.optim, max(preset.train.steps, 1), axis_name=AXIS,
+                                 bf16_embeddings=bf16_embeddings, muon_collective=muon_collective)
 
 
 def replicate(tree: Any, sharding: NamedSharding) -> Any:

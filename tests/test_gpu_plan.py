@@ -107,3 +107,22 @@ def test_pallas_attention_compiles_to_three_triton_kernels_for_an_h100():
     assert plan.custom_calls == {"__gpu$xla.gpu.triton": 3}
     assert plan.while_loops == 0
     assert plan.flops and plan.roofline_ms["bound"] >= 0
+
+
+@needs_plugin
+@pytest.mark.slow  # two tiny-preset step compiles for 2 devices: about 25 s each on this CPU
+def test_muon_collective_option_changes_only_muons_collective_in_the_step_plan():
+    """--muon-collective psum (the earlier default) puts Muon's exchange in an all-reduce; the
+    record's all_gather puts it in an all-gather. The gradients' pmean is an all-reduce in both."""
+    from jaxgpt import config as cfg
+
+    preset = cfg.tiny_preset()
+    preset = cfg.Preset(model=preset.model, optim=preset.optim,
+                        train=cfg.replace(preset.train, batch_tokens=2 * preset.train.seq_len, devices=2))
+    gathered = gpu_plan.plan_train_step(preset, "h100", 2, muon_collective="all_gather")
+    summed = gpu_plan.plan_train_step(preset, "h100", 2, muon_collective="psum")
+    assert gathered.collectives.get("all-gather", 0) > 0 and gathered.collectives.get("all-reduce", 0) > 0
+    assert "all-gather" not in summed.collectives
+    # Muon's results (NS dtype, one slot per matrix) move from the all-gather into all-reduces.
+    assert summed.collective_bytes["all-reduce"] == (
+        gathered.collective_bytes["all-reduce"] + gathered.collective_bytes["all-gather"])

@@ -138,6 +138,21 @@ def _all_eqns(jaxpr):
             yield from _all_eqns(sub)
 
 
+@pytest.mark.parametrize("collective, expected", [("all_gather", "all-gather"), ("psum", "all-reduce")])
+def test_record_optimizer_passes_its_muon_collective(mesh, collective, expected):
+    """record_optimizer(muon_collective=...) (what train.make_optimizer and gpu_plan's
+    --muon-collective use) reaches Muon: the compiled update holds that collective only."""
+    params = _hidden_params(layers=1, attention_layers=())
+    tx = record_optimizer(OptimConfig(), total_steps=3, axis_name=AXIS, muon_collective=collective)
+    update = jax.shard_map(lambda g, s, p: tx.update(g, s, p)[0], mesh=mesh, in_specs=(P(), P(), P()), out_specs=P())
+    hlo = jax.jit(update).lower(params, tx.init(params), params).compile().as_text()
+    other = {"all-gather": "all-reduce", "all-reduce": "all-gather"}[expected]
+    assert re.search(rf" {expected}(-start)?\(", hlo), hlo
+    assert not re.search(rf" {other}(-start)?\(", hlo), hlo
+    with pytest.raises(ValueError, match="collective must be 'psum' or 'all_gather'"):
+        record_optimizer(OptimConfig(), total_steps=3, axis_name=AXIS, muon_collective="ring")
+
+
 @pytest.mark.slow
 def test_record_optimizer_split_equals_single_device(mesh):
     """The whole optimizer (Muon + three Adam groups), 3 steps, bf16 NS as the record."""
