@@ -126,3 +126,39 @@ def test_muon_collective_option_changes_only_muons_collective_in_the_step_plan()
     # Muon's results (NS dtype, one slot per matrix) move from the all-gather into all-reduces.
     assert summed.collective_bytes["all-reduce"] == (
         gathered.collective_bytes["all-reduce"] + gathered.collective_bytes["all-gather"])
+
+
+def _compile_attention_for_h100(tiles):
+    """Forward + backward of the Pallas attention with `tiles`, compiled for a compile-only H100
+    at head dim 128 (the record's; shared memory depends on tiles and head dim, not on T)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import SingleDeviceSharding
+
+    from jaxgpt.kernels.flash_attention import compiled_kernels, flash_attention
+
+    device = SingleDeviceSharding(gpu_plan.compile_only_mesh("h100", 1, "x").devices.flat[0])
+    spec = lambda shape, dtype: jax.ShapeDtypeStruct(shape, dtype, sharding=device)
+    qkv, ids, window = spec((1, 1024, 2, 128), jnp.bfloat16), spec((1, 1024), jnp.int32), spec((), jnp.int32)
+
+    def fwd_bwd(q, k, v, ids, window):
+        loss = lambda q, k, v: flash_attention(q, k, v, ids, window, tiles=tiles).astype(jnp.float32).sum()
+        return jax.grad(loss, argnums=(0, 1, 2))(q, k, v)
+
+    with compiled_kernels():
+        lowered = jax.jit(fwd_bwd).lower(qkv, qkv, qkv, ids, window)
+    return lowered.compile().as_text()
+
+
+@needs_plugin
+@pytest.mark.slow  # two Triton compiles of three kernels: about 10 s on this CPU
+def test_per_kernel_tiles_compile_for_an_h100_within_its_shared_memory():
+    """The H100 sweep's fastest forward (128/128 tiles, 8 warps) with the backward kernels at their
+    defaults compiles for sm_90a; the same compile refuses a setting over the 232,448-byte shared
+    memory limit (3 stages for all three kernels), so passing means it fits."""
+    from jaxgpt.kernels.flash_attention import KernelTiles, Tiles
+
+    hlo = _compile_attention_for_h100(Tiles(forward=KernelTiles(128, 128, num_warps=8)))
+    assert hlo.count("__gpu$xla.gpu.triton") == 3
+    with pytest.raises(Exception, match="Shared memory size limit exceeded"):
+        _compile_attention_for_h100(Tiles.uniform(num_stages=3))

@@ -5,6 +5,8 @@ kernel program as traced JAX; tiles smaller than the 128-token mask block make e
 entry span several kernel tiles, as on the GPU. Names contain "pallas" (`pytest -k pallas`).
 """
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -14,10 +16,10 @@ from jax.sharding import PartitionSpec as P
 
 from jaxgpt import attention, masks
 from jaxgpt.kernels.block_lists import kernel_block_lists
-from jaxgpt.kernels.flash_attention import Tiles, flash_attention
+from jaxgpt.kernels.flash_attention import KernelTiles, Tiles, flash_attention
 
 T, HEADS, DIM, CAP = 512, 2, 16, 3
-TILES = Tiles(block_q=64, block_k=32, bwd_block_q=32, bwd_block_k=64)
+TILES = Tiles(forward=KernelTiles(64, 32), dq=KernelTiles(64, 32), dkdv=KernelTiles(32, 64))
 LAYOUTS = {
     "crossing_block_edges": [5, 130, 131, 300],  # documents straddle block edges; block 2 has no full blocks
     "no_eot": [],
@@ -109,10 +111,12 @@ def test_pallas_bad_input_gets_a_clear_error():
     q, k, v, ids = _inputs("no_eot")
     with pytest.raises(ValueError, match="multiple of block_size 128"):
         flash_attention(q[:, :200], k[:, :200], v[:, :200], ids[:, :200], 1)
-    with pytest.raises(ValueError, match="block_k=48 must be a power of two >= 16 that divides"):
-        flash_attention(q, k, v, ids, 1, tiles=Tiles(block_k=48))
-    with pytest.raises(ValueError, match="block_q=256"):
-        flash_attention(q, k, v, ids, 1, tiles=Tiles(block_q=256))
+    with pytest.raises(ValueError, match="forward.block_k=48 must be a power of two >= 16 that divides"):
+        flash_attention(q, k, v, ids, 1, tiles=Tiles.uniform(block_k=48))
+    with pytest.raises(ValueError, match="dkdv.block_q=256"):
+        flash_attention(q, k, v, ids, 1, tiles=Tiles(dkdv=KernelTiles(block_q=256)))
+    with pytest.raises(ValueError, match="dq.num_warps=3 must be a power of two"):
+        flash_attention(q, k, v, ids, 1, tiles=Tiles(dq=KernelTiles(num_warps=3)))
     wide = jnp.zeros((1, T, HEADS, 24), jnp.float32)
     with pytest.raises(ValueError, match="head dim in .* got 24"):
         flash_attention(wide, wide, v, ids, 1)
@@ -134,6 +138,40 @@ def test_pallas_kernels_lower_to_triton_for_a_gpu_on_this_cpu():
     lowered = jax.jit(fwd_bwd).trace(shape, shape, shape, ids, jax.ShapeDtypeStruct((), jnp.int32))
     text = lowered.lower(lowering_platforms=("cuda",)).as_text()
     assert text.count("__gpu$xla.gpu.triton") == 3
+
+
+# A different tile and launch setting for each kernel (the forward as the H100 sweep's fastest
+# forward: 128/128 tiles, 8 warps); each also differs from the defaults (64/64, 4 warps, 2 stages).
+PER_KERNEL = Tiles(forward=KernelTiles(128, 128, num_warps=8), dq=KernelTiles(32, 64, num_stages=1),
+                   dkdv=KernelTiles(64, 32, num_warps=2, num_stages=3))
+
+
+@pytest.mark.slow  # about 8 s: interpreted forward, dQ and dK/dV with three tilings
+def test_pallas_per_kernel_tiles_give_the_same_outputs_and_gradients():
+    q, k, v, ids = _inputs("crossing_block_edges")
+    pallas = lambda q, k, v: flash_attention(q, k, v, ids, 2, max_window_blocks=CAP, tiles=PER_KERNEL)
+    # fp32 throughout; tiles change only the summation order (online softmax, per-tile sums): 1e-5.
+    assert _rel(pallas(q, k, v), _dense(ids, 2)(q, k, v)) < 1e-5
+    for got, want in zip(_grads(pallas, q, k, v), _grads(_dense(ids, 2), q, k, v)):
+        assert _rel(got, want) < 1e-5
+
+
+def test_pallas_each_kernel_launches_with_its_own_tiles_warps_and_stages():
+    """Lowered for CUDA (no GPU needed), each Triton call carries its kernel's settings: the grid
+    counts that kernel's tiles of T = 1024 and num_warps / num_stages are its own."""
+    shape = jax.ShapeDtypeStruct((1, 1024, 2, 128), jnp.bfloat16)
+    ids = jax.ShapeDtypeStruct((1, 1024), jnp.int32)
+
+    def fwd_bwd(q, k, v, ids, window):
+        fn = lambda q, k, v: flash_attention(q, k, v, ids, window, tiles=PER_KERNEL, interpret=False)
+        return jax.grad(lambda q, k, v: fn(q, k, v).astype(jnp.float32).sum(), argnums=(0, 1, 2))(q, k, v)
+
+    traced = jax.jit(fwd_bwd).trace(shape, shape, shape, ids, jax.ShapeDtypeStruct((), jnp.int32))
+    text = traced.lower(lowering_platforms=("cuda",)).as_text()
+    calls = re.findall(r'grid_z = (\d+) : i32.*?name = "block_sparse_attention_(\w+)".*?'
+                       r"num_stages = (\d+) : i32.*?num_warps = (\d+) : i32", text)
+    # forward: 1024 / 128 query tiles; dQ: 1024 / 32 query tiles; dK/dV: 1024 / 32 key tiles.
+    assert sorted(calls) == sorted([("8", "fwd", "2", "8"), ("32", "dq", "1", "4"), ("32", "dkdv", "3", "2")]), calls
 
 
 @pytest.mark.gpu

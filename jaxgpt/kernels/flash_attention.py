@@ -9,7 +9,8 @@ Nothing of O(T^2) size is formed, and the window costs only the blocks it lists.
 
 Shapes: q, k (B, T, H, Dh); v (B, T, H, Dv); doc_ids (B, T) int32; output (B, T, H, Dv) in q's
 dtype; log-sum-exp (B, H, T) fp32. The mask block is 128 tokens (the record's); kernel tiles
-(`Tiles`) are powers of two that divide it. On a CPU the kernels run in Pallas interpret mode.
+(`Tiles`: one `KernelTiles` per kernel) are powers of two that divide it. On a CPU the kernels
+run in Pallas interpret mode.
 """
 
 from __future__ import annotations
@@ -54,29 +55,56 @@ def compiled_kernels() -> Iterator[None]:
 
 
 @dataclass(frozen=True)
-class Tiles:
-    """Kernel tile sizes (tokens) and Triton launch settings; the mask block stays 128.
+class KernelTiles:
+    """One kernel's tile sizes (tokens) and Triton launch settings.
 
-    block_q / block_k: query and key tile of the forward and dQ kernels; bwd_block_q /
-    bwd_block_k: the same for the dK/dV kernel. Each must be a power of two >= 16 that divides
-    the mask block.
+    block_q / block_k: the query and key tile. The forward and dQ kernels run one program per
+    query tile and walk key tiles; the dK/dV kernel runs one program per key tile and walks
+    query tiles. Each must be a power of two >= 16 that divides the mask block. num_warps (a
+    power of two) and num_stages (software-pipelining depth, >= 1) go to Triton as they are;
+    the Pallas CPU interpreter ignores them.
     """
 
-    # Defaults from docs/gpu/probes/tile_sweep.py on an H100 (record shapes, W 14): fwd+bwd
-    # 4.26 ms against 5.89 ms for (128, 64, 64, 64, 8 warps); 3 stages overflow shared memory.
     block_q: int = 64
     block_k: int = 64
-    bwd_block_q: int = 64
-    bwd_block_k: int = 64
     num_warps: int = 4
     num_stages: int = 2
 
-    def check(self, mask_block: int) -> None:
-        for name in ("block_q", "block_k", "bwd_block_q", "bwd_block_k"):
+    def check(self, mask_block: int, kernel: str) -> None:
+        for name in ("block_q", "block_k"):
             size = getattr(self, name)
             if size < 16 or size & (size - 1) or mask_block % size:
-                raise ValueError(f"kernel tile {name}={size} must be a power of two >= 16 that divides the "
+                raise ValueError(f"kernel tile {kernel}.{name}={size} must be a power of two >= 16 that divides the "
                                  f"mask block {mask_block}")
+        if self.num_warps < 1 or self.num_warps & (self.num_warps - 1):
+            raise ValueError(f"{kernel}.num_warps={self.num_warps} must be a power of two")
+        if self.num_stages < 1:
+            raise ValueError(f"{kernel}.num_stages={self.num_stages} must be >= 1")
+
+
+@dataclass(frozen=True)
+class Tiles:
+    """Launch settings of each of the three kernels: `forward`, `dq` and `dkdv` (KernelTiles);
+    the mask block stays 128. `Tiles.uniform(...)` gives all three the same settings."""
+
+    # Defaults from docs/gpu/probes/tile_sweep.py on an H100 (record shapes, W 14), where one
+    # setting served all three kernels: fwd+bwd 4.26 ms for 64/64 tiles, 4 warps, 2 stages,
+    # against 5.89 ms for 128/64 (fwd, dQ) and 64/64 (dK/dV) with 8 warps; 3 stages overflowed
+    # shared memory. The forward alone was fastest with 128/128 tiles and 8 warps (1.05 ms
+    # against 1.38 ms); defaults stay as measured until a per-kernel sweep runs on a GPU.
+    forward: KernelTiles = KernelTiles()
+    dq: KernelTiles = KernelTiles()
+    dkdv: KernelTiles = KernelTiles()
+
+    @classmethod
+    def uniform(cls, block_q: int = 64, block_k: int = 64, num_warps: int = 4, num_stages: int = 2) -> Tiles:
+        """The same tiles and launch settings for the forward, dQ and dK/dV kernels."""
+        same = KernelTiles(block_q, block_k, num_warps, num_stages)
+        return cls(forward=same, dq=same, dkdv=same)
+
+    def check(self, mask_block: int) -> None:
+        for kernel in ("forward", "dq", "dkdv"):
+            getattr(self, kernel).check(mask_block, kernel)
 
 
 def _scores(q: jax.Array, k: jax.Array, scale: float) -> jax.Array:
@@ -251,11 +279,11 @@ def _row_spec(tile: int | None, seq_len: int):
     return pl.BlockSpec((None, None, tile), lambda b, h, t: (b, h, t))
 
 
-def _call(kernel, static: _Static, grid, in_specs, out_specs, out_shape, name: str):
+def _call(kernel, static: _Static, launch: KernelTiles, grid, in_specs, out_specs, out_shape, name: str):
     return pl.pallas_call(
         kernel, grid=grid, in_specs=in_specs, out_specs=out_specs, out_shape=out_shape,
         interpret=static.interpret, name=name,
-        compiler_params=None if static.interpret else triton_params(static.tiles.num_warps, static.tiles.num_stages),
+        compiler_params=None if static.interpret else triton_params(launch.num_warps, launch.num_stages),
     )
 
 
@@ -263,11 +291,12 @@ def _forward(static: _Static, q, k, v, doc_ids, lists: KernelBlockLists):
     batch, seq_len, heads, head_dim = q.shape
     value_dim = v.shape[-1]
     n_blocks, width = lists.kv.kv_indices.shape[1:]
-    bq, bk = static.tiles.block_q, static.tiles.block_k
+    launch = static.tiles.forward
+    bq, bk = launch.block_q, launch.block_k
     list_specs, list_args = _list_specs(lists.kv, n_blocks, width)
     kernel = functools.partial(_forward_kernel, scale=static.scale, block_q=bq, block_k=bk, mask_block=static.mask_block)
     return _call(
-        kernel, static, (batch, heads, seq_len // bq),
+        kernel, static, launch, (batch, heads, seq_len // bq),
         list_specs + [_token_spec(bq, seq_len, head_dim), _token_spec(None, seq_len, head_dim),
                       _token_spec(None, seq_len, value_dim), _doc_spec(bq, seq_len), _doc_spec(None, seq_len)],
         [_token_spec(bq, seq_len, value_dim), _row_spec(bq, seq_len)],
@@ -285,20 +314,22 @@ def _backward(static: _Static, q, k, v, doc_ids, lists: KernelBlockLists, out, l
     tiles = static.tiles
     common = dict(scale=static.scale, mask_block=static.mask_block)
 
-    bq, bk = tiles.block_q, tiles.block_k
+    bq, bk = tiles.dq.block_q, tiles.dq.block_k
     specs, args = _list_specs(lists.kv, n_blocks, width)
     d_q = _call(
-        functools.partial(_dq_kernel, block_q=bq, block_k=bk, **common), static, (batch, heads, seq_len // bq),
+        functools.partial(_dq_kernel, block_q=bq, block_k=bk, **common), static, tiles.dq,
+        (batch, heads, seq_len // bq),
         specs + [_token_spec(bq, seq_len, head_dim), _token_spec(None, seq_len, head_dim),
                  _token_spec(None, seq_len, value_dim), _doc_spec(bq, seq_len), _doc_spec(None, seq_len),
                  _token_spec(bq, seq_len, value_dim), _row_spec(bq, seq_len), _row_spec(bq, seq_len)],
         _token_spec(bq, seq_len, head_dim), out_struct(q.shape, q.dtype, q), "block_sparse_attention_dq",
     )(*args, q, k, v, doc_ids, doc_ids, d_out, lse, delta)
 
-    bq, bk = tiles.bwd_block_q, tiles.bwd_block_k
+    bq, bk = tiles.dkdv.block_q, tiles.dkdv.block_k
     specs, args = _list_specs(lists.q, n_blocks, width)
     d_k, d_v = _call(
-        functools.partial(_dkdv_kernel, block_q=bq, block_k=bk, **common), static, (batch, heads, seq_len // bk),
+        functools.partial(_dkdv_kernel, block_q=bq, block_k=bk, **common), static, tiles.dkdv,
+        (batch, heads, seq_len // bk),
         specs + [_token_spec(None, seq_len, head_dim), _token_spec(bk, seq_len, head_dim),
                  _token_spec(bk, seq_len, value_dim), _doc_spec(None, seq_len), _doc_spec(bk, seq_len),
                  _token_spec(None, seq_len, value_dim), _row_spec(None, seq_len), _row_spec(None, seq_len)],
