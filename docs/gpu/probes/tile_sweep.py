@@ -55,9 +55,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.compile_only:
-        from jaxgpt import gpu_plan
+    from jaxgpt import gpu_plan
 
+    if args.compile_only:
         gpu_plan.compile_only_environment()  # before jax initialises its backends
     import jax
     import jax.numpy as jnp
@@ -72,8 +72,6 @@ def main(argv: list[str] | None = None) -> int:
     tokens = document_tokens(args.seq_len, 1000)
     if args.compile_only:
         from jax.sharding import SingleDeviceSharding
-
-        from jaxgpt import gpu_plan
 
         device = SingleDeviceSharding(gpu_plan.compile_only_mesh("h100", 1, "x").devices.flat[0])
         spec = lambda shape, dtype: jax.ShapeDtypeStruct(shape, dtype, sharding=device)
