@@ -90,8 +90,9 @@ class Tiles:
     # Defaults from docs/gpu/probes/tile_sweep.py on an H100 (record shapes, W 14), where one
     # setting served all three kernels: fwd+bwd 4.26 ms for 64/64 tiles, 4 warps, 2 stages,
     # against 5.89 ms for 128/64 (fwd, dQ) and 64/64 (dK/dV) with 8 warps; 3 stages overflowed
-    # shared memory. The forward alone was fastest with 128/128 tiles and 8 warps (1.05 ms
-    # against 1.38 ms); defaults stay as measured until a per-kernel sweep runs on a GPU.
+    # shared memory (in the backward kernels; forwards compile with 3: docs/BENCHMARKS.md,
+    # "Per-kernel settings"). The forward alone was fastest with 128/128 tiles and 8 warps
+    # (1.05 ms against 1.38 ms); defaults stay as measured until a per-kernel sweep runs on a GPU.
     forward: KernelTiles = KernelTiles()
     dq: KernelTiles = KernelTiles()
     dkdv: KernelTiles = KernelTiles()
