@@ -35,7 +35,7 @@ import optax
 from flax import nnx
 
 from jaxgpt import attention as attention_lib
-from jaxgpt import masks
+from jaxgpt import fp8, masks
 from jaxgpt.kernels.block_lists import KernelBlockLists, kernel_block_lists
 from jaxgpt.config import RECORD_FP8_GRAD_SCALE, ModelConfig
 
@@ -43,10 +43,6 @@ WindowBlocks = int | jax.Array
 
 # torch's F.rms_norm default eps for fp32 and bf16 inputs alike (fp32 machine epsilon).
 RMS_EPS = 2.0**-23
-# The record's FP8 head scales (x_s, w_s, grad_s).
-FP8_X_SCALE = 2.0
-FP8_W_SCALE = 32.0
-FP8_GRAD_SCALE = RECORD_FP8_GRAD_SCALE  # for a mean over 65,536 tokens: config.fp8_grad_scale_for
 
 
 # ---------------------------------------------------------------------------------------------
@@ -124,97 +120,42 @@ def linear(x: jax.Array, weight_OI: jax.Array) -> jax.Array:
     return jnp.einsum("...i,oi->...o", x, w)
 
 
-def _fp8_quantize(x_ND: jax.Array, w_VD: jax.Array) -> tuple[jax.Array, jax.Array]:
-    # Plain round-to-nearest-even casts of the scaled operands, no amax scaling (as the record).
-    x_q = (x_ND * jnp.asarray(FP8_X_SCALE, x_ND.dtype)).astype(jnp.float8_e4m3fn)
-    w_q = (w_VD.astype(jnp.float32) * FP8_W_SCALE).astype(jnp.float8_e4m3fn)
-    return x_q, w_q
-
-
-def _fp8_logits(x_q: jax.Array, w_q: jax.Array) -> jax.Array:
-    # FP8 values are exact in bf16, so a bf16 GEMM with fp32 accumulation computes the FP8
-    # product exactly (CPUs have no FP8 dot); the rescale by 1/(2*32) is a power of two.
-    acc = jnp.einsum("nd,vd->nv", x_q.astype(jnp.bfloat16), w_q.astype(jnp.bfloat16),
-                     preferred_element_type=jnp.float32)
-    return (acc * (1.0 / (FP8_X_SCALE * FP8_W_SCALE))).astype(jnp.bfloat16)
-
-
-@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
-def fp8_head(x_ND: jax.Array, w_VD: jax.Array, grad_scale: float = FP8_GRAD_SCALE) -> jax.Array:
-    """The record's FP8 lm_head matmul: (N, D) bf16 x (Vp, D) fp32 -> (N, Vp) bf16 logits.
-
-    Forward: e4m3fn(2 X) @ e4m3fn(32 W)^T / 64, fp32 accumulation, bf16 output.
-    Backward (G bf16, s = grad_scale, 2^29 in the record): Gq = e5m2(s G);
-    dX = Gq @ Wq / (32 s) (bf16), dW = Gq^T @ Xq / (2 s) (fp32), reusing the quantised
-    forward operands Xq, Wq. No saturation: |s G| must stay below 61440 (e5m2 -> inf).
-    """
-    return _fp8_logits(*_fp8_quantize(x_ND, w_VD))
-
-
-def _fp8_head_fwd(x_ND: jax.Array, w_VD: jax.Array, grad_scale: float):
-    x_q, w_q = _fp8_quantize(x_ND, w_VD)
-    return _fp8_logits(x_q, w_q), (x_q, w_q)
-
-
-def _fp8_head_bwd(grad_scale: float, residuals, g_NV: jax.Array):
-    x_q, w_q = residuals
-    # bf16 * Python float as torch computes it: in fp32, rounded to bf16 (exact for 2^k).
-    g_scaled = (g_NV.astype(jnp.float32) * grad_scale).astype(jnp.bfloat16)
-    g_q = g_scaled.astype(jnp.float8_e5m2).astype(jnp.bfloat16)
-    dx = jnp.einsum("nv,vd->nd", g_q, w_q.astype(jnp.bfloat16), preferred_element_type=jnp.float32)
-    dw = jnp.einsum("nv,nd->vd", g_q, x_q.astype(jnp.bfloat16), preferred_element_type=jnp.float32)
-    dx = (dx * (1.0 / (grad_scale * FP8_W_SCALE))).astype(jnp.bfloat16)
-    dw = dw * (1.0 / (grad_scale * FP8_X_SCALE))
-    return dx, dw
-
-
-fp8_head.defvjp(_fp8_head_fwd, _fp8_head_bwd)
-
-
 def head_logits(
-    x_ND: jax.Array, w_VD: jax.Array, *, use_fp8: bool, fp8_grad_scale: float = FP8_GRAD_SCALE
+    x_ND: jax.Array, w_VD: jax.Array, *, use_fp8: bool, fp8_grad_scale: float = RECORD_FP8_GRAD_SCALE
 ) -> jax.Array:
     """lm_head logits (N, Vp) before the soft-cap: FP8 head or a plain linear in x's dtype."""
     if use_fp8:
-        return fp8_head(x_ND.astype(jnp.bfloat16), w_VD, fp8_grad_scale)
+        return fp8.fp8_head(x_ND.astype(jnp.bfloat16), w_VD, fp8_grad_scale)
     return linear(x_ND, w_VD)
 
 
-def capped_cross_entropy_sum(
-    x_ND: jax.Array, w_VD: jax.Array, targets_N: jax.Array, *, use_fp8: bool, cap: float,
-    temperature: float, fp8_grad_scale: float = FP8_GRAD_SCALE,
-) -> jax.Array:
-    """Sum over N tokens of CE(soft_cap(head(x)), target) over all Vp classes; fp32 scalar."""
-    logits = head_logits(x_ND, w_VD, use_fp8=use_fp8, fp8_grad_scale=fp8_grad_scale)
-    capped = soft_cap(logits, cap, temperature)
-    return optax.softmax_cross_entropy_with_integer_labels(capped, targets_N).sum()
+def capped_cross_entropy(logits_NV: jax.Array, targets_N: jax.Array, *, cap: float, temperature: float) -> jax.Array:
+    """Sum over N tokens of CE(soft_cap(logits), target) over all Vp classes; fp32 scalar."""
+    return optax.softmax_cross_entropy_with_integer_labels(soft_cap(logits_NV, cap, temperature), targets_N).sum()
 
 
 def head_loss(
     x_ND: jax.Array, w_VD: jax.Array, targets_N: jax.Array, *, use_fp8: bool, cap: float,
-    temperature: float, chunk_tokens: int | None = None, fp8_grad_scale: float = FP8_GRAD_SCALE,
+    temperature: float, chunk_tokens: int | None = None, fp8_grad_scale: float = RECORD_FP8_GRAD_SCALE,
 ) -> jax.Array:
     """Mean soft-capped CE over N tokens, fp32 scalar; optionally `chunk_tokens` at a time.
 
-    Chunks run in a lax.map with jax.checkpoint, so neither the forward nor the backward ever
-    holds more than (chunk_tokens, Vp) fp32 logits; a remainder shorter than a chunk is done
-    separately. The mean is the same sum divided by N either way.
+    The FP8 head goes through `fp8.fp8_head_loss`, whose forward computes the logits' gradient
+    while it has them, chunk by chunk. The plain head is differentiated by autodiff; its chunks
+    run in a lax.map with jax.checkpoint. Either way no more than (chunk_tokens, Vp) fp32
+    logits exist at once, and the mean is the same sum divided by N.
     """
-    num_tokens = x_ND.shape[0]
-    piece = functools.partial(
-        capped_cross_entropy_sum, use_fp8=use_fp8, cap=cap, temperature=temperature, fp8_grad_scale=fp8_grad_scale
-    )
-    if chunk_tokens is None or chunk_tokens >= num_tokens:
-        return piece(x_ND, w_VD, targets_N) / num_tokens
-    piece = jax.checkpoint(piece)
-    num_chunks, tail = divmod(num_tokens, chunk_tokens)
-    body = num_chunks * chunk_tokens
-    x_CKD = x_ND[:body].reshape(num_chunks, chunk_tokens, -1)
-    t_CK = targets_N[:body].reshape(num_chunks, chunk_tokens)
-    total = jax.lax.map(lambda xt: piece(xt[0], w_VD, xt[1]), (x_CKD, t_CK)).sum()
-    if tail:
-        total = total + piece(x_ND[body:], w_VD, targets_N[body:])
-    return total / num_tokens
+    loss_of_logits = functools.partial(capped_cross_entropy, cap=cap, temperature=temperature)
+    if use_fp8:
+        return fp8.fp8_head_loss(x_ND.astype(jnp.bfloat16), w_VD, targets_N, loss_of_logits, chunk_tokens,
+                                 fp8_grad_scale)
+
+    def piece(x_KD, targets_K):
+        return loss_of_logits(linear(x_KD, w_VD), targets_K), ()
+
+    if chunk_tokens is not None and chunk_tokens < x_ND.shape[0]:
+        piece = jax.checkpoint(piece)
+    return fp8.map_token_chunks(piece, x_ND, targets_N, chunk_tokens)[0] / x_ND.shape[0]
 
 
 class DecodeContext(NamedTuple):
