@@ -47,8 +47,10 @@ def quantize_operands(x_ND: jax.Array, w_VD: jax.Array) -> tuple[jax.Array, jax.
 def quantize_grad(g_NV: jax.Array, grad_scale: float) -> jax.Array:
     """(N, Vp) bf16 logit gradient -> e5m2(s G), with s G rounded to bf16 first as torch does
     (bf16 times a Python float computes in fp32 and rounds to bf16; exact for 2^k)."""
-    g_scaled = (g_NV.astype(jnp.float32) * grad_scale).astype(jnp.bfloat16)
-    return g_scaled.astype(jnp.float8_e5m2)
+    # reduce_precision keeps G's bf16 rounding on GPUs: XLA:GPU may drop a convert pair
+    # f32 -> bf16 -> f32 ("excess precision") and fold the scale into the soft-cap's 1/7.5.
+    g = jax.lax.reduce_precision(g_NV.astype(jnp.float32), exponent_bits=8, mantissa_bits=7)
+    return (g * grad_scale).astype(jnp.bfloat16).astype(jnp.float8_e5m2)
 
 
 def logits_from_quantized(x_q: jax.Array, w_q: jax.Array) -> jax.Array:

@@ -95,6 +95,7 @@ class Plan:
     compile_s: float
     caveat: str = CAVEAT
     hlo: str = field(default="", repr=False)
+    fp8_scales: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # see fp8_scales()
 
     @property
     def roofline_ms(self) -> dict[str, float] | None:
@@ -119,7 +120,7 @@ class Plan:
             "argument_gib": round(self.argument_bytes / gib, 3), "output_gib": round(self.output_bytes / gib, 3),
             "alias_gib": round(self.alias_bytes / gib, 3),
             "fusions": self.fusions, "triton_gemms": self.triton_gemms, "cublas_gemms": self.cublas_gemms,
-            "fp8_gemms": self.fp8_gemms, "collectives": self.collectives,
+            "fp8_gemms": self.fp8_gemms, "fp8_scales": self.fp8_scales, "collectives": self.collectives,
             "collective_mib": {k: round(v / 2**20, 2) for k, v in self.collective_bytes.items()},
             "while_loops": self.while_loops, "flops": self.flops, "bytes_accessed": self.bytes_accessed,
             "roofline_ms": (self.roofline_ms or {}).get("bound"), "roofline": self.roofline_ms,
@@ -146,6 +147,7 @@ def read_hlo(hlo: str) -> dict[str, Any]:
     parameters = _parameter_types(hlo)
     fusions: Counter[str] = Counter()
     triton, cublas, fp8 = 0, 0, []
+    fp8_gemm_computations: dict[str, str] = {}  # called computation -> its FP8 operand types
     for line in hlo.splitlines():
         kind = re.search(r" fusion\(.*kind=(\w+)", line)
         if kind:
@@ -156,6 +158,7 @@ def read_hlo(hlo: str) -> dict[str, Any]:
             types = sorted(t for t in parameters.get(called.group(1), []) if _FP8.fullmatch(t)) if called else []
             if types:
                 fp8.append(" x ".join(types))
+                fp8_gemm_computations[called.group(1)] = " x ".join(types)
         if "custom_call_target=\"__cublas" in line:
             cublas += 1
             operands = line.split("custom-call(", 1)[1] if "custom-call(" in line else ""
@@ -171,8 +174,67 @@ def read_hlo(hlo: str) -> dict[str, Any]:
         collective_bytes[match.group(2)] += shape_bytes(match.group(1))
     custom_calls = Counter(re.findall(r'custom_call_target="([^"]+)"', hlo))
     return {"fusions": dict(fusions), "triton_gemms": triton, "cublas_gemms": cublas, "fp8_gemms": fp8,
+            "fp8_scales": fp8_scales(hlo, fp8_gemm_computations),
             "collectives": dict(collectives), "collective_bytes": dict(collective_bytes),
             "custom_calls": dict(custom_calls), "while_loops": len(_WHILE.findall(hlo))}
+
+
+_INSTRUCTION = re.compile(r"^\s*(ROOT )?%?([\w.\-]+) = (\w+)\[[\d,]*\]\S* ([\w\-]+)\(([^)]*)\)", re.MULTILINE)
+
+
+def _computations(hlo: str) -> dict[str, str]:
+    """name -> body text of each computation of an HLO module text."""
+    bodies = {}
+    for header in re.finditer(r"^(?:ENTRY )?%?([\w.\-]+) \(.*\) -> .*\{$", hlo, re.MULTILINE):
+        end = hlo.find("\n}", header.end())
+        bodies[header.group(1)] = hlo[header.end():end if end >= 0 else len(hlo)]
+    return bodies
+
+
+def _scalar_factor(instructions: dict[str, tuple], name: str) -> float | None:
+    """The scalar constant that instruction `name` multiplies by, through a broadcast; else None."""
+    dtype, opcode, operands, _ = instructions.get(name, (None, None, [], ""))
+    if opcode != "multiply":
+        return None
+    for operand in operands:
+        op_dtype, op_code, op_operands, raw = instructions.get(operand, (None, None, [], ""))
+        if op_code == "broadcast" and op_operands:
+            op_dtype, op_code, op_operands, raw = instructions.get(op_operands[0], (None, None, [], ""))
+        if op_code == "constant":
+            # HLO prints 9 significant digits; as fp32 they read back as the exact constant.
+            return float(np.float32(re.search(r"constant\(([^)]*)\)", raw).group(1)))
+    return None
+
+
+def fp8_scales(hlo: str, fp8_gemm_computations: dict[str, str]) -> dict[str, dict[str, list[float]]]:
+    """The scales an optimized HLO applies around FP8: {"quantize": {f8 type: [s, ...]},
+    "rescale": {"a x b": [r, ...]}}. A quantize scale is the scalar constant a value is
+    multiplied by right before its convert to an FP8 type (through an intermediate convert);
+    a rescale is the constant a GEMM fusion multiplies its dot's result by. Sorted lists.
+
+    Reads Triton GEMM fusions (what compile-only plans hold); a cuBLAS FP8 call would take its
+    scales as operands instead, which this does not follow."""
+    quantize: dict[str, list[float]] = {}
+    rescale: dict[str, list[float]] = {}
+    for name, body in _computations(hlo).items():
+        instructions = {m.group(2): (m.group(3), m.group(4), re.findall(r"%([\w.\-]+)", m.group(5)), m.group(0))
+                        for m in _INSTRUCTION.finditer(body)}
+        for match in _INSTRUCTION.finditer(body):
+            is_root, result, dtype, opcode = match.group(1), match.group(2), match.group(3), match.group(4)
+            if is_root and opcode == "convert" and _FP8.fullmatch(dtype):
+                source = instructions[result][2][0]
+                while instructions.get(source, (None, None))[1] == "convert":
+                    source = instructions[source][2][0]
+                factor = _scalar_factor(instructions, source)
+                if factor is not None:
+                    quantize.setdefault(dtype, []).append(factor)
+            if name in fp8_gemm_computations and opcode == "multiply":
+                if any(instructions.get(op, (None, None))[1] == "dot" for op in instructions[result][2]):
+                    factor = _scalar_factor(instructions, result)
+                    if factor is not None:
+                        rescale.setdefault(fp8_gemm_computations[name], []).append(factor)
+    return {"quantize": {k: sorted(v) for k, v in sorted(quantize.items())},
+            "rescale": {k: sorted(v) for k, v in sorted(rescale.items())}}
 
 
 _WHILE = re.compile(r"^\s*(?:ROOT )?%?[\w.\-]+ = .+? while\(", re.MULTILINE)  # result types may be tuples

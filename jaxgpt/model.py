@@ -31,7 +31,6 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from flax import nnx
 
 from jaxgpt import attention as attention_lib
@@ -130,8 +129,18 @@ def head_logits(
 
 
 def capped_cross_entropy(logits_NV: jax.Array, targets_N: jax.Array, *, cap: float, temperature: float) -> jax.Array:
-    """Sum over N tokens of CE(soft_cap(logits), target) over all Vp classes; fp32 scalar."""
-    return optax.softmax_cross_entropy_with_integer_labels(soft_cap(logits_NV, cap, temperature), targets_N).sum()
+    """Sum over N tokens of CE(soft_cap(logits), target) over all Vp classes; fp32 scalar.
+
+    The same arithmetic as optax.softmax_cross_entropy_with_integer_labels (log-sum-exp minus
+    the target logit; tests/test_model.py checks bitwise), but the target logit is picked by a
+    one-hot select instead of a gather: the gather's transpose is a scatter into a zeroed
+    (N, Vp) fp32 buffer, which XLA:GPU writes and reads back in full, while the select's
+    transpose fuses into the softmax gradient.
+    """
+    capped = soft_cap(logits_NV, cap, temperature)
+    is_target = jnp.arange(capped.shape[-1]) == targets_N[:, None]
+    target_logit = jnp.where(is_target, capped, 0.0).sum(axis=-1)
+    return (jax.nn.logsumexp(capped, axis=-1) - target_logit).sum()
 
 
 def head_loss(
