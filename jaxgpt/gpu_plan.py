@@ -179,7 +179,7 @@ def read_hlo(hlo: str) -> dict[str, Any]:
             "custom_calls": dict(custom_calls), "while_loops": len(_WHILE.findall(hlo))}
 
 
-_INSTRUCTION = re.compile(r"^\s*(ROOT )?%?([\w.\-]+) = (\w+)\[[\d,]*\]\S* ([\w\-]+)\(([^)]*)\)", re.MULTILINE)
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%?([\w.\-]+) = (\w+)\[[\d,]*\]\S* ([\w\-]+)\(([^)]*)\)", re.MULTILINE)
 
 
 def _computations(hlo: str) -> dict[str, str]:
@@ -210,29 +210,30 @@ def fp8_scales(hlo: str, fp8_gemm_computations: dict[str, str]) -> dict[str, dic
     """The scales an optimized HLO applies around FP8: {"quantize": {f8 type: [s, ...]},
     "rescale": {"a x b": [r, ...]}}. A quantize scale is the scalar constant a value is
     multiplied by right before its convert to an FP8 type (through an intermediate convert);
-    a rescale is the constant a GEMM fusion multiplies its dot's result by. Sorted lists.
+    a rescale is the constant a GEMM fusion multiplies its dot's result by. Sorted lists of
+    the distinct values (XLA may clone one conversion into several fusions).
 
-    Reads Triton GEMM fusions (what compile-only plans hold); a cuBLAS FP8 call would take its
-    scales as operands instead, which this does not follow."""
-    quantize: dict[str, list[float]] = {}
-    rescale: dict[str, list[float]] = {}
+    Reads Triton GEMM fusions (what compile-only plans hold). A rescale applied outside the
+    fusion (after a split-K reduction, as XLA does for small GEMMs with a long contraction) or
+    by a cuBLAS FP8 call (scales as operands) is not followed."""
+    quantize: dict[str, set[float]] = {}
+    rescale: dict[str, set[float]] = {}
     for name, body in _computations(hlo).items():
-        instructions = {m.group(2): (m.group(3), m.group(4), re.findall(r"%([\w.\-]+)", m.group(5)), m.group(0))
+        instructions = {m.group(1): (m.group(2), m.group(3), re.findall(r"%([\w.\-]+)", m.group(4)), m.group(0))
                         for m in _INSTRUCTION.finditer(body)}
-        for match in _INSTRUCTION.finditer(body):
-            is_root, result, dtype, opcode = match.group(1), match.group(2), match.group(3), match.group(4)
-            if is_root and opcode == "convert" and _FP8.fullmatch(dtype):
-                source = instructions[result][2][0]
+        for result, (dtype, opcode, operands, _) in instructions.items():
+            if opcode == "convert" and _FP8.fullmatch(dtype):
+                source = operands[0]
                 while instructions.get(source, (None, None))[1] == "convert":
                     source = instructions[source][2][0]
                 factor = _scalar_factor(instructions, source)
                 if factor is not None:
-                    quantize.setdefault(dtype, []).append(factor)
+                    quantize.setdefault(dtype, set()).add(factor)
             if name in fp8_gemm_computations and opcode == "multiply":
-                if any(instructions.get(op, (None, None))[1] == "dot" for op in instructions[result][2]):
+                if any(instructions.get(op, (None, None))[1] == "dot" for op in operands):
                     factor = _scalar_factor(instructions, result)
                     if factor is not None:
-                        rescale.setdefault(fp8_gemm_computations[name], []).append(factor)
+                        rescale.setdefault(fp8_gemm_computations[name], set()).add(factor)
     return {"quantize": {k: sorted(v) for k, v in sorted(quantize.items())},
             "rescale": {k: sorted(v) for k, v in sorted(rescale.items())}}
 

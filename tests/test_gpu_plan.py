@@ -147,22 +147,45 @@ def test_fp8_head_is_three_fp8_gemms_with_the_records_operand_types(tiny_plan):
     assert sorted(tiny_plan.fp8_gemms) == ["f8e4m3fn x f8e4m3fn", "f8e4m3fn x f8e5m2", "f8e4m3fn x f8e5m2"], tiny_plan.fp8_gemms
 
 
-@needs_plugin
-def test_fp8_head_scales_are_the_records(tiny_plan):
+def _record_fp8_scales(grad_scale: float) -> dict:
     """RECORD.md 2.9: X * 2 and W * 32 to e4m3, G * s to e5m2; the forward GEMM rescales by
-    1/64, dX by 1/(32 s), dW by 1/(2 s). s is the config's gradient scale (2^29 for the
-    record's 65,536-token mean; the tiny preset's mean over fewer tokens scales it down)."""
-    from jaxgpt import config as cfg
+    1/64, dX by 1/(32 s), dW by 1/(2 s)."""
     from jaxgpt import fp8
+
+    return {"quantize": {"f8e4m3fn": sorted([fp8.X_SCALE, fp8.W_SCALE]), "f8e5m2": [grad_scale]},
+            "rescale": {"f8e4m3fn x f8e4m3fn": [1 / (fp8.X_SCALE * fp8.W_SCALE)],
+                        "f8e4m3fn x f8e5m2": sorted([1 / (fp8.W_SCALE * grad_scale), 1 / (fp8.X_SCALE * grad_scale)])}}
+
+
+@needs_plugin
+def test_record_head_compiles_to_three_fp8_gemms_with_the_records_scales():
+    """The record's head and loss at its shapes (65,536 tokens, chunks of 8,192), fwd+bwd, on
+    an H100 plan: exactly the record's three FP8 GEMMs and scales 2, 32, 2^29."""
+    from jaxgpt import config as cfg
+
+    record = cfg.record_preset()
+    # One device's share of the record's batch, as scripts/gpu_plan.py compiles it.
+    preset = cfg.Preset(model=record.model, optim=record.optim,
+                        train=cfg.replace(record.train, batch_tokens=record.train.seq_len, devices=1))
+    plan = gpu_plan.plan_part(preset, "head", "h100")
+    assert sorted(plan.fp8_gemms) == ["f8e4m3fn x f8e4m3fn", "f8e4m3fn x f8e5m2", "f8e4m3fn x f8e5m2"], plan.fp8_gemms
+    assert record.train.seq_len == 65536 and record.model.fp8_grad_scale == 2.0**29
+    assert plan.fp8_scales == _record_fp8_scales(2.0**29)
+
+
+@needs_plugin
+def test_tiny_step_quantizes_with_the_records_scales(tiny_plan):
+    """The whole tiny training step: the quantize scales are the record's (s is the config's,
+    scaled down for the tiny mean over fewer tokens); XLA splits the tiny gradient GEMMs' long
+    contraction (split-K), which moves their rescales out of the fusions, so only the rescales
+    found are checked."""
+    from jaxgpt import config as cfg
     from jaxgpt import train as train_lib
 
-    s = train_lib.device_model_config(cfg.tiny_preset(), 1).fp8_grad_scale
-    assert tiny_plan.fp8_scales == {
-        "quantize": {"f8e4m3fn": sorted([fp8.X_SCALE, fp8.W_SCALE]), "f8e5m2": [s]},
-        "rescale": {"f8e4m3fn x f8e4m3fn": [1 / (fp8.X_SCALE * fp8.W_SCALE)],
-                    "f8e4m3fn x f8e5m2": sorted([1 / (fp8.W_SCALE * s), 1 / (fp8.X_SCALE * s)])},
-    }
-    assert (fp8.X_SCALE, fp8.W_SCALE, cfg.record_preset().model.fp8_grad_scale) == (2.0, 32.0, 2.0**29)
+    want = _record_fp8_scales(train_lib.device_model_config(cfg.tiny_preset(), 1).fp8_grad_scale)
+    assert tiny_plan.fp8_scales["quantize"] == want["quantize"]
+    found = tiny_plan.fp8_scales["rescale"]
+    assert found and all(set(values) <= set(want["rescale"][types]) for types, values in found.items()), found
 
 
 @needs_plugin
