@@ -17,7 +17,7 @@ fixed layout inside the layers and the head carries its axes as a suffix, `x_BTD
   of 128 matters), C chunks and K tokens per chunk of the chunked loss (C new tokens when
   decoding), O and I a weight's out and in features.
 Shape-generic arguments (`x` of `norm`, `linear`) and GPT's methods, whose (B, T) ids
-are given in their docstrings, carry none; other modules use no suffixes.
+are given in their docstrings, carry none; of the other modules only fp8.py uses suffixes.
 """
 
 from __future__ import annotations
