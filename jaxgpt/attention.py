@@ -16,6 +16,7 @@ Backends:
            causality and documents are applied as a mask inside that window.
   pallas:  `jaxgpt.kernels.flash_attention`: a Pallas (Triton) flash-attention kernel that
            visits only the listed key blocks, as FlexAttention does; interpret mode on a CPU.
+  auto:    `pallas` where its kernels compile (a GPU), `blocked` elsewhere (`resolve_backend`).
 
 Shapes: B batch, T tokens, H heads, Dh head dim, N = T // block_size blocks,
 W = max_window_blocks, C query blocks per scan step.
@@ -31,10 +32,10 @@ from jax import lax
 
 from jaxgpt.config import BLOCK_SIZE
 from jaxgpt.kernels.block_lists import KernelBlockLists
-from jaxgpt.kernels.flash_attention import flash_attention
+from jaxgpt.kernels.flash_attention import default_interpret, flash_attention
 from jaxgpt.masks import allowed_at, check_attention_inputs, closed_form_mask
 
-Backend = Literal["dense", "blocked", "pallas"]
+Backend = Literal["auto", "dense", "blocked", "pallas"]
 
 # Query blocks per scan step of the blocked backend (upper bound; the largest divisor of N at
 # most this is used). It trades per-step overhead against one step's scores and slab
@@ -191,6 +192,7 @@ def attention(
     for this window (built here when None; pass them to share them between layers).
     Returns (B, T, H, Dv) in q's dtype. Scores and softmax are fp32.
     """
+    backend = resolve_backend(backend)
     if backend == "pallas":  # the kernel's wrapper checks the same inputs (and its own limits) once
         return flash_attention(q, k, v, doc_ids, window_blocks, scale=scale, block_size=block_size,
                                max_window_blocks=max_window_blocks, lists=kernel_lists)
@@ -201,7 +203,16 @@ def attention(
         return blocked_attention(
             q, k, v, doc_ids, window_blocks, scale=scale, block_size=block_size, max_window_blocks=max_window_blocks
         )
-    raise ValueError(f"unknown attention backend {backend!r}; choose 'dense', 'blocked' or 'pallas'")
+    raise ValueError(f"unknown attention backend {backend!r}; choose 'auto', 'dense', 'blocked' or 'pallas'")
+
+
+def resolve_backend(backend: str) -> str:
+    """The backend "auto" stands for where this is traced: "pallas" if its kernels compile here
+    (the default device is a GPU, or inside `flash_attention.compiled_kernels()`), else
+    "blocked" (the interpreted kernel is for tests, not speed). Other names are returned as is."""
+    if backend != "auto":
+        return backend
+    return "blocked" if default_interpret() else "pallas"
 
 
 def cached_attention(

@@ -17,7 +17,7 @@ EOT_ID = 50256  # GPT-2 `<|endoftext|>`; every document starts with it.
 GPT2_VOCAB_SIZE = 50257
 
 DTypePolicy = Literal["record", "fp32"]
-AttentionBackend = Literal["dense", "blocked", "pallas"]
+AttentionBackend = Literal["auto", "dense", "blocked", "pallas"]  # auto: attention.resolve_backend
 RematPolicy = Literal["none", "block", "block_dots"]
 NSDType = Literal["bf16", "fp32"]
 QKVLayout = Literal["merged", "separate"]
@@ -237,8 +237,9 @@ def record_preset() -> Preset:
 
     The CE runs over 8192-token chunks: the same mean, without the (65536, 50304) fp32 logits
     and their gradient at once (-33 GB in XLA's plan, docs/BENCHMARKS.md "Record step memory").
+    Attention "auto": the Pallas kernel on GPUs (9x `blocked` on an H100), `blocked` elsewhere.
     """
-    return Preset(model=ModelConfig(loss_chunk_tokens=8192))
+    return Preset(model=ModelConfig(loss_chunk_tokens=8192, attention_backend="auto"))
 
 
 def tiny_preset() -> Preset:

@@ -428,7 +428,7 @@ class GPT(nnx.Module):
         long_window = window_blocks
         short_window = window_blocks // 2
         lists = None
-        if cfg.attention_backend == "pallas" and decode is None:
+        if attention_lib.resolve_backend(cfg.attention_backend) == "pallas" and decode is None:
             # The kernel's block lists, built once per step for each window and shared by its layers.
             build = functools.partial(kernel_block_lists, doc_ids, max_window_blocks=cfg.max_window_blocks,
                                       block_size=cfg.block_size)

@@ -21,6 +21,8 @@ from jaxgpt import gpu_plan
 gpu_plan.compile_only_environment()  # before jax is imported (by the imports below)
 
 from jaxgpt import config as cfg  # noqa: E402
+from jaxgpt.attention import resolve_backend  # noqa: E402
+from jaxgpt.kernels.flash_attention import compiled_kernels  # noqa: E402
 from jaxgpt.muon import Collective  # noqa: E402
 
 
@@ -32,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-tokens", type=int,
                         help="global tokens per step (default: each device gets the preset's batch_tokens / 8, at least one sequence)")
     parser.add_argument("--attention", choices=("blocked", "pallas", "dense"), default=None,
-                        help="attention backend (default: the preset's)")
+                        help="attention backend (default: the preset's; its 'auto' compiles the Pallas kernel for a GPU)")
     parser.add_argument("--part", choices=gpu_plan.PARTS, default="step",
                         help="the whole training step (default) or one part, forward + backward, on one device")
     parser.add_argument("--muon-collective", choices=get_args(Collective), default="all_gather",
@@ -43,7 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     preset = cfg.get_preset(args.preset)
     batch_tokens = args.batch_tokens or max(preset.train.batch_tokens // 8, preset.train.seq_len) * args.devices
-    model = preset.model if args.attention is None else cfg.replace(preset.model, attention_backend=args.attention)
+    with compiled_kernels():  # the plan is a GPU's: the preset's "auto" resolves as it would there
+        attention = args.attention or resolve_backend(preset.model.attention_backend)
+    model = cfg.replace(preset.model, attention_backend=attention)
     preset = cfg.Preset(model=model, optim=preset.optim,
                         train=cfg.replace(preset.train, batch_tokens=batch_tokens, devices=args.devices))
     if args.part == "step":

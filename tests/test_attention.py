@@ -253,3 +253,18 @@ def test_bad_inputs_raise():
         attention(q[0], k[0], v[0], doc_ids, 2)
     with pytest.raises(ValueError, match="unknown attention backend"):
         attention(q, k, v, doc_ids, 2, backend="flash")
+
+
+def test_auto_backend_is_blocked_on_a_cpu_and_pallas_where_kernels_compile():
+    from jaxgpt.attention import resolve_backend
+    from jaxgpt.kernels.flash_attention import compiled_kernels
+
+    assert jax.default_backend() == "cpu"
+    assert resolve_backend("auto") == "blocked"  # the interpreted kernel is for tests, not speed
+    with compiled_kernels():  # what a GPU (or gpu_plan's compile-only H100) sees
+        assert resolve_backend("auto") == "pallas"
+    assert [resolve_backend(name) for name in ("dense", "blocked", "pallas")] == ["dense", "blocked", "pallas"]
+    q, k, v = _qkv(5)
+    doc_ids = _doc_ids(DOC_LAYOUTS["eot_at_0_and_crossing"])
+    auto, blocked = (attention(q, k, v, doc_ids, 3, backend=name, max_window_blocks=MAX_WINDOW) for name in ("auto", "blocked"))
+    np.testing.assert_array_equal(np.asarray(auto), np.asarray(blocked))

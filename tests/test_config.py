@@ -41,6 +41,7 @@ def test_presets_hold_the_records_numbers_and_tiny_is_cpu_sized():
     record = cfg.get_preset("record")
     assert (record.train.steps, record.train.batch_tokens, record.train.seq_len) == (1393, 524_288, 65_536)
     assert record.train.val_tokens == 10_485_760 and record.model.padded_vocab_size == 50_304
+    assert record.model.attention_backend == "auto"  # the Pallas kernel on a GPU, blocked on a CPU
     tiny = cfg.get_preset("tiny")
     assert (tiny.train.steps, tiny.train.batch_tokens, tiny.train.val_tokens) == (60, 2048, 16_384)
     assert tiny.model.num_layers == record.model.num_layers  # every per-layer pattern kept
