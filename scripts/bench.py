@@ -276,6 +276,7 @@ def bench_record_compile(seq_len: int = 65536, **model_overrides: Any) -> dict[s
     from jaxgpt import config as cfg
     from jaxgpt import model as model_lib
     from jaxgpt import train as train_lib
+    from jaxgpt.attention import resolve_backend
 
     preset = cfg.get_preset("record")
     preset = cfg.Preset(model=cfg.replace(preset.model, **model_overrides), optim=preset.optim, train=preset.train)
@@ -299,7 +300,7 @@ def bench_record_compile(seq_len: int = 65536, **model_overrides: Any) -> dict[s
     param_mib = sum(s.size * s.dtype.itemsize for s in shapes.values()) / MIB
     return {
         "seq_len": seq_len, "what": "jit(value_and_grad(record model loss)), 1 sequence, train=True (FP8 head)",
-        "attention_backend": model_config.attention_backend, "loss_chunk_tokens": model_config.loss_chunk_tokens,
+        "attention_backend": resolve_backend(model_config.attention_backend), "loss_chunk_tokens": model_config.loss_chunk_tokens,
         "remat": model_config.remat, "param_mib": param_mib,
         "lower_s": lower_s, "compile_s": time.perf_counter() - start - lower_s, **memory_mib(compiled),
     }
