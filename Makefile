@@ -8,7 +8,10 @@ SAMPLE := data/sample/.complete
 
 # Compile-only GPU plans (scripts/gpu_plan.py) need the jax CUDA plugin, kept in its own venv so
 # that .venv's CPU runs never load it; the plugin is pinned to .venv's jax version.
-GPU_VENV := .venv-gpu-aot
+# `make gpu-plan GPU_VENV=.venv` installs it into .venv instead (CPU runs there then log that
+# CUDA could not be initialised before falling back to the CPU).
+GPU_VENV ?= .venv-gpu-aot
+GPU_STAMP := $(GPU_VENV)/.gpu-aot-installed
 GPU_PLAN_ARGS ?= --preset record --device h100 --devices 1
 
 .PHONY: train test setup sample clean gpu-plan
@@ -36,13 +39,13 @@ TEST_WORKERS ?= 2
 test: $(SAMPLE)
 	$(PY) -m pytest tests parity_tests -m "not gpu" -n $(TEST_WORKERS) --dist loadfile --durations=25
 
-$(GPU_VENV)/.installed: $(VENV)/.installed
-	$(PYTHON) -m venv $(GPU_VENV)
+$(GPU_STAMP): $(VENV)/.installed
+	test -x $(GPU_VENV)/bin/python || $(PYTHON) -m venv $(GPU_VENV)
 	$(GPU_VENV)/bin/pip install --quiet "jax[cuda13]==$$($(PY) -c 'import jax; print(jax.__version__)')" "$(TORCH_SPEC)"
 	$(GPU_VENV)/bin/pip install --quiet -e ".[gpu-aot]"
 	touch $@
 
-gpu-plan: $(GPU_VENV)/.installed
+gpu-plan: $(GPU_STAMP)
 	$(GPU_VENV)/bin/python scripts/gpu_plan.py $(GPU_PLAN_ARGS)
 
 clean:
