@@ -261,8 +261,6 @@ def plan_train_step(preset: Any, device: str = "h100", num_devices: int = 1,
     devices of the named kind, each holding batch_tokens / num_devices tokens of `preset`.
     `muon_collective` ("all_gather", the record's, or "psum") is how Muon shares its
     Newton-Schulz results between the devices (muon.orthogonalize_split)."""
-    import time
-
     import jax
     import jax.numpy as jnp
     from flax import nnx
