@@ -129,12 +129,14 @@ class Plan:
 
 
 _FP8 = re.compile(r"f8e[45]m[23]\w*")
+# A computation's header line: its name and its parameter list.
+_COMPUTATION = re.compile(r"^(?:ENTRY )?%?([\w.\-]+) \((.*)\) -> .*\{$", re.MULTILINE)
 
 
 def _parameter_types(hlo: str) -> dict[str, list[str]]:
     """name -> element types of the parameters of each computation of an HLO module text."""
     types = {}
-    for header in re.finditer(r"^(?:ENTRY )?%?([\w.\-]+) \((.*)\) -> .*\{$", hlo, re.MULTILINE):
+    for header in _COMPUTATION.finditer(hlo):
         types[header.group(1)] = re.findall(r": (\w+)\[", header.group(2))
     return types
 
@@ -185,7 +187,7 @@ _INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%?([\w.\-]+) = (\w+)\[[\d,]*\]\S* ([\w
 def _computations(hlo: str) -> dict[str, str]:
     """name -> body text of each computation of an HLO module text."""
     bodies = {}
-    for header in re.finditer(r"^(?:ENTRY )?%?([\w.\-]+) \(.*\) -> .*\{$", hlo, re.MULTILINE):
+    for header in _COMPUTATION.finditer(hlo):
         end = hlo.find("\n}", header.end())
         bodies[header.group(1)] = hlo[header.end():end if end >= 0 else len(hlo)]
     return bodies

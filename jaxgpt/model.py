@@ -151,7 +151,7 @@ def head_loss(
 
     The FP8 head goes through `fp8.fp8_head_loss`, whose forward computes the logits' gradient
     while it has them, chunk by chunk. The plain head is differentiated by autodiff; its chunks
-    run in a lax.map with jax.checkpoint. Either way no more than (chunk_tokens, Vp) fp32
+    run in `fp8.map_token_chunks`' lax.scan under jax.checkpoint. Either way no more than (chunk_tokens, Vp) fp32
     logits exist at once, and the mean is the same sum divided by N.
     """
     loss_of_logits = functools.partial(capped_cross_entropy, cap=cap, temperature=temperature)
