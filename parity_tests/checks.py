@@ -118,16 +118,17 @@ def check_ns_bf16_five_steps() -> Result:
         worst_abs = max(worst_abs, float(np.abs(ours - theirs).max()))
         worst_rel = max(worst_rel, _rel_norm(ours, theirs))
         bitwise &= bool(np.array_equal(ours, theirs))
-    native = has_native_bf16()
-    if native:
-        tolerance, passed = "bitwise equal (CPU has native bf16 dot products)", bitwise
-    else:
-        tolerance, passed = "relative Frobenius error <= 2e-2 (AVX2-only CPU: bitwise not expected)", worst_rel <= 2e-2
+    # One bound for every CPU. Whether the two agree bit for bit is not a property of the CPU: an
+    # AVX-512-bf16 machine gave bitwise-equal results on some inputs and 1.19e-2 here (AVX2-only:
+    # 1.27e-2), so bitwise equality is reported, never asserted.
+    passed = worst_rel <= 2e-2
     return Result(
-        "Newton-Schulz bf16, 5 steps", worst_abs, worst_rel, tolerance,
-        "one-ulp flips of single iterations compound over 5 steps where the matmul's fp32 accumulation "
-        "order differs between oneDNN/Eigen (torch) and XLA:CPU; with native bf16 dots both agree bit for bit",
-        passed, f"bitwise equal: {bitwise}; native bf16: {native}",
+        "Newton-Schulz bf16, 5 steps", worst_abs, worst_rel,
+        "relative Frobenius error <= 2e-2",
+        "one-ulp flips of single iterations (row above) compound over 5 steps where the bf16 matmul's "
+        "fp32 accumulation order differs between oneDNN/Eigen (torch) and XLA:CPU; measured 1.27e-2 "
+        "(AVX2-only) and 1.19e-2 (AVX-512 with native bf16)",
+        passed, f"bitwise equal: {bitwise}; native bf16 dots: {has_native_bf16()}",
     )
 
 
