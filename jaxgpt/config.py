@@ -1,6 +1,6 @@
 """Configuration of the model and of a training run, as frozen dataclasses.
 
-Every number of the Sub3Min record lives here once (see ../shared/spec/RECORD.md); the
+Every number of the Sub3Min record lives here once (see docs/spec/RECORD.md); the
 `record` preset reproduces it and the `tiny` preset shrinks the widths and lengths so that
 the same code runs on a CPU while every per-layer pattern (value-embedding slots, long and
 short windows, the layer without attention, the U-net skips) is still exercised.

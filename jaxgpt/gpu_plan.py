@@ -2,7 +2,7 @@
 
 The jax CUDA plugin (`pip install -e .[gpu-aot]`, pinned to the core jax version) can compile
 for a GPU described by a `GpuTargetConfigProto` text with no GPU and no driver present
-(/work/shared/spec/GPU_COMPILE_NOTES.md). This module builds compile-only devices from the
+(docs/spec/GPU_COMPILE_NOTES.md). This module builds compile-only devices from the
 description files in jaxgpt/devices/ (written from each device's published facts), lowers the
 record's full training step (forward, backward, pmean, Muon, Adam, donation: train.compile_steps)
 with abstract inputs on them, and reads the plan: memory, fusions, GEMMs, FP8 GEMMs, collectives.
