@@ -23,6 +23,19 @@ ELEMENT_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s4": 0.5, "u4": 0.5, "bf16": 2, "
                  "f32": 4, "s32": 4, "u32": 4, "f64": 8, "s64": 8, "u64": 8, "c64": 8, "c128": 16, "token": 0}
 
 
+# Top-level folders of this repository: a path that reaches one of them is written from there on.
+_REPO_FOLDERS = ("jaxgpt", "torch_ref", "jaxgpt_tools", "scripts", "tests", "parity_tests", "docs", "artifacts", "runs")
+_ABSOLUTE_IN_REPO = re.compile(r"(?<![\w.])(?:/[\w.+@-]+)+?/(?=(?:%s)/)" % "|".join(_REPO_FOLDERS))
+_ABSOLUTE_SITE_PACKAGES = re.compile(r"(?<![\w.])(?:/[\w.+@-]+)+/site-packages/")
+
+
+def repo_relative_paths(text: str) -> str:
+    """`text` with the absolute paths of any checkout (or copy) of this repository made relative
+    to its root, and installed packages shown under `<site-packages>/`, so that generated
+    artifacts (HLO file tables, recorded commands, tracebacks) name no machine's folders."""
+    return _ABSOLUTE_SITE_PACKAGES.sub("<site-packages>/", _ABSOLUTE_IN_REPO.sub("", text))
+
+
 @dataclass
 class Instruction:
     name: str

@@ -9,7 +9,8 @@ Both frameworks, both qkv layouts, the attention layer and one block, forward an
 backward (scripts/fusion_xla.py, scripts/fusion_inductor.py). Full artifacts (optimized HLO,
 Inductor's debug traces, results.json) go to runs/fusion/<device>/; `--write-docs` copies a
 curated few to docs/fusion/ and writes docs/FUSION.md with one plot. The H100 column needs the
-venv with the jax CUDA plugin (--gpu-python, default /work/venvs/gpu-aot/bin/python); without
+venv with the jax CUDA plugin (--gpu-python, default the
+`make gpu-plan` venv .venv-gpu-aot, or $JAXGPT_GPU_PYTHON); without
 it that column says why it is missing.
 """
 
@@ -28,9 +29,11 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from scripts.fusion_hlo import repo_relative_paths  # noqa: E402
 from scripts.fusion_xla import MODES, PARTS, SHAPES  # noqa: E402
 
-DEFAULT_GPU_PYTHON = "/work/venvs/gpu-aot/bin/python"
+# The venv `make gpu-plan` builds (jax with its CUDA plugin), unless the environment names another.
+DEFAULT_GPU_PYTHON = os.environ.get("JAXGPT_GPU_PYTHON", str(REPO_ROOT / ".venv-gpu-aot" / "bin" / "python"))
 GPU_CAVEAT = "compiled without a GPU, no autotuning"
 DOCS = REPO_ROOT / "docs"
 
@@ -150,7 +153,7 @@ def docs_from_results(roots: list[Path], docs_dir: Path) -> int:
             if not path.exists():
                 continue
             result = json.loads(path.read_text())
-            sources.append(f"`{result.get('command', '(command not recorded)')}` -> {path.parent.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path.parent}")
+            sources.append(f"`{repo_relative_paths(result.get('command', '(command not recorded)'))}` -> {path.parent.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path.parent}")
             if sub == "cpu":
                 machine = result["machine"]
                 if any("median_ms" in r for r in result["records"]):
@@ -215,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     records = run_cpu(shapes, compilers, cpu_out, repeats, args.threads, parts, modes)
     machine = {"cpu_count": os.cpu_count(), "load_average_1m": os.getloadavg()[0],
                "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
-    command = "python scripts/fusion_report.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = repo_relative_paths("python scripts/fusion_report.py " + " ".join(sys.argv[1:] if argv is None else argv))
     cpu_path = write_results(cpu_out, records, {"machine": machine, "shapes": shapes, "repeats": repeats,
                                                      "threads": args.threads, "command": command})
     log(f"cpu results: {cpu_path}")

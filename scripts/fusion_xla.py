@@ -1,7 +1,7 @@
 """The XLA side of the fusion study: jaxgpt's attention layer and one block, compiled and read.
 
     python scripts/fusion_xla.py --out runs/fusion/cpu/xla --shapes small      # this CPU, timed
-    PYTHONPATH=$PWD /work/venvs/gpu-aot/bin/python scripts/fusion_xla.py --device h100 \
+    PYTHONPATH=$PWD .venv-gpu-aot/bin/python scripts/fusion_xla.py --device h100 \
         --out runs/fusion/h100-aot/xla --shapes gpu                              # compile only
 
 Programs (scripts/fusion_report.py names them the same way for Inductor):
@@ -31,7 +31,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from scripts.fusion_hlo import hlo_counts  # noqa: E402
+from scripts.fusion_hlo import hlo_counts, repo_relative_paths  # noqa: E402
 
 PARTS = ("attn", "block")
 MODES = ("fwd", "fwdbwd")
@@ -150,7 +150,7 @@ def compile_program(part: str, mode: str, layout: str, shape: Shape, *, device: 
         placed = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=NamedSharding(mesh, P())), args)
         compiled = jax.jit(fn).lower(*placed).compile()
     compile_s = time.perf_counter() - start
-    hlo = compiled.as_text()
+    hlo = repo_relative_paths(compiled.as_text())  # its FileNames table holds the sources' absolute paths
     name = program_name(part, mode, layout, shape)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"{name}.hlo.txt").write_text(hlo)

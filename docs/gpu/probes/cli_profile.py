@@ -6,7 +6,7 @@ call's host time (dispatch to return, and return to the next call) is recorded, 
 --from..--to run under the JAX profiler; the GPU kernels' busy time per step and the host
 events with the most time are printed.
 
-    JAX_PLATFORMS=cuda PYTHONPATH=. python3 docs/gpu/probes/cli_profile.py --trace /tmp/t -- --preset record ...
+    JAX_PLATFORMS=cuda PYTHONPATH=. python3 docs/gpu/probes/cli_profile.py --trace $OUT/trace -- --preset record ...
 """
 
 from __future__ import annotations
