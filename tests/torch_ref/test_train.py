@@ -108,7 +108,7 @@ def test_val_loss_falls_and_lines_have_the_record_format(tiny_run):
     assert all(VAL_LINE.match(line) or TRAIN_LINE.match(line) for line in lines), lines
     assert sorted(val) == [0, 8, 16, 24]
     assert train_steps == list(range(1, STEPS + 1))
-    # Zero-init head: every capped logit is 15, so the step-0 loss is ln(50304) (RECORD.md 2.3 9).
+    # Zero-init head: every capped logit is 15, so the step-0 loss is ln(50304) (RECORD.md 2.3, step 9).
     assert val[0] == pytest.approx(math.log(50304), abs=1e-4)
     assert val[8] < val[0] - 2.0 and val[24] < val[8], val
     # The record's timing columns: NaN averages until step 11, then train_time / (step - 9).
