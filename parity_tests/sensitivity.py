@@ -1,5 +1,5 @@
 """python -m parity_tests.sensitivity: why a record-init run moves with the implementation and
-the CPU (issue 11, machine sensitivity), measured on the tiny preset (the record's 12 layers at
+the CPU it runs on, measured on the tiny preset (the record's 12 layers at
 width 128) under the fp32 policy with the record's bf16 Newton-Schulz.
 
 1. The step-1 gradient of the block lambdas and skip weights, after one shared update from the

@@ -267,7 +267,7 @@ def write_docs(records, rows, merged, docs_dir: Path, *, gpu_skipped: str | None
         "un-autotuned compile; a real H100 may pick other kernels. GPU timings: unmeasured (no GPU run of this "
         "report)." + ("" if not gpu_skipped else f" The H100 column is missing: {gpu_skipped}."),
         "- Inductor for an H100: not included. It needs a CUDA build of torch beside this CPU one, fake device "
-        "properties, FakeTensor inputs, a fake Triton driver and a stub libcuda for the backward (issue 16); none of "
+        "properties, FakeTensor inputs, a fake Triton driver and a stub libcuda for the backward; none of "
         "that is robust enough to ship in this time.",
         "- *Kernels*: launches of one call (XLA: instructions that do work in the entry computation and loop bodies; "
         "Inductor: generated kernels + extern GEMMs + aten fallbacks in output_code.py's `call`, forward and backward "

@@ -1,4 +1,4 @@
-"""Failure modes of `python -m jaxgpt.train` as a user meets them (issue 12; docs/RELIABILITY.md).
+"""Failure modes of `python -m jaxgpt.train` as a user meets them (docs/RELIABILITY.md).
 
 Each case asserts the exit code, a message naming the problem and what is left on disk. All but
 one fail before anything compiles and call `main` in this process; the interrupted run is a real

@@ -1,4 +1,4 @@
-"""torch_ref.train's run conventions and failure modes (issue 12; docs/RELIABILITY.md).
+"""torch_ref.train's run conventions and failure modes (docs/RELIABILITY.md).
 
 Every case calls `main` in this process, as a user's command line would, and asserts the exit
 code, a message naming the problem and what is left on disk. The model is the record's 12
