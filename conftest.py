@@ -30,7 +30,7 @@ def _cuda_visible() -> bool:
 # The files that take longest in `make test` (its --durations list, fresh clone, 2026-11-23):
 # collected first, so that xdist's per-file scheduling (--dist loadfile) never starts one of
 # them last while the other worker idles. Only the order changes; a stale entry costs nothing.
-LONGEST_FIRST = ("tests/test_gpu_check.py", "tests/torch_ref/test_train.py", "tests/test_model_qkv_layout.py",
+LONGEST_FIRST = ("tests/tools/test_gpu_check.py", "tests/torch_ref/test_train.py", "tests/test_model_qkv_layout.py",
                  "tests/test_train.py", "tests/test_train_multihost.py", "parity_tests/test_checks.py")
 
 

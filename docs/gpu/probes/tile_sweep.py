@@ -2,7 +2,7 @@
 
 Sweeps each kernel's `KernelTiles` (block_q, block_k, num_warps, num_stages) on its own, the other
 two kernels at their defaults, at the record's shapes (B 1, T 65,536, H 6, Dh 128, bf16; documents
-from scripts.bench_attention_gpu.document_tokens with mean 1,000 tokens) for windows 4 and 14:
+from jaxgpt_tools.bench_attention_gpu.document_tokens with mean 1,000 tokens) for windows 4 and 14:
   forward  the forward alone (median ms);
   dq       forward + backward with the default forward and dK/dV (only dQ's setting changes);
   dkdv     forward + backward with the default forward and dQ (only dK/dV's setting changes);
@@ -65,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from jaxgpt import masks
     from jaxgpt.kernels.flash_attention import KernelTiles, Tiles, compiled_kernels, flash_attention
-    from scripts.bench import time_calls
-    from scripts.bench_attention_gpu import document_tokens
+    from jaxgpt_tools.timing import time_calls
+    from jaxgpt_tools.bench_attention_gpu import document_tokens
 
     shape = (1, args.seq_len, 6, 128)
     tokens = document_tokens(args.seq_len, 1000)

@@ -1,8 +1,8 @@
-"""scripts/compare_checkpoint.py end to end on a tiny record-format checkpoint and shard."""
+"""jaxgpt_tools.compare_checkpoint and its command scripts/compare_checkpoint.py, end to end on a tiny
+record-format checkpoint and shard."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import subprocess
@@ -14,19 +14,11 @@ import pytest
 import torch
 
 from jaxgpt.data import write_shard
+from jaxgpt_tools import compare_checkpoint
+from scripts import compare_checkpoint as command
 from torch_ref import model as torch_model
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "compare_checkpoint.py"
-
-
-def _load_script():
-    spec = importlib.util.spec_from_file_location("compare_checkpoint", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-compare_checkpoint = _load_script()
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "compare_checkpoint.py"
 VOCAB, EOT = 1000, 999
 
 
@@ -92,13 +84,13 @@ def test_bad_arguments_fail_with_a_clear_message(tiny_files, extra, message, cap
     args = [str(checkpoint), "--tokens", str(shard), "--head-dim", "64", "--eot-id", str(EOT), "--json"]
     if "--window-blocks" not in extra:
         args += ["--window-blocks", "2"]
-    assert compare_checkpoint.main([*args, *extra]) == 1  # in-process: errors come before any model runs
+    assert command.main([*args, *extra]) == 1  # in-process: errors come before any model runs
     assert message in capsys.readouterr().err
 
 
 def test_missing_eot_for_small_vocabulary_is_reported(tiny_files, capsys):
     checkpoint, shard = tiny_files
-    assert compare_checkpoint.main([str(checkpoint), "--tokens", str(shard), "--window-blocks", "2",
+    assert command.main([str(checkpoint), "--tokens", str(shard), "--window-blocks", "2",
                                     "--head-dim", "64"]) == 1
     assert "pass eot_id" in capsys.readouterr().err
 
@@ -133,7 +125,7 @@ def test_mismatched_keys_are_each_named(tiny_files, tmp_path, capsys):
     del state["_orig_mod.blocks.3.mlp.c_fc.weight"]
     broken = tmp_path / "broken.pt"
     torch.save({"model": state}, broken)
-    assert compare_checkpoint.main([str(broken), "--tokens", str(shard), "--window-blocks", "2", "--eot-id", str(EOT)]) == 1
+    assert command.main([str(broken), "--tokens", str(shard), "--window-blocks", "2", "--eot-id", str(EOT)]) == 1
     err = capsys.readouterr().err
     assert "blocks.0.extra" in err and "blocks.3.mlp.c_fc.weight" in err
 
@@ -142,9 +134,8 @@ def test_mismatched_keys_are_each_named(tiny_files, tmp_path, capsys):
 def test_val_tokens_is_the_record_mean_of_sequence_losses_in_both_frameworks(tiny_files):
     """--val-tokens 256 with T 128: two sequences at tokens 0 and 128; fp32 and bf16 policies."""
     checkpoint, shard = tiny_files
-    args = [str(checkpoint), "--tokens", str(shard), "--window-blocks", "1", "--eot-id", str(EOT),
-            "--val-tokens", "256", "--seq-len", "128"]
-    fp32 = compare_checkpoint.compare(compare_checkpoint.parse_args(args))
+    request = dict(window_blocks=1, eot_id=EOT, val_tokens=256, seq_len=128)
+    fp32 = compare_checkpoint.compare(checkpoint, shard, **request)
     assert fp32["head_dim_from"] == "the tiny preset (width 128)" and fp32["model"]["num_heads"] == 2
     from jaxgpt.data import read_shard
 
@@ -157,7 +148,7 @@ def test_val_tokens_is_the_record_mean_of_sequence_losses_in_both_frameworks(tin
                            for s in (0, 128)])
     assert fp32["torch_val_loss"] == pytest.approx(by_hand, rel=1e-6)  # same fp32 model, same tokens
     assert abs(fp32["jax_val_loss"] - fp32["torch_val_loss"]) <= 1e-5 * fp32["torch_val_loss"]  # fp32 parity
-    bf16 = compare_checkpoint.compare(compare_checkpoint.parse_args([*args, "--dtype", "bf16"]))
+    bf16 = compare_checkpoint.compare(checkpoint, shard, **request, dtype="bf16")
     # bf16 activations: ~3 significant digits per rounding; the losses still agree to 1e-2 relative
     assert abs(bf16["jax_val_loss"] - bf16["torch_val_loss"]) <= 1e-2 * bf16["torch_val_loss"]
     assert bf16["torch_val_loss"] != fp32["torch_val_loss"]  # the policy did change the numerics

@@ -1,4 +1,4 @@
-"""scripts/fusion_report.py and its readers (fusion_hlo, fusion_inductor): the text readers on
+"""jaxgpt_tools.fusion_report (scripts/fusion_report.py) and its readers (fusion_hlo, fusion_inductor): the text readers on
 small hand-written programs, and a tiny run of the whole report on this CPU."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from scripts.fusion_hlo import hlo_counts, parse_module, shape_bytes
-from scripts.fusion_inductor import read_output_code
+from jaxgpt_tools.fusion_hlo import hlo_counts, parse_module, shape_bytes
+from jaxgpt_tools.fusion_inductor import read_output_code
 
 HLO = """HloModule jit_f, entry_computation_layout={(f32[4,8]{1,0}, f32[8,8]{1,0})->bf16[4,8]{1,0}}
 

@@ -250,7 +250,7 @@ def write_docs(records, rows, merged, docs_dir: Path, *, gpu_skipped: str | None
         "",
         *[f"- {source}" for source in sources],
         "",
-        "Programs (scripts/fusion_xla.py, scripts/fusion_inductor.py): jaxgpt's and torch_ref's **attention layer** "
+        "Programs (jaxgpt_tools/fusion_xla.py, jaxgpt_tools/fusion_inductor.py): jaxgpt's and torch_ref's **attention layer** "
         "(QKV projection, split, value-embedding mix, QK RMSNorm, rotary, attention, output projection) and one whole "
         "**block** (x0 mix, norms, attention, MLP, residuals), forward and forward+backward (gradients of every "
         "parameter and input for a fixed output cotangent), with the QKV projection **merged** (the record's one "

@@ -1,8 +1,8 @@
-"""scripts/bench.py: the JSON it prints, and the O(T * W) vs O(T^2) memory claim it measures."""
+"""jaxgpt_tools.bench through scripts/bench.py: the JSON it prints, and the O(T * W) vs O(T^2)
+memory claim it measures."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -10,15 +10,10 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from jaxgpt_tools import bench
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 BENCH = REPO_ROOT / "scripts" / "bench.py"
-
-
-def _load_bench_module():
-    spec = importlib.util.spec_from_file_location("bench_under_test", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _run_bench(*flags: str) -> subprocess.CompletedProcess:
@@ -33,9 +28,8 @@ def test_unknown_suite_is_refused_with_its_name():
 
 
 def test_parse_suites_accepts_known_names():
-    bench = _load_bench_module()
     assert bench.parse_suites("attention, train_step") == ["attention", "train_step"]
-    with pytest.raises(SystemExit, match="nonsense"):
+    with pytest.raises(ValueError, match="nonsense"):
         bench.parse_suites("nonsense")
 
 
@@ -74,11 +68,11 @@ def test_quick_attention_json_and_memory_scaling():
 
 
 def test_attention_gpu_suite_refuses_without_a_gpu_and_counts_listed_blocks():
-    from scripts import bench
-    from scripts.bench_attention_gpu import document_tokens, listed_blocks
+    from jaxgpt_tools.bench_attention_gpu import document_tokens, listed_blocks
+    from scripts import bench as command
 
     with pytest.raises(SystemExit, match="needs a CUDA GPU"):
-        bench.main(["--only", "attention_gpu", "--json"])
+        command.main(["--only", "attention_gpu", "--json"])
     tokens = document_tokens(4096, 300)
     assert tokens[0] == 50256 and 5 < (tokens == 50256).sum() < 40
     counts = [listed_blocks(tokens, window) for window in (1, 2, 4, 14)]

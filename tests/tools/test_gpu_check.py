@@ -1,4 +1,5 @@
-"""scripts/gpu_check.py --dry-run: the lent-GPU command runs end to end on the CPU at tiny sizes."""
+"""jaxgpt_tools.gpu_check through scripts/gpu_check.py --dry-run (the lent-GPU command end to end on the
+CPU at tiny sizes), and its log reader."""
 
 import json
 import subprocess
@@ -9,8 +10,9 @@ import pytest
 
 from jaxgpt.data import write_shard
 from jaxgpt.testing import synthetic_tokens
+from jaxgpt_tools import gpu_check
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
@@ -42,12 +44,6 @@ def test_gpu_check_dry_run_writes_the_report(tmp_path):
 
 
 def test_gpu_check_reads_step_times_from_the_record_log_lines():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts" / "gpu_check.py")
-    gpu_check = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_check"] = gpu_check  # its dataclasses look their module up there
-    spec.loader.exec_module(gpu_check)
     lines = ["step:0/14 val_loss:10.8258 train_time:0ms step_avg:nanms",
              "step:1/14 train_time:30000ms step_avg:nanms train_loss:10.8"]
     lines += [f"step:{s}/14 train_time:{30000 + 1000 * (s - 1)}ms step_avg:nanms train_loss:3.0" for s in range(2, 11)]

@@ -46,7 +46,7 @@ def listed_blocks(tokens: np.ndarray, window: int) -> int:
 
 def _median_ms(run: Callable[[], Any], sync: Callable[[Any], Any], repeats: int) -> float:
     """Median ms of `repeats` synchronised calls after a compiling call and one warm-up call."""
-    from scripts.bench import time_calls
+    from jaxgpt_tools.timing import time_calls
 
     sync(run())  # compiles; time_calls's own first call is then a warm run
     return time_calls(lambda: sync(run()), repeats)["median_ms"]

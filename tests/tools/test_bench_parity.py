@@ -1,4 +1,4 @@
-"""scripts/bench.py suite parity_step (scripts/bench_parity.py) at a tiny size: its keys, its
+"""jaxgpt_tools.bench_parity (scripts/bench.py's suite parity_step) at a tiny size: its keys, its
 ratio, and that both frameworks really ran the same step from the same weights on the same batches."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from scripts.bench_parity import ParityConfig, _layer_patterns, bench_parity_step
+from jaxgpt_tools.bench_parity import ParityConfig, _layer_patterns, bench_parity_step
 from jaxgpt import config as cfg
 
 

@@ -1,7 +1,7 @@
 """The TorchInductor side of the fusion study: torch_ref's attention layer and one block under
 torch.compile, with Inductor's generated code read back from its own debug trace.
 
-The programs are the ones of scripts/fusion_xla.py (same parts, modes, layouts and shapes):
+The programs are the ones of jaxgpt_tools/fusion_xla.py (same parts, modes, layouts and shapes):
 bf16 activations, fp32 weights cast at use, one document, window min(14, T / 128) blocks given
 as torch_ref's CPU mask (SDPA with a dense (T, T) bool mask; on a GPU torch_ref uses flex).
 "fwd" runs under torch.no_grad (Inductor's inference graph); "fwdbwd" is the training forward
@@ -25,7 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from scripts.fusion_xla import MODES, PARTS, Shape, program_name, run_programs
+from jaxgpt_tools.fusion_xla import MODES, PARTS, Shape, program_name, run_programs
 
 TORCH_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "bool": 1, "int64": 8, "int32": 4, "uint8": 1,
                "float8_e4m3fn": 1, "float8_e5m2": 1}
