@@ -4,7 +4,7 @@ The text log `<out_dir>/logs/<run_id>.txt` holds the record's lines (also printe
 after a header with the config, the options and the environment (the record logs its own source
 there instead); `<out_dir>/logs/<run_id>.jsonl` holds one JSON object per logged step. Timing
 follows the record: the clock is reset at step 10 (compilation excluded) and paused around
-validation and checkpoint saves. Mirrors the logging section of torch_ref.train.
+validation and checkpoint saves. Mirrors torch_ref.runlog.
 """
 
 from __future__ import annotations

@@ -17,12 +17,16 @@ import dataclasses
 import os
 import re
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch import Tensor, nn
 
 import torch_ref.config as cfg
+from torch_ref.cli import RunOptions
+from torch_ref.model import strip_compile_prefix
 from torch_ref.muon import Muon
 
 STEP_FILE = re.compile(r"^(\d+)\.pt$")
@@ -61,8 +65,23 @@ def read_checkpoint(path: str | os.PathLike, what: str = "checkpoint") -> dict[s
     return checkpoint
 
 
+def load_checkpoint_state(path: str) -> dict[str, Tensor]:
+    """The model state dict of a record-format checkpoint, prefixes stripped, on the CPU."""
+    return strip_compile_prefix(read_checkpoint(path, "--init-from checkpoint")["model"])
+
+
 # ---------------------------------------------------------------------------------------------
 # The folder of a run's step files
+
+
+def checkpoint_directory(preset: cfg.Preset, options: RunOptions) -> Path | None:
+    """Where the run's <step>.pt files go: the --resume folder, else <out_dir>/checkpoints/<run
+    id> when --checkpoint-every asks for any, else None (--save-checkpoint PATH is separate)."""
+    if options.resume is not None and Path(options.resume).is_dir():
+        return Path(options.resume)
+    if preset.train.checkpoint_every > 0:
+        return Path(preset.train.out_dir) / "checkpoints" / (options.run_id or "unnamed")
+    return None
 
 
 def step_files(directory: Path) -> dict[int, Path]:
@@ -98,8 +117,30 @@ def resume_file(resume: str | os.PathLike) -> Path:
     return steps[max(steps)]
 
 
+def read_resume(options: RunOptions) -> tuple[dict[str, Any] | None, Path | None]:
+    """(the --resume checkpoint, its file), or (None, None) without --resume."""
+    if options.resume is None:
+        return None, None
+    path = resume_file(options.resume)
+    return read_checkpoint(path, "--resume checkpoint"), path
+
+
 # ---------------------------------------------------------------------------------------------
 # What a checkpoint holds
+
+
+def checkpoint_payload(model: nn.Module, optimizers: tuple[torch.optim.Optimizer, ...], schedulers: Sequence[Any],
+                       step: int, position: tuple[int, int], preset: cfg.Preset, control: Any | None) -> dict[str, Any]:
+    """The record's {'model', 'optimizers', 'step'} and what resuming needs (this module's
+    docstring). A collective when several ranks run (Muon's momentum buffers are gathered)."""
+    return dict(
+        step=step,
+        model=model.state_dict(),
+        optimizers=optimizer_states(optimizers, control),
+        schedulers=[sched.state_dict() for sched in schedulers],
+        data_position={"shard_index": position[0], "pos": position[1]},
+        config=config_dict(preset),
+    )
 
 
 def config_dict(preset: cfg.Preset) -> dict[str, Any]:

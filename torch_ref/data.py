@@ -10,7 +10,7 @@ from __future__ import annotations
 import glob
 import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +22,7 @@ HEADER_BYTES = 256 * 4
 
 __all__ = [
     "NoShardsError",
+    "batches_available",
     "check_holds_one_batch",
     "ShardStream",
     "ShardsExhaustedError",
@@ -179,6 +180,19 @@ def check_holds_one_batch(path: str | os.PathLike, num_tokens: int, batch_size: 
     if batch_size + 1 >= num_tokens:
         raise ValueError(f"{path}: {num_tokens} tokens cannot hold one batch of {batch_size} tokens "
                          f"(the advance rule needs at least batch + 2 = {batch_size + 2})")
+
+
+def batches_available(shards: Sequence[Path], batch_tokens: int, position: tuple[int, int] = (0, 0)) -> int:
+    """Batches the record's generator takes from `shards`, starting at `position` = (shard
+    index, pos), before running out: a shard of n tokens serves batches at pos = p0, p0 + B, ...
+    while pos + B + 1 < n (RECORD.md 8.3; p0 = 0 except in the starting shard)."""
+    total = 0
+    first, start_pos = position
+    for index, shard in enumerate(shards[first:], start=first):
+        num_tokens, pos = read_shard_header(shard), start_pos if index == first else 0
+        if pos + batch_tokens + 1 < num_tokens:
+            total += (num_tokens - pos - batch_tokens - 2) // batch_tokens + 1
+    return total
 
 
 def val_batches(

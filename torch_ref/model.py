@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from torch_ref.config import BLOCK_SIZE, EOT_ID, ModelConfig, next_multiple
+from torch_ref.config import replace as replace_config
 from torch_ref import masks as masks_lib
 from torch_ref.fp8 import GRAD_SCALE, FP8Backend, lm_head_fp8
 
@@ -431,3 +432,32 @@ def load_record_state_dict(model: nn.Module, state_dict: Mapping[str, Tensor]) -
     converted = {k: v.detach().to(dtype=own[k].dtype, device=own[k].device) for k, v in renamed.items()}
     model.load_state_dict(converted, strict=True)
     return model
+
+
+def model_config_from_state_dict(base: ModelConfig, state_dict: dict[str, Tensor], head_dim: int) -> ModelConfig:
+    """`base` with vocab, width, depth, heads and attention-free layers read off a record state dict.
+
+    D = embed.weight.shape[1], vocab = its rows, layers = the number of `blocks.i`, heads =
+    D // head_dim; a block without `attn.qkv_w` (or `attn.q_w`...) is attention-free (layer 7 in
+    the record); qkv_layout is the state dict's.
+    """
+    if "embed.weight" not in state_dict:
+        raise ValueError("checkpoint state dict has no 'embed.weight'; not a record-format model")
+    vocab_size, model_dim = state_dict["embed.weight"].shape
+    layers = sorted({int(key.split(".")[1]) for key in state_dict if key.startswith("blocks.")})
+    if not layers or layers != list(range(len(layers))):
+        raise ValueError(f"checkpoint blocks are not numbered 0..n-1: {layers}")
+    if model_dim % head_dim:
+        raise ValueError(f"model_dim {model_dim} from the checkpoint is not divisible by --head-dim {head_dim}")
+    has_attention = {i for i in layers for name in ("qkv_w", "q_w") if f"blocks.{i}.attn.{name}" in state_dict}
+    attention_free = tuple(i for i in layers if i not in has_attention)
+    separate = any(f"blocks.{i}.attn.q_w" in state_dict for i in layers)
+    return replace_config(
+        base,
+        qkv_layout="separate" if separate else "merged" if has_attention else base.qkv_layout,
+        vocab_size=int(vocab_size),
+        model_dim=int(model_dim),
+        num_layers=len(layers),
+        num_heads=int(model_dim) // head_dim,
+        attention_free_layers=attention_free,
+    )

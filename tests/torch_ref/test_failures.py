@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from torch_ref import checkpoint as ckpt
+from torch_ref import cli, preflight
 from torch_ref import train as train_lib
 from torch_ref.data import write_shard
 from torch_ref.model import GPT
@@ -141,8 +142,8 @@ def test_sigterm_without_checkpointing_says_nothing_was_saved_and_exits_143(work
 
 def test_resume_refuses_a_config_change(workspace, tmp_path, capsys):
     state = GPT(VOCAB, 12, 1, 64).state_dict()
-    preset, options = train_lib.parse_args(args(workspace, tmp_path / "out"))
-    preset = train_lib.run_preset(preset, options, state, None, None)
+    preset, options = cli.parse_args(args(workspace, tmp_path / "out"))
+    preset = preflight.run_preset(preset, options, state, None, None)
     saved = {"model": state, "step": 2, "optimizers": [], "schedulers": [],
              "data_position": {"shard_index": 0, "pos": 2 * SEQ_LEN}, "config": ckpt.config_dict(preset)}
     ckpt.write_atomically(saved, tmp_path / "2.pt")

@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 import torch
 
-from torch_ref.config import EOT_ID
-from torch_ref.data import write_shard
+from torch_ref.config import EOT_ID, get_preset
+from torch_ref import runlog
 from torch_ref import train as train_lib
-from torch_ref.model import GPT, load_record_state_dict, strip_compile_prefix
+from torch_ref.data import batches_available, write_shard
+from torch_ref.model import GPT, load_record_state_dict, model_config_from_state_dict, strip_compile_prefix
 from torch_ref.optim import window_blocks
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -167,23 +168,23 @@ def test_init_from_and_save_checkpoint_round_trip(tiny_run, workspace):
 
 def test_model_dims_are_inferred_from_a_state_dict():
     state = GPT(50257, 12, 2, 64, rotary_max_len=128).state_dict()
-    base = train_lib.cfg.get_preset("tiny").model
-    got = train_lib.model_config_from_state_dict(base, state, head_dim=32)
+    base = get_preset("tiny").model
+    got = model_config_from_state_dict(base, state, head_dim=32)
     assert (got.vocab_size, got.model_dim, got.num_layers, got.num_heads) == (50257, 64, 12, 2)
     assert got.attention_free_layers == (7,)
     with pytest.raises(ValueError, match="not divisible by --head-dim"):
-        train_lib.model_config_from_state_dict(base, state, head_dim=48)
+        model_config_from_state_dict(base, state, head_dim=48)
 
 
 def test_log_line_helpers_follow_the_record():
-    assert train_lib.val_line(0, 1393, 10.82580, 0.0) == "step:0/1393 val_loss:10.8258 train_time:0ms step_avg:nanms"
+    assert runlog.val_line(0, 1393, 10.82580, 0.0) == "step:0/1393 val_loss:10.8258 train_time:0ms step_avg:nanms"
     # RECORD.md 9: the final val line of the logged run.
-    assert train_lib.val_line(1393, 1393, 3.2785, 179527.0) == (
+    assert runlog.val_line(1393, 1393, 3.2785, 179527.0) == (
         "step:1393/1393 val_loss:3.2785 train_time:179527ms step_avg:129.81ms"
     )
     # The last train line: step 1393 at 179,392 ms, step_avg 129.71 ms (update made at step 1392).
-    assert train_lib.train_line(1392, 1393, 179392.0) == "step:1393/1393 train_time:179392ms step_avg:129.71ms"
-    assert train_lib.train_line(11, 1393, 1234.0).endswith("step_avg:nanms")
+    assert runlog.train_line(1392, 1393, 179392.0) == "step:1393/1393 train_time:179392ms step_avg:129.71ms"
+    assert runlog.train_line(11, 1393, 1234.0).endswith("step_avg:nanms")
 
 
 @pytest.mark.parametrize(
@@ -218,9 +219,9 @@ def test_token_ids_beyond_the_vocabulary_are_refused(workspace, capsys, tmp_path
 def test_batches_available_follows_the_advance_rule(tmp_path):
     write_shard(tmp_path / "a.bin", np.zeros(1000, dtype=np.uint16))
     # pos = 0, 256, 512 serve (pos + 257 < 1000); pos = 768 does not (768 + 257 >= 1000).
-    assert train_lib.batches_available([tmp_path / "a.bin"], 256) == 3
-    assert train_lib.batches_available([tmp_path / "a.bin"] * 2, 998) == 2  # 998 + 1 < 1000
-    assert train_lib.batches_available([tmp_path / "a.bin"], 999) == 0
+    assert batches_available([tmp_path / "a.bin"], 256) == 3
+    assert batches_available([tmp_path / "a.bin"] * 2, 998) == 2  # 998 + 1 < 1000
+    assert batches_available([tmp_path / "a.bin"], 999) == 0
 
 
 def test_missing_init_checkpoint_is_refused(workspace, capsys):
