@@ -1,4 +1,5 @@
-"""Test-wide set-up: 8 virtual CPU devices for JAX, set before JAX is first imported;
+"""Test-wide set-up: 8 virtual CPU devices for JAX, set before JAX is first imported; no
+persistent compilation cache;
 `gpu`-marked tests skipped where no CUDA device is visible (so `pytest -m "not slow"` is the
 quick loop on any machine; scripts/gpu_check.py runs `-m gpu` with JAX_PLATFORMS=cuda); the
 longest test files collected first (for make test's two xdist workers)."""
@@ -9,6 +10,9 @@ import os
 import pytest
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# No test reads or writes the user's persistent compilation cache (the training CLI's default,
+# jaxgpt.compile_cache); a test of the cache passes its own folder. Child processes inherit this.
+os.environ["JAXGPT_COMPILE_CACHE"] = "none"
 _flag = "--xla_force_host_platform_device_count=8"
 if _flag not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + _flag).strip()

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, get_args
 
+from jaxgpt import compile_cache
 from jaxgpt import config as cfg
 
 PROG = "python -m jaxgpt.train"
@@ -35,6 +36,8 @@ class RunOptions:
     head_dim: int | None = None  # --init-from: heads = model_dim / head_dim (None: the preset's)
     debug: bool = False  # show tracebacks instead of one-line errors
     sync: bool = False  # wait for every step before dispatching the next (debugging; the record's loop shape)
+    profile: tuple[int, int] | None = None  # trace steps START..STOP (train-line numbers) with jax.profiler
+    compile_cache: str | None = None  # JAX's persistent compilation cache folder (None: none)
     overridden: tuple[str, ...] = ()  # "section.field" of every config flag given
 
 
@@ -55,6 +58,18 @@ def or_none(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
     parse_or_none.__name__ = parse.__name__  # argparse names the type in its error message
     return parse_or_none
+
+
+def parse_profile_window(text: str) -> tuple[int, int]:
+    """"START:STOP" (or one step "S") -> (START, STOP), train-line step numbers, both included."""
+    start, sep, stop = text.partition(":")
+    try:
+        window = (int(start), int(stop)) if sep else (int(text), int(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected START:STOP (train-line step numbers, e.g. 2:3), got {text!r}") from None
+    if not 1 <= window[0] <= window[1]:
+        raise argparse.ArgumentTypeError(f"need 1 <= START <= STOP (steps count from 1, as the train lines), got {text!r}")
+    return window
 
 
 def _add_field(group: Any, section: str, name: str, parse: Callable[[str], Any] | None, help_text: str, *,
@@ -147,6 +162,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="on an error, show the full traceback instead of one line")
     parser.add_argument("--sync", action="store_true", help="wait for each step and log it before dispatching the next "
                         "(debugging; same losses and log lines, the device idles between steps)")
+    parser.add_argument("--profile", metavar="START:STOP", type=parse_profile_window,
+                        help="trace the steps whose train lines read step:START .. step:STOP with jax.profiler "
+                        "into OUT_DIR/profile/RUN_ID (TensorBoard/XProf, Perfetto)")
+    parser.add_argument("--compile-cache", metavar="DIR",
+                        help=f"JAX's persistent compilation cache: a second identical run skips compiling (default: "
+                        f"${compile_cache.ENV_VAR}, else ${compile_cache.JAX_ENV_VAR}, else "
+                        f"{compile_cache.default_folder()}; {compile_cache.OFF}: off)")
     _add_run_flags(parser.add_argument_group("run (overrides the preset)"))
     _add_model_flags(parser.add_argument_group("model (overrides the preset)"))
     _add_optim_flags(parser.add_argument_group("optimizer (overrides the preset)"))
@@ -179,6 +201,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[cfg.Preset, RunOption
         init_from=args.init_from, resume=args.resume, export_torch=args.export_torch, run_id=args.run_id,
         progress=not args.no_progress, save_checkpoint=args.save_checkpoint, coordinator=args.coordinator,
         num_processes=args.num_processes, process_id=args.process_id, head_dim=args.head_dim,
-        debug=args.debug, sync=args.sync, overridden=tuple(sorted(overridden)),
+        debug=args.debug, sync=args.sync, profile=args.profile, compile_cache=compile_cache.resolve(args.compile_cache),
+        overridden=tuple(sorted(overridden)),
     )
     return preset, options

@@ -12,13 +12,14 @@ from __future__ import annotations
 import os
 import sys
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jax
 
-from jaxgpt import checkpoint, convert, data
+from jaxgpt import checkpoint, compile_cache, convert, data
 from jaxgpt import config as cfg
 from jaxgpt.cli import RunOptions
 from jaxgpt.data import DataPosition
@@ -109,15 +110,63 @@ def check_outputs(preset: cfg.Preset, options: RunOptions) -> None:
         check_writable(target.parent, "--export-torch folder")
 
 
-def maybe_initialize_distributed(options: RunOptions) -> None:
-    """Join a multi-host run when flags or the environment ask for it (several processes,
-    one per host; process p reads only its own sequences of every batch)."""
-    from_env = os.environ.get("JAX_COORDINATOR_ADDRESS") or os.environ.get("JAXGPT_DISTRIBUTED") == "1"
-    if options.coordinator is None and options.num_processes is None and not from_env:
-        return
+def check_profile_window(window: tuple[int, int] | None, start_step: int, total_steps: int) -> None:
+    """--profile names only steps this run takes (a resumed run starts after `start_step`)."""
+    if window is not None and not start_step < window[0] <= window[1] <= total_steps:
+        raise ValueError(f"--profile {window[0]}:{window[1]} names steps this run does not take "
+                         f"(it logs step:{start_step + 1} .. step:{total_steps})")
+
+
+SLURM_TASK_VARIABLES = ("SLURM_JOB_ID", "SLURM_STEP_NODELIST", "SLURM_NTASKS", "SLURM_PROCID", "SLURM_LOCALID")
+
+
+def cluster_launcher(environ: Mapping[str, str] = os.environ) -> str | None:
+    """"slurm" when this process is one of several tasks of an `srun` job step, "ompi" when one
+    of several Open MPI ranks (`mpirun`), else None: JAX's cluster detection method that reads
+    the coordinator, the process count and this process's index from that environment.
+    A lone task (an `sbatch` script itself, `salloc`'s shell, `srun -n 1`) is not a cluster."""
+    if all(name in environ for name in SLURM_TASK_VARIABLES) and int(environ["SLURM_NTASKS"]) > 1:
+        return "slurm"
+    if int(environ.get("OMPI_COMM_WORLD_SIZE", "1")) > 1:
+        return "ompi"
+    return None
+
+
+def distributed_arguments(options: RunOptions, environ: Mapping[str, str] = os.environ) -> dict[str, Any] | None:
+    """The arguments of `jax.distributed.initialize` for this process, None for a one-process
+    run. Explicit flags win, JAX fills in what they leave out (from $JAX_COORDINATOR_ADDRESS or
+    the launcher's environment, `cluster_launcher`); under SLURM and Open MPI each process
+    sees one local device, its local rank's (launch one task per GPU)."""
+    from_env = bool(environ.get("JAX_COORDINATOR_ADDRESS")) or environ.get("JAXGPT_DISTRIBUTED") == "1"
+    launcher = cluster_launcher(environ)
+    if options.coordinator is None and options.num_processes is None and not from_env and launcher is None:
+        return None
     kwargs = {"coordinator_address": options.coordinator, "num_processes": options.num_processes,
               "process_id": options.process_id}
-    jax.distributed.initialize(**{name: value for name, value in kwargs.items() if value is not None})
+    if launcher == "ompi" and "OMPI_MCA_orte_hnp_uri" not in environ:
+        # Open MPI 5 sets no ORTE URI, from which JAX's detection reads the coordinator.
+        if options.coordinator is None and not environ.get("JAX_COORDINATOR_ADDRESS"):
+            raise ValueError("this Open MPI (5 or later) sets no OMPI_MCA_orte_hnp_uri, from which JAX reads the "
+                             "coordinator: pass --coordinator HOST:PORT (a free port on rank 0's host)")
+        kwargs["num_processes"] = options.num_processes or int(environ["OMPI_COMM_WORLD_SIZE"])
+        kwargs["process_id"] = options.process_id if options.process_id is not None else int(environ["OMPI_COMM_WORLD_RANK"])
+        kwargs["local_device_ids"] = [int(environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0"))]
+    elif launcher is not None:
+        kwargs["cluster_detection_method"] = launcher
+    return {name: value for name, value in kwargs.items() if value is not None}
+
+
+def maybe_initialize_distributed(options: RunOptions) -> None:
+    """Join a multi-process run when the flags, JAX's variables or a launcher ask for it
+    (process p then reads only its own sequences of every batch)."""
+    kwargs = distributed_arguments(options)
+    if kwargs is None:
+        return
+    jax.distributed.initialize(**kwargs)
+    launcher = cluster_launcher()
+    if launcher is not None and jax.process_index() == 0:
+        print(f"note: joined {jax.process_count()} processes from the {'SLURM' if launcher == 'slurm' else 'Open MPI'} "
+              f"environment, {jax.local_device_count()} device(s) each", file=sys.stderr)
 
 
 def select_devices(requested: int | None) -> list:
@@ -149,6 +198,7 @@ class RunStart:
 def start_run(preset: cfg.Preset, options: RunOptions) -> RunStart:
     """Join the hosts, pick the devices, check the outputs, open the checkpoint to resume and
     the --init-from file, then check the geometry and the data: where the run starts."""
+    compile_cache.use(options.compile_cache)
     maybe_initialize_distributed(options)
     devices = select_devices(preset.train.devices)
     run_id = options.run_id or str(uuid.uuid4())
@@ -159,6 +209,7 @@ def start_run(preset: cfg.Preset, options: RunOptions) -> RunStart:
         preset = checkpoint.keep_saved_cadence(preset, saved_meta, options.overridden)
     # --init-from's dims before the checks, so that the token-id scan uses its vocabulary.
     preset, init_state = convert.init_preset(preset, options.init_from, options.head_dim)
+    check_profile_window(options.profile, step, preset.train.steps)
     check_run(preset, len(devices), jax.process_count(), step, position, announce=jax.process_index() == 0)
     if checkpointer is None and preset.train.steps > 0 and jax.process_index() == 0:
         print("note: this run writes no checkpoint (pass --checkpoint-every K or --save-checkpoint to keep its state)",

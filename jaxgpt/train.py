@@ -31,7 +31,7 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxgpt import checkpoint, convert, data, interrupt, optim, preflight, runlog
+from jaxgpt import checkpoint, convert, data, interrupt, optim, preflight, profiling, runlog
 from jaxgpt import config as cfg
 from jaxgpt import model as model_lib
 from jaxgpt.cli import RunOptions, parse_args
@@ -200,6 +200,8 @@ def train(preset: cfg.Preset, options: RunOptions = RunOptions()) -> RunResult:
                         progress=options.progress, enabled=jax.process_index() == 0)
     runlog.write_header(log, preset, options, start.devices, start.step)
     val_losses, train_losses, clock = {}, {}, runlog.TrainClock()
+    trace = profiling.StepTrace(options.profile, profiling.trace_folder(
+        train_cfg.out_dir, start.run_id, jax.process_index(), jax.process_count()))
     in_flight: list[tuple[int, jax.Array, int]] = []  # (step, loss, window) dispatched, not yet logged
 
     def log_in_flight() -> None:  # float() waits for the step: the record's synchronize before its clock
@@ -240,14 +242,21 @@ def train(preset: cfg.Preset, options: RunOptions = RunOptions()) -> RunResult:
                     stop.saved(step)
                 if step == total_steps:
                     break
+                if trace.starts_before(step):
+                    log_in_flight()  # the trace holds the chosen steps only
+                    trace.start()
                 # Copied to the devices and dispatched while the previous step still runs there.
                 inputs, targets = data.to_global_arrays(next(loader), compiled.batch)
                 params, opt_state, loss = compiled.train(params, opt_state, inputs, targets, window)
                 log_in_flight()  # the previous step's line, while this one is queued behind it
                 in_flight.append((step, loss, int(window)))
-                if options.sync:
+                if options.sync or trace.ends_after(step):
                     log_in_flight()
+                if trace.ends_after(step):
+                    log.write(f"profile of steps {options.profile[0]}..{options.profile[1]}: "
+                              f"{runlog.shown_path(trace.stop())}")
     except BaseException:
+        trace.abandon()
         with contextlib.suppress(Exception):  # the line of a step that finished before the error
             log_in_flight()
         if checkpointer is not None:  # finish the save in flight: no *-tmp directory is left behind
