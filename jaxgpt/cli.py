@@ -164,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(debugging; same losses and log lines, the device idles between steps)")
     parser.add_argument("--profile", metavar="START:STOP", type=parse_profile_window,
                         help="trace the steps whose train lines read step:START .. step:STOP with jax.profiler "
-                        "into OUT_DIR/profile/RUN_ID (TensorBoard/XProf, Perfetto)")
+                        "into OUT_DIR/profile/RUN_ID (TensorBoard/XProf, Perfetto; scripts/trace_kernels.py ranks its kernels)")
     parser.add_argument("--compile-cache", metavar="DIR",
                         help=f"JAX's persistent compilation cache: a second identical run skips compiling (default: "
                         f"${compile_cache.ENV_VAR}, else ${compile_cache.JAX_ENV_VAR}, else "

@@ -9,7 +9,8 @@ the profiler's overhead.
 The trace goes to `<out_dir>/profile/<run_id>/plugins/profile/<time>/` (a `process<k>` folder
 per process before `plugins` when there are several): `<host>.xplane.pb` for TensorBoard's
 profile plugin or XProf (`--logdir <out_dir>/profile/<run_id>`), and `perfetto_trace.json.gz`
-for ui.perfetto.dev.
+for ui.perfetto.dev. `python scripts/trace_kernels.py <out_dir>/profile/<run_id>` ranks its
+kernels by total time.
 """
 
 from __future__ import annotations

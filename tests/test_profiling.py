@@ -13,6 +13,7 @@ from jaxgpt import data
 from jaxgpt import train as train_lib
 from jaxgpt.cli import parse_args
 from jaxgpt.testing import small_model_config, synthetic_tokens
+from jaxgpt_tools import trace_kernels
 
 
 def small_preset(folder: Path, steps: int) -> cfg.Preset:
@@ -62,3 +63,12 @@ def test_trace_of_the_chosen_steps_is_written_under_the_run_folder(traced_run):
     runs = {e["args"]["run_id"] for e in events if e.get("args", {}).get("hlo_module") == "jit_local_train_step"}
     assert len(runs) == 2
     assert "profile of steps 2..3:" in result.log_path.read_text()
+
+
+@pytest.mark.slow
+def test_kernel_ranking_reads_the_run_trace(traced_run):
+    folder, _ = traced_run
+    ranking = trace_kernels.rank(folder / "out" / "profile" / "traced")
+    assert ranking.kind == "xla:cpu"
+    assert len(ranking.kernels) > 10 and ranking.kernels[0].total_ms > 0
+    assert any("fusion" in kernel.name for kernel in ranking.kernels[:10])
