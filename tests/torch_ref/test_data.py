@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from torch_ref.data import NoShardsError, ShardsExhaustedError, distributed_data_generator, read_shard_header, val_batches, write_shard
+from torch_ref.data import (NoShardsError, ShardsExhaustedError, batches_available, distributed_data_generator,
+                            read_shard_header, val_batches, write_shard)
 
 
 def write_counting_shards(folder: Path, lengths: list[int], prefix: str = "t") -> str:
@@ -110,3 +111,11 @@ def test_read_shard_header_names_the_file_and_the_problem(tmp_path):
         read_shard_header(truncated)
     with pytest.raises(ValueError, match="1-D integer"):
         write_shard(tmp_path / "f.bin", np.ones(3, dtype=np.float32))
+
+
+def test_batches_available_follows_the_advance_rule(tmp_path):
+    write_shard(tmp_path / "a.bin", np.zeros(1000, dtype=np.uint16))
+    # pos = 0, 256, 512 serve (pos + 257 < 1000); pos = 768 does not (768 + 257 >= 1000).
+    assert batches_available([tmp_path / "a.bin"], 256) == 3
+    assert batches_available([tmp_path / "a.bin"] * 2, 998) == 2  # 998 + 1 < 1000
+    assert batches_available([tmp_path / "a.bin"], 999) == 0

@@ -1,6 +1,6 @@
 """torch_ref.model: the record's GPT (names, shapes, init, rotary, RMSNorm, head, loss, masks per layer,
-a CPU training step, loading record checkpoints). Tiny widths (2 heads of 64, D = 128) but the record's
-12 layers and 50257-token vocabulary (EOT is 50256)."""
+a CPU training step, loading record checkpoints, model dims read off a state dict). Tiny widths
+(2 heads of 64, D = 128) but the record's 12 layers and 50257-token vocabulary (EOT is 50256)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import torch.nn.functional as F
 
 from jaxgpt.config import EOT_ID
 from torch_ref import model as model_lib
-from torch_ref.model import GPT, cast_embeddings_to_bf16, load_record_state_dict
+from torch_ref.config import get_preset
+from torch_ref.model import GPT, cast_embeddings_to_bf16, load_record_state_dict, model_config_from_state_dict
 
 VOCAB, LAYERS, HEADS, DIM = 50257, 12, 2, 128
 PADDED_VOCAB = 50304
@@ -383,3 +384,13 @@ def test_torch_ref_attention_uses_scale_0_12():
     default = (q.double() @ k.double().mT) / math.sqrt(128)
     other = default.masked_fill(~causal, -math.inf).softmax(-1) @ v.double()
     assert (got - other).abs().max() > 1e-2  # 1/sqrt(128) would be clearly different
+
+
+def test_model_dims_are_inferred_from_a_state_dict():
+    state = GPT(50257, 12, 2, 64, rotary_max_len=128).state_dict()
+    base = get_preset("tiny").model
+    got = model_config_from_state_dict(base, state, head_dim=32)
+    assert (got.vocab_size, got.model_dim, got.num_layers, got.num_heads) == (50257, 64, 12, 2)
+    assert got.attention_free_layers == (7,)
+    with pytest.raises(ValueError, match="not divisible by --head-dim"):
+        model_config_from_state_dict(base, state, head_dim=48)

@@ -1,4 +1,6 @@
-"""torch_ref.train on the CPU: a short run on shards written here, log format, checkpoints, errors."""
+"""torch_ref.train on the CPU: a short run on shards written here (log lines, log file, metrics,
+--init-from and --save-checkpoint), two gloo processes against one, the record's dtype policy,
+--steps 0, and an interrupted run resumed bit for bit."""
 
 from __future__ import annotations
 
@@ -14,11 +16,11 @@ import numpy as np
 import pytest
 import torch
 
-from torch_ref.config import EOT_ID, get_preset
-from torch_ref import runlog
+from torch_ref import checkpoint as ckpt_lib
 from torch_ref import train as train_lib
-from torch_ref.data import batches_available, write_shard
-from torch_ref.model import GPT, load_record_state_dict, model_config_from_state_dict, strip_compile_prefix
+from torch_ref.config import EOT_ID
+from torch_ref.data import write_shard
+from torch_ref.model import GPT, load_record_state_dict, strip_compile_prefix
 from torch_ref.optim import window_blocks
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -66,8 +68,12 @@ def _args(root: Path, *extra: str) -> list[str]:
     ]
 
 
+def _val_lines(stdout: str) -> list[re.Match]:
+    return [m for m in map(VAL_LINE.match, stdout.splitlines()) if m]
+
+
 def _val_losses(stdout: str) -> dict[int, float]:
-    return {int(m[1]): float(m[3]) for m in map(VAL_LINE.match, stdout.splitlines()) if m}
+    return {int(m[1]): float(m[3]) for m in _val_lines(stdout)}
 
 
 def _eval_checkpoint_state(state: dict, tokens: np.ndarray, window: int) -> float:
@@ -166,71 +172,6 @@ def test_init_from_and_save_checkpoint_round_trip(tiny_run, workspace):
     assert strip_compile_prefix(prefixed).keys() == saved["model"].keys()
 
 
-def test_model_dims_are_inferred_from_a_state_dict():
-    state = GPT(50257, 12, 2, 64, rotary_max_len=128).state_dict()
-    base = get_preset("tiny").model
-    got = model_config_from_state_dict(base, state, head_dim=32)
-    assert (got.vocab_size, got.model_dim, got.num_layers, got.num_heads) == (50257, 64, 12, 2)
-    assert got.attention_free_layers == (7,)
-    with pytest.raises(ValueError, match="not divisible by --head-dim"):
-        model_config_from_state_dict(base, state, head_dim=48)
-
-
-def test_log_line_helpers_follow_the_record():
-    assert runlog.val_line(0, 1393, 10.82580, 0.0) == "step:0/1393 val_loss:10.8258 train_time:0ms step_avg:nanms"
-    # RECORD.md 9: the final val line of the logged run.
-    assert runlog.val_line(1393, 1393, 3.2785, 179527.0) == (
-        "step:1393/1393 val_loss:3.2785 train_time:179527ms step_avg:129.81ms"
-    )
-    # The last train line: step 1393 at 179,392 ms, step_avg 129.71 ms (update made at step 1392).
-    assert runlog.train_line(1392, 1393, 179392.0) == "step:1393/1393 train_time:179392ms step_avg:129.71ms"
-    assert runlog.train_line(11, 1393, 1234.0).endswith("step_avg:nanms")
-
-
-@pytest.mark.parametrize(
-    "extra, message, code",
-    [
-        (["--seq-len", "100"], "seq_len", 2),  # invalid config values are usage errors
-        (["--batch-tokens", "384"], "batch_tokens", 2),  # not a multiple of seq_len 256
-        (["--devices", "0"], "--devices must be >= 1", 2),
-        (["--devices", "2", "--batch-tokens", "256"], "not divisible by devices", 1),
-        (["--train-files", "nowhere/none_*.bin"], "no shard files match", 1),
-        (["--steps", "1000"], "1000 steps need 1000", 1),
-        (["--val-tokens", str(256 * 64)], "--val-tokens 16384 needs 64", 1),
-    ],
-)
-def test_bad_input_is_refused_with_a_clear_message(workspace, capsys, extra, message, code):
-    argv = _args(workspace, "--steps", "1", "--seq-len", "256", "--batch-tokens", "512", "--val-tokens", "512", *extra)
-    assert train_lib.main(argv) == code
-    assert message in capsys.readouterr().err
-
-
-def test_token_ids_beyond_the_vocabulary_are_refused(workspace, capsys, tmp_path):
-    bad = np.zeros(5000, dtype=np.int64)
-    bad[4321] = 60000  # as a shard made with another tokenizer
-    write_shard(tmp_path / "other_train_000001.bin", bad)
-    argv = _args(workspace, "--steps", "1", "--seq-len", "256", "--batch-tokens", "512", "--val-tokens", "512",
-                 "--train-files", str(tmp_path / "other_train_*.bin"))
-    assert train_lib.main(argv) == 1
-    err = capsys.readouterr().err
-    assert "other_train_000001.bin: token id 60000 is outside the model's vocabulary" in err
-
-
-def test_batches_available_follows_the_advance_rule(tmp_path):
-    write_shard(tmp_path / "a.bin", np.zeros(1000, dtype=np.uint16))
-    # pos = 0, 256, 512 serve (pos + 257 < 1000); pos = 768 does not (768 + 257 >= 1000).
-    assert batches_available([tmp_path / "a.bin"], 256) == 3
-    assert batches_available([tmp_path / "a.bin"] * 2, 998) == 2  # 998 + 1 < 1000
-    assert batches_available([tmp_path / "a.bin"], 999) == 0
-
-
-def test_missing_init_checkpoint_is_refused(workspace, capsys):
-    argv = _args(workspace, "--steps", "1", "--batch-tokens", "128")
-    argv[argv.index("--init-from") + 1] = str(workspace / "absent.pt")
-    assert train_lib.main(argv) == 1
-    assert "--init-from checkpoint not found" in capsys.readouterr().err
-
-
 def _run_cli(argv: list[str]) -> str:
     completed = subprocess.run([sys.executable, "-m", "torch_ref.train", *argv], cwd=REPO_ROOT, env=_ONE_THREAD_ENV,
                                capture_output=True, text=True, timeout=600)
@@ -260,3 +201,65 @@ def test_record_dtype_policy_trains_on_the_cpu(workspace):
     saved = torch.load(workspace / "record_policy.pt", weights_only=True)["model"]
     assert saved["embed.weight"].dtype == torch.bfloat16  # the record keeps embeddings in bf16
     assert saved["lm_head.weight"].dtype == torch.float32
+
+
+# --steps 0 and an interrupted run resumed (conftest.small_run: 12 layers at width 64, fp32) -----
+
+
+def test_steps_0_validates_and_exits(small_run, tmp_path, capsys, one_thread):
+    assert train_lib.main(small_run.args(tmp_path / "out", "--steps", "0", "--save-checkpoint", str(tmp_path / "init.pt"))) == 0
+    captured = capsys.readouterr()
+    step_lines = [line for line in captured.out.splitlines() if line.startswith("step:")]
+    assert len(step_lines) == 1 and step_lines[0].startswith("step:0/0 val_loss:6.9315 ")  # zero head: ln(1024)
+    assert "writes no checkpoint" not in captured.err
+    assert ckpt_lib.read_checkpoint(tmp_path / "init.pt")["step"] == 0
+
+
+def assert_same_state(a: dict, b: dict) -> None:
+    """Bit-for-bit: model, optimizer and scheduler states, step and data position."""
+    assert a["step"] == b["step"] and a["data_position"] == b["data_position"]
+    assert a["model"].keys() == b["model"].keys()
+    for name in a["model"]:
+        assert torch.equal(a["model"][name], b["model"][name]), name
+    for opt_a, opt_b in zip(a["optimizers"], b["optimizers"], strict=True):
+        assert opt_a["state"].keys() == opt_b["state"].keys()
+        for index, state in opt_a["state"].items():
+            for key, value in state.items():
+                assert torch.equal(value, opt_b["state"][index][key]), (index, key)
+        assert [g["lr"] for g in opt_a["param_groups"]] == [g["lr"] for g in opt_b["param_groups"]]
+    assert a["schedulers"] == b["schedulers"]
+
+
+@pytest.mark.slow
+def test_interrupted_and_resumed_run_is_bit_exact(small_run, tmp_path, capsys, monkeypatch, one_thread,
+                                                  interrupt_at_update):
+    out, seq_len = tmp_path / "out", small_run.seq_len
+    # The uninterrupted run: 4 updates, step files every 2, only the newest kept.
+    assert train_lib.main(small_run.args(out, "--run-id", "a", "--checkpoint-every", "2", "--keep-checkpoints", "1",
+                                         "--save-checkpoint", str(tmp_path / "a.pt"))) == 0
+    straight = capsys.readouterr().out
+    assert sorted(p.name for p in (out / "checkpoints" / "a").iterdir()) == ["4.pt"]
+
+    # The same run, sent SIGINT during update 2 (the third): that update finishes, the loop
+    # stops at the top of step 3 holding 3 updates, and saves them.
+    interrupt_at_update(2)
+    assert train_lib.main(small_run.args(out, "--run-id", "b", "--checkpoint-every", "2")) == 130
+    err = capsys.readouterr().err
+    folder = out / "checkpoints" / "b"
+    assert f"interrupted by SIGINT at step 3; the state after step 3 is in {folder} (continue with --resume {folder})" in err
+    assert "Traceback" not in err
+    assert sorted(p.name for p in folder.iterdir()) == ["2.pt", "3.pt"]
+    monkeypatch.undo()
+
+    # Resumed without --checkpoint-every: the saved cadence (every 2) is kept, step 4 is saved.
+    assert train_lib.main(small_run.args(out, "--run-id", "c", "--resume", str(folder),
+                                         "--save-checkpoint", str(tmp_path / "c.pt"))) == 0
+    resumed = capsys.readouterr()
+    assert "writes no checkpoint" not in resumed.err
+    assert sorted(p.name for p in folder.iterdir()) == ["2.pt", "3.pt", "4.pt"]
+    final = ckpt_lib.read_checkpoint(tmp_path / "c.pt")
+    assert_same_state(final, ckpt_lib.read_checkpoint(tmp_path / "a.pt"))
+    assert final["step"] == 4 and final["data_position"] == {"shard_index": 0, "pos": 4 * seq_len}
+    # The final val line (fp32, same ops on the same state) is the same string.
+    assert _val_lines(resumed.out)[-1].group(1, 2, 3) == _val_lines(straight)[-1].group(1, 2, 3)
+    assert not [p for p in tmp_path.rglob("*") if ckpt_lib.TMP_MARKER in p.name]
