@@ -16,8 +16,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
