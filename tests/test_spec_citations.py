@@ -76,7 +76,8 @@ def test_every_cited_section_exists(specs):
         pytest.skip(f"not a git checkout, so the tracked files are unknown: {error}")
     bad, cited = [], 0
     for name in listing.decode().split("\0"):
-        if not name.endswith((".py", ".md", ".txt", ".toml", ".cfg")) or not (REPO_ROOT / name).exists():
+        if not name.endswith((".py", ".md", ".txt", ".toml", ".cfg")) or not (REPO_ROOT / name).exists() \
+                or REPO_ROOT / name == Path(__file__).resolve():  # this file's examples cite sections that do not exist
             continue
         text = (REPO_ROOT / name).read_text(encoding="utf-8")
         cited += len(CITATION.findall(text))
