@@ -38,6 +38,7 @@ class RunOptions:
     sync: bool = False  # wait for every step before dispatching the next (debugging; the record's loop shape)
     profile: tuple[int, int] | None = None  # trace steps START..STOP (train-line numbers) with jax.profiler
     compile_cache: str | None = None  # JAX's persistent compilation cache folder (None: none)
+    tensorboard: str | None = None  # also write the metrics as TensorBoard events into <tensorboard>/<run_id>
     overridden: tuple[str, ...] = ()  # "section.field" of every config flag given
 
 
@@ -169,6 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"JAX's persistent compilation cache: a second identical run skips compiling (default: "
                         f"${compile_cache.ENV_VAR}, else ${compile_cache.JAX_ENV_VAR}, else "
                         f"{compile_cache.default_folder()}; {compile_cache.OFF}: off)")
+    parser.add_argument("--tensorboard", metavar="DIR", help="also write the metrics JSONL's numbers as TensorBoard "
+                        "events into DIR/RUN_ID (tensorboard --logdir DIR shows every run there)")
     _add_run_flags(parser.add_argument_group("run (overrides the preset)"))
     _add_model_flags(parser.add_argument_group("model (overrides the preset)"))
     _add_optim_flags(parser.add_argument_group("optimizer (overrides the preset)"))
@@ -202,6 +205,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[cfg.Preset, RunOption
         progress=not args.no_progress, save_checkpoint=args.save_checkpoint, coordinator=args.coordinator,
         num_processes=args.num_processes, process_id=args.process_id, head_dim=args.head_dim,
         debug=args.debug, sync=args.sync, profile=args.profile, compile_cache=compile_cache.resolve(args.compile_cache),
+        tensorboard=args.tensorboard,
         overridden=tuple(sorted(overridden)),
     )
     return preset, options

@@ -2,7 +2,8 @@
 
 The text log `<out_dir>/logs/<run_id>.txt` holds the record's lines (also printed on stdout)
 after a header with the config, the options and the environment (the record logs its own source
-there instead); `<out_dir>/logs/<run_id>.jsonl` holds one JSON object per logged step. Timing
+there instead); `<out_dir>/logs/<run_id>.jsonl` holds one JSON object per logged step, and with
+`--tensorboard DIR` the same numbers go to TensorBoard event files in `DIR/<run_id>/`. Timing
 follows the record: the clock is reset at step 10 (compilation excluded) and paused around
 validation and checkpoint saves. Mirrors torch_ref.runlog.
 """
@@ -83,7 +84,7 @@ class RunLog:
     tqdm bar when stdout is a terminal. Only process 0 writes (`enabled=False` elsewhere)."""
 
     def __init__(self, out_dir: str, run_id: str, *, total_steps: int, start_step: int, progress: bool,
-                 enabled: bool) -> None:
+                 enabled: bool, tensorboard_dir: str | None = None) -> None:
         self.enabled = enabled
         self.run_id = run_id
         self.total_steps = total_steps
@@ -91,12 +92,16 @@ class RunLog:
         log_dir = Path(out_dir) / "logs"
         self.text_path = log_dir / f"{run_id}.txt"
         self.metrics_path = log_dir / f"{run_id}.jsonl"
-        self._bar = None
+        self._bar = self._tensorboard = None
         if not enabled:
             return
         log_dir.mkdir(parents=True, exist_ok=True)
         self._text = self.text_path.open("a", encoding="utf-8")
         self._metrics = self.metrics_path.open("a", encoding="utf-8")
+        if tensorboard_dir is not None:
+            from tensorboardX import SummaryWriter
+
+            self._tensorboard = SummaryWriter(str(Path(tensorboard_dir) / run_id))
         if progress and sys.stdout.isatty():
             from tqdm import tqdm
 
@@ -119,6 +124,10 @@ class RunLog:
         if self.enabled:
             self._metrics.write(json.dumps({"framework": "jaxgpt", "run_id": self.run_id, **record}) + "\n")
             self._metrics.flush()
+            if self._tensorboard is not None:  # the same numbers, as "<kind>/<field>" at the record's step
+                for name, value in record.items():
+                    if name not in ("kind", "step"):
+                        self._tensorboard.add_scalar(f"{record['kind']}/{name}", value, record["step"])
 
     def val(self, step: int, loss: float, train_time_ms: float, window_blocks: int) -> None:
         """The val line of `step` and its metrics record."""
@@ -142,6 +151,8 @@ class RunLog:
             return
         if self._bar is not None:
             self._bar.close()
+        if self._tensorboard is not None:
+            self._tensorboard.close()
         self._text.close()
         self._metrics.close()
 

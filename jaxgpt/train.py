@@ -197,7 +197,7 @@ def train(preset: cfg.Preset, options: RunOptions = RunOptions()) -> RunResult:
     loader = data.BatchLoader(train_cfg.train_files, train_cfg.batch_tokens, train_cfg.seq_len, position=start.position,
                               process_index=jax.process_index(), process_count=jax.process_count(), cycle=train_cfg.cycle_data)
     log = runlog.RunLog(train_cfg.out_dir, start.run_id, total_steps=total_steps, start_step=start.step,
-                        progress=options.progress, enabled=jax.process_index() == 0)
+                        progress=options.progress, enabled=jax.process_index() == 0, tensorboard_dir=options.tensorboard)
     runlog.write_header(log, preset, options, start.devices, start.step)
     val_losses, train_losses, clock = {}, {}, runlog.TrainClock()
     trace = profiling.StepTrace(options.profile, profiling.trace_folder(
