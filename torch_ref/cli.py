@@ -33,7 +33,20 @@ class RunOptions:
     log_dir: str | None = None  # None: <out_dir>/logs
     resume: str | None = None  # a checkpoint file, or a folder whose newest <step>.pt is used
     run_id: str | None = None  # None: a fresh uuid4 (names the log files and checkpoints/<run id>)
+    profile: tuple[int, int] | None = None  # trace steps START..STOP (train-line numbers) with torch.profiler
     overridden: tuple[str, ...] = ()  # checkpoint_every / keep_checkpoints when given on the command line
+
+
+def parse_profile_window(text: str) -> tuple[int, int]:
+    """"START:STOP" (or one step "S") -> (START, STOP), train-line step numbers, both included."""
+    start, sep, stop = text.partition(":")
+    try:
+        window = (int(start), int(stop)) if sep else (int(text), int(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected START:STOP (train-line step numbers, e.g. 2:3), got {text!r}") from None
+    if not 1 <= window[0] <= window[1]:
+        raise argparse.ArgumentTypeError(f"need 1 <= START <= STOP (steps count from 1, as the train lines), got {text!r}")
+    return window
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--save-checkpoint", metavar="PATH", help="after training (or on SIGINT/SIGTERM), save {'model', 'optimizers', 'step', ...} here; --resume PATH continues from it")
     parser.add_argument("--run-id", help="names the log files and the checkpoint folder (default: a random uuid)")
     parser.add_argument("--log-dir", help="where rank 0 writes <run id>.txt and .jsonl (default: <out-dir>/logs)")
+    parser.add_argument("--profile", metavar="START:STOP", type=parse_profile_window,
+                        help="trace the steps whose train lines read step:START .. step:STOP with torch.profiler into "
+                        "OUT_DIR/profile/RUN_ID/trace_rank<r>.json (Chrome trace; scripts/trace_kernels.py ranks its kernels)")
     return parser
 
 
@@ -102,7 +118,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[cfg.Preset, RunOption
         raise ValueError("--device cuda was asked for but torch sees no CUDA device")
     options = RunOptions(
         device=device, init_from=args.init_from, head_dim=args.head_dim, save_checkpoint=args.save_checkpoint,
-        log_dir=args.log_dir, resume=args.resume, run_id=args.run_id,
+        log_dir=args.log_dir, resume=args.resume, run_id=args.run_id, profile=args.profile,
         overridden=tuple(name for name in ("checkpoint_every", "keep_checkpoints") if getattr(args, name) is not None),
     )
     return dataclasses.replace(preset, model=model, train=train), options

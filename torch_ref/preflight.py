@@ -23,6 +23,7 @@ from torch import Tensor
 
 import torch_ref.config as cfg
 from torch_ref import checkpoint as ckpt
+from torch_ref import profiling
 from torch_ref.cli import RunOptions, torchrun_world_size
 from torch_ref.data import batches_available, check_holds_one_batch, list_shards, read_shard, read_shard_header
 from torch_ref.model import model_config_from_state_dict
@@ -139,6 +140,7 @@ def start_run(preset: cfg.Preset, options: RunOptions) -> None:
     run_config = run_preset(preset, options, init_state, resumed, resume_path)
     del init_state, resumed
     check_run(run_config, options, start_step, position)
+    profiling.check_window(options.profile, start_step, run_config.train.steps)
     if (ckpt.checkpoint_directory(run_config, options) is None and options.save_checkpoint is None
             and run_config.train.steps > start_step and int(os.environ.get("RANK", 0)) == 0):
         print("note: this run writes no checkpoint (pass --checkpoint-every K or --save-checkpoint PATH to keep its "

@@ -40,7 +40,7 @@ from torch import Tensor, nn
 
 import torch_ref.config as cfg
 from torch_ref import checkpoint as ckpt
-from torch_ref import preflight, runlog
+from torch_ref import preflight, profiling, runlog
 from torch_ref.cli import RunOptions, parse_args, torchrun_world_size, with_run_id
 from torch_ref.data import ShardsExhaustedError, distributed_data_generator, val_batches
 from torch_ref.interrupt import Interrupted, StopRequest, agreed_signal, interrupted
@@ -188,6 +188,7 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
         return written + ([ckpt.write_atomically(payload, options.save_checkpoint)] if to_path else [])
 
     clock = runlog.TrainClock(device)
+    trace = profiling.StepTrace(options.profile, profiling.trace_path(train_cfg.out_dir, options.run_id, rank), device)
     with StopRequest(announce=rank == 0) as stop:
         for step in range(start_step, steps + 1):
             signum = agreed_signal(stop, control)
@@ -214,6 +215,7 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
                 clock.resume()
             if last_step:
                 break
+            trace.before(step)
             inputs, targets = next(train_batches)
             loss = forward_backward(model, inputs, targets, train_cfg.seq_len, window)
             average_gradients(raw_model, world_size)
@@ -225,6 +227,8 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
             train_time_ms = clock.elapsed_ms()
             log.write(runlog.train_line(step, steps, train_time_ms), console=True)
             pending_metrics.append((step, loss, train_time_ms, blocks))
+            if (trace_written := trace.after(step)) is not None:
+                log.write(f"profile of steps {options.profile[0]}..{options.profile[1]}: {trace_written}", console=True)
     total_train_ms = clock.pause()
     runlog.write_train_metrics(log, pending_metrics, world_size)
 
