@@ -168,6 +168,13 @@ def _selected_blocks(counts: jax.Array, indices: jax.Array) -> jax.Array:
     return jnp.zeros((n, n), dtype=bool).at[rows, indices].set(within_count)
 
 
+def listed_blocks(lists: BlockLists) -> tuple[jax.Array, jax.Array]:
+    """(partial, full): (N, N) bool, query block i by key block j, True where the leading
+    entries of row i of the (truncated, clamped) lists name key block j: the blocks attention visits."""
+    return (_selected_blocks(lists.kv_num_blocks, lists.kv_indices),
+            _selected_blocks(lists.full_kv_num_blocks, lists.full_kv_indices))
+
+
 class QBlockLists(NamedTuple):
     """Per-key-block query lists (FlexAttention's q-side names), the transpose of `BlockLists`.
 
@@ -222,8 +229,7 @@ def dense_mask(
     _check_sequence(tokens, "tokens", block_size)
     doc_ids = document_ids(tokens, eot_id)
     lists = clamp_counts(truncate_to_window(block_lists(doc_ids, block_size), window_blocks))
-    full_blocks = _selected_blocks(lists.full_kv_num_blocks, lists.full_kv_indices)
-    partial_blocks = _selected_blocks(lists.kv_num_blocks, lists.kv_indices)
+    partial_blocks, full_blocks = listed_blocks(lists)
 
     def to_tokens(block_matrix: jax.Array) -> jax.Array:
         return jnp.repeat(jnp.repeat(block_matrix, block_size, axis=0), block_size, axis=1)
