@@ -99,7 +99,7 @@ def check_writable(directory: Path, what: str) -> None:
 
 def check_outputs(preset: cfg.Preset, options: RunOptions) -> None:
     """Every place the run writes to (--out-dir with its logs and checkpoints, --resume,
-    --export-torch's folder) is writable; --export-torch does not name a folder."""
+    --export-torch's folder, --tensorboard) is writable; --export-torch does not name a folder."""
     check_writable(Path(preset.train.out_dir), "--out-dir")
     if options.resume is not None and Path(options.resume).is_dir():
         check_writable(Path(options.resume), "--resume directory")
@@ -108,6 +108,8 @@ def check_outputs(preset: cfg.Preset, options: RunOptions) -> None:
         if target.is_dir():
             raise ValueError(f"--export-torch {target} is a directory; give a file path such as {target / 'model.pt'}")
         check_writable(target.parent, "--export-torch folder")
+    if options.tensorboard is not None:
+        check_writable(Path(options.tensorboard), "--tensorboard")
 
 
 def check_profile_window(window: tuple[int, int] | None, start_step: int, total_steps: int) -> None:

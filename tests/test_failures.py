@@ -230,6 +230,13 @@ def test_export_torch_into_an_unwritable_place_fails_before_training(capsys, tmp
     assert not (tmp_path / "out" / "logs").exists()  # nothing ran
 
 
+def test_tensorboard_folder_that_is_a_file_fails_before_training(capsys, tmp_path):
+    shards = write_shards(tmp_path)
+    (tmp_path / "a_file").write_text("x")
+    err = failed(capsys, run_args(shards, tmp_path / "out", "--tensorboard", str(tmp_path / "a_file")))
+    assert "--tensorboard" in err and "not writable" in err
+
+
 def test_out_dir_that_is_a_file_fails_before_training(capsys, tmp_path):
     shards = write_shards(tmp_path)
     (tmp_path / "out").write_text("x")
