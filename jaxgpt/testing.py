@@ -5,6 +5,9 @@ Nothing here downloads anything: the tokens are synthetic, so tests can write th
 
 from __future__ import annotations
 
+import struct
+from pathlib import Path
+
 import numpy as np
 
 from jaxgpt.config import ModelConfig
@@ -40,3 +43,21 @@ def small_model_config(**overrides) -> ModelConfig:
     )
     fields.update(overrides)
     return ModelConfig(**fields)
+
+
+def read_tensorboard_scalars(folder: Path) -> dict[tuple[str, int], float]:
+    """{(tag, step): value} of every scalar in the TensorBoard event files below `folder`, read
+    without TensorBoard: each record is a little-endian u64 length, its masked CRC, an Event
+    proto (tensorboardX's schema) and the proto's CRC."""
+    from tensorboardX.proto import event_pb2
+
+    scalars = {}
+    for path in sorted(folder.rglob("events.out.tfevents.*")):
+        raw, offset = path.read_bytes(), 0
+        while offset < len(raw):
+            (length,) = struct.unpack_from("<Q", raw, offset)
+            event = event_pb2.Event.FromString(raw[offset + 12: offset + 12 + length])
+            offset += 12 + length + 4
+            for value in event.summary.value:
+                scalars[value.tag, event.step] = value.simple_value
+    return scalars

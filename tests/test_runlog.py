@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import json
 import math
-import struct
-from pathlib import Path
 
 import numpy as np
 import pytest
-from tensorboardX.proto import event_pb2
 
 from jaxgpt import runlog
+from jaxgpt.testing import read_tensorboard_scalars
 
 
 def test_log_line_formats_are_the_records():
@@ -59,21 +57,6 @@ def test_clock_excludes_paused_time(monkeypatch):
     assert clock.elapsed_ms() == pytest.approx(500.0)
 
 
-def read_scalars(folder: Path) -> dict[tuple[str, int], float]:
-    """{(tag, step): value} of every scalar in the TensorBoard event files below `folder`: each
-    record is a little-endian u64 length, its masked CRC, an Event proto and the proto's CRC."""
-    scalars = {}
-    for path in folder.rglob("events.out.tfevents.*"):
-        raw, offset = path.read_bytes(), 0
-        while offset < len(raw):
-            (length,) = struct.unpack_from("<Q", raw, offset)
-            event = event_pb2.Event.FromString(raw[offset + 12: offset + 12 + length])
-            offset += 12 + length + 4
-            for value in event.summary.value:
-                scalars[value.tag, event.step] = value.simple_value
-    return scalars
-
-
 def test_tensorboard_events_hold_the_metrics_numbers(tmp_path):
     log = runlog.RunLog(str(tmp_path), "tb", total_steps=20, start_step=0, progress=False, enabled=True,
                         tensorboard_dir=str(tmp_path / "tb"))
@@ -85,7 +68,7 @@ def test_tensorboard_events_hold_the_metrics_numbers(tmp_path):
     records = [json.loads(line) for line in log.metrics_path.read_text().splitlines()]
     expected = {(f"{r['kind']}/{name}", r["step"]): value for r in records for name, value in r.items()
                 if name not in ("kind", "step", "framework", "run_id")}
-    scalars = read_scalars(tmp_path / "tb" / "tb")
+    scalars = read_tensorboard_scalars(tmp_path / "tb" / "tb")
     assert set(scalars) == set(expected) and len(expected) == 2 * 4 + 13 * 4
     for key, value in expected.items():  # TensorBoard keeps float32; NaN step averages stay NaN
         np.testing.assert_equal(np.float32(scalars[key]), np.float32(value), err_msg=str(key))

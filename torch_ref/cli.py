@@ -34,6 +34,7 @@ class RunOptions:
     resume: str | None = None  # a checkpoint file, or a folder whose newest <step>.pt is used
     run_id: str | None = None  # None: a fresh uuid4 (names the log files and checkpoints/<run id>)
     profile: tuple[int, int] | None = None  # trace steps START..STOP (train-line numbers) with torch.profiler
+    tensorboard: str | None = None  # also write the metrics as TensorBoard events into <tensorboard>/<run id>
     overridden: tuple[str, ...] = ()  # checkpoint_every / keep_checkpoints when given on the command line
 
 
@@ -76,6 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--save-checkpoint", metavar="PATH", help="after training (or on SIGINT/SIGTERM), save {'model', 'optimizers', 'step', ...} here; --resume PATH continues from it")
     parser.add_argument("--run-id", help="names the log files and the checkpoint folder (default: a random uuid)")
     parser.add_argument("--log-dir", help="where rank 0 writes <run id>.txt and .jsonl (default: <out-dir>/logs)")
+    parser.add_argument("--tensorboard", metavar="DIR", help="also write the metrics JSONL's numbers as TensorBoard "
+                        "events into DIR/RUN_ID (tensorboard --logdir DIR shows every run there)")
     parser.add_argument("--profile", metavar="START:STOP", type=parse_profile_window,
                         help="trace the steps whose train lines read step:START .. step:STOP with torch.profiler into "
                         "OUT_DIR/profile/RUN_ID/trace_rank<r>.json (Chrome trace; scripts/trace_kernels.py ranks its kernels)")
@@ -119,6 +122,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[cfg.Preset, RunOption
     options = RunOptions(
         device=device, init_from=args.init_from, head_dim=args.head_dim, save_checkpoint=args.save_checkpoint,
         log_dir=args.log_dir, resume=args.resume, run_id=args.run_id, profile=args.profile,
+        tensorboard=args.tensorboard,
         overridden=tuple(name for name in ("checkpoint_every", "keep_checkpoints") if getattr(args, name) is not None),
     )
     return dataclasses.replace(preset, model=model, train=train), options

@@ -99,7 +99,7 @@ def check_writable(directory: Path, what: str) -> None:
 
 def check_outputs(preset: cfg.Preset, options: RunOptions) -> None:
     """Every place the run writes to: the log folder, the checkpoint folder, --save-checkpoint's
-    folder (and --save-checkpoint does not name a folder)."""
+    folder (and --save-checkpoint does not name a folder), --tensorboard."""
     check_writable(log_directory(preset, options), "--log-dir" if options.log_dir else "--out-dir")
     directory = ckpt.checkpoint_directory(preset, options)
     if directory is not None:
@@ -109,6 +109,8 @@ def check_outputs(preset: cfg.Preset, options: RunOptions) -> None:
         if target.is_dir():
             raise ValueError(f"--save-checkpoint {target} is a directory; give a file path such as {target / 'final.pt'}")
         check_writable(target.parent, "--save-checkpoint folder")
+    if options.tensorboard is not None:
+        check_writable(Path(options.tensorboard), "--tensorboard")
 
 
 def check_token_ids(shards: Sequence[Path], vocab_size: int) -> None:

@@ -2,7 +2,8 @@
 
 Rank 0 writes `<log_dir>/<run id>.txt` (the record's step lines, also printed on stdout, after a
 header with the config, the options and the environment) and `<log_dir>/<run id>.jsonl` (one
-JSON object per logged step, jaxgpt's schema). Timing follows the record: the clock is reset at
+JSON object per logged step, jaxgpt's schema; with `--tensorboard DIR` the same numbers also as
+TensorBoard scalars in `DIR/<run id>/`). Timing follows the record: the clock is reset at
 step 10 (compilation excluded) and paused around validation and checkpoint saves. The same
 concept as jaxgpt.runlog, written here: torch_ref imports nothing from jaxgpt.
 """
@@ -91,20 +92,33 @@ class RunLog:
     framework, run_id, kind "train" or "val", step, train_loss or val_loss, train_time_ms,
     step_avg_ms, window_blocks), so that scripts/plot_runs.py reads both trainers' runs."""
 
-    def __init__(self, log_dir: str | os.PathLike, run_id: str, enabled: bool) -> None:
-        self.path = self.metrics_path = None
+    def __init__(self, log_dir: str | os.PathLike, run_id: str, enabled: bool, tensorboard_dir: str | None = None) -> None:
+        self.path = self.metrics_path = self._tensorboard = None
         if enabled:
             os.makedirs(log_dir, exist_ok=True)
             self.run_id = run_id
             self.path = os.path.join(log_dir, f"{self.run_id}.txt")
             self.metrics_path = os.path.join(log_dir, f"{self.run_id}.jsonl")
             print(self.path, flush=True)
+            if tensorboard_dir is not None:
+                from tensorboardX import SummaryWriter
+
+                self._tensorboard = SummaryWriter(os.path.join(tensorboard_dir, run_id))
 
     def metrics(self, **record: Any) -> None:
         if self.metrics_path is None:
             return
         with open(self.metrics_path, "a") as f:
             print(json.dumps({"framework": "torch_ref", "run_id": self.run_id, **record}), file=f)
+        if self._tensorboard is not None:  # the same numbers, as "<kind>/<field>" at the record's step
+            for name, value in record.items():
+                if name not in ("kind", "step"):
+                    self._tensorboard.add_scalar(f"{record['kind']}/{name}", value, record["step"])
+
+    def close(self) -> None:
+        """Write the TensorBoard events still queued (tensorboardX also does at exit)."""
+        if self._tensorboard is not None:
+            self._tensorboard.close()
 
     def write(self, line: str, console: bool = False) -> None:
         if self.path is None:

@@ -149,7 +149,8 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
     resumed, resume_path = ckpt.read_resume(options)
     preset = preflight.run_preset(preset, options, init_state, resumed, resume_path)
     train_cfg = preset.train
-    log = runlog.RunLog(runlog.log_directory(preset, options), options.run_id, enabled=rank == 0)
+    log = runlog.RunLog(runlog.log_directory(preset, options), options.run_id, enabled=rank == 0,
+                        tensorboard_dir=options.tensorboard)
     local_tokens = train_cfg.batch_tokens // world_size
     raw_model = build_model(preset.model, local_tokens, train_cfg.seed, init_state, device)
     if world_size > 1:  # every rank starts from rank 0's weights, as the record
@@ -231,6 +232,7 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
                 log.write(f"profile of steps {options.profile[0]}..{options.profile[1]}: {trace_written}", console=True)
     total_train_ms = clock.pause()
     runlog.write_train_metrics(log, pending_metrics, world_size)
+    log.close()
 
     if device.type == "cuda":
         log.write(f"peak memory allocated: {torch.cuda.max_memory_allocated() // 1024 // 1024} MiB "
