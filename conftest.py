@@ -13,6 +13,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # No test reads or writes the user's persistent compilation cache (the training CLI's default,
 # jaxgpt.compile_cache); a test of the cache passes its own folder. Child processes inherit this.
 os.environ["JAXGPT_COMPILE_CACHE"] = "none"
+os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)  # nor JAX's own, read when jax is first imported
 _flag = "--xla_force_host_platform_device_count=8"
 if _flag not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + _flag).strip()
