@@ -1,8 +1,10 @@
 """Test-wide set-up: 8 virtual CPU devices for JAX, set before JAX is first imported; no
 persistent compilation cache;
 `gpu`-marked tests skipped where no CUDA device is visible (so `pytest -m "not slow"` is the
-quick loop on any machine; scripts/gpu_check.py runs `-m gpu` with JAX_PLATFORMS=cuda); the
-longest test files collected first (for make test's two xdist workers)."""
+quick loop on any machine; scripts/gpu_check.py runs `-m gpu` with JAX_PLATFORMS=cuda); tests
+that need torch skipped, with the reason, where torch is not installed (`make test-compat`'s
+python 3.12 venv: no CPU build of torch installs for it here); the longest test files collected
+first (for make test's two xdist workers)."""
 
 import importlib.util
 import os
@@ -19,13 +21,51 @@ if _flag not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + _flag).strip()
 
 
+TORCH_INSTALLED = importlib.util.find_spec("torch") is not None
+NO_TORCH = "torch is not installed in this environment"
+# A folder whose conftest imports torch: every test there needs it. (parity_tests/ as a whole
+# compares against torch_ref: without torch, leave it off the command line, as make test-compat does.)
+collect_ignore = [] if TORCH_INSTALLED else ["tests/torch_ref"]
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return [] if TORCH_INSTALLED else [f"{NO_TORCH}: {' and '.join(collect_ignore)} not collected, "
+                                       "other tests that import torch skipped"]
+
+
+def _is_missing_torch(error: BaseException | None) -> bool:
+    """`error` (or what it was raised from) is the import of torch failing."""
+    while error is not None:
+        if isinstance(error, ModuleNotFoundError) and (error.name or "").split(".")[0] == "torch":
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector):
+    """Without torch, a test module that imports it at the top is reported skipped, not broken."""
+    report = (yield).get_result()
+    if not TORCH_INSTALLED and report.failed and isinstance(collector, pytest.Module) \
+            and "No module named 'torch'" in str(report.longrepr):
+        report.outcome, report.longrepr = "skipped", (str(collector.path), 0, f"Skipped: {NO_TORCH}")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Without torch, a test that imports it inside its body is reported skipped."""
+    report = (yield).get_result()
+    if not TORCH_INSTALLED and call.excinfo is not None and _is_missing_torch(call.excinfo.value):
+        report.outcome, report.longrepr = "skipped", (str(item.path), item.location[1] or 0, f"Skipped: {NO_TORCH}")
+
+
 def _cuda_visible() -> bool:
     """A CUDA device that JAX (under this JAX_PLATFORMS) or torch can use."""
     import jax
 
     if jax.default_backend() == "gpu":
         return True
-    if importlib.util.find_spec("torch") is None:
+    if not TORCH_INSTALLED:
         return False
     import torch
 

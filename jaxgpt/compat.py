@@ -63,3 +63,25 @@ def hlo_cost_analysis(compiled: Any) -> dict[str, float] | None:
 
     modules = compiled.runtime_executable().hlo_modules()
     return _jax.hlo_module_cost_analysis(jax.devices("cpu")[0].client, modules[0])
+
+
+# jax 0.11 reads the GPU that Pallas's Triton lowering targets from the abstract mesh's device;
+# jax 0.10 fell back to compute capability 9.0 when no GPU is present.
+_H100 = ("NVIDIA H100", 132)  # device kind and SM count, as an H100 reports them
+
+
+def lower_for_gpu(jitted: Any, *args: Any) -> Any:
+    """`jitted.trace(*args).lower(lowering_platforms=("cuda",))` for an H100, without a GPU.
+
+    `jitted`: a `jax.jit` function; `args`: its arguments (ShapeDtypeStructs will do). Kernels
+    lower for compute capability 9.0 under jax 0.10 and 0.11 (0.11 takes the target device from
+    the abstract mesh in place while tracing).
+    """
+    import importlib.util
+
+    if importlib.util.find_spec("jax._src.pallas.triton.gpu_info") is None:  # jax 0.10
+        return jitted.trace(*args).lower(lowering_platforms=("cuda",))
+    device = jax.sharding.AbstractDevice(device_kind=_H100[0], num_cores=_H100[1], platform="gpu")
+    mesh = jax.sharding.AbstractMesh((1,), ("gpu",), abstract_device=device)
+    with jax.sharding.use_abstract_mesh(mesh):
+        return jitted.trace(*args).lower(lowering_platforms=("cuda",))

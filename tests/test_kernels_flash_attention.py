@@ -14,7 +14,7 @@ import pytest
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxgpt import attention, masks
+from jaxgpt import attention, compat, masks
 from jaxgpt.kernels.block_lists import kernel_block_lists
 from jaxgpt.kernels.flash_attention import KernelTiles, Tiles, flash_attention
 
@@ -135,8 +135,8 @@ def test_pallas_kernels_lower_to_triton_for_a_gpu_on_this_cpu():
         fn = lambda q, k, v: flash_attention(q, k, v, ids, window, interpret=False).astype(jnp.float32).sum()
         return jax.grad(fn, argnums=(0, 1, 2))(q, k, v)
 
-    lowered = jax.jit(fwd_bwd).trace(shape, shape, shape, ids, jax.ShapeDtypeStruct((), jnp.int32))
-    text = lowered.lower(lowering_platforms=("cuda",)).as_text()
+    window = jax.ShapeDtypeStruct((), jnp.int32)
+    text = compat.lower_for_gpu(jax.jit(fwd_bwd), shape, shape, shape, ids, window).as_text()
     assert text.count("__gpu$xla.gpu.triton") == 3
 
 
@@ -166,8 +166,8 @@ def test_pallas_each_kernel_launches_with_its_own_tiles_warps_and_stages():
         fn = lambda q, k, v: flash_attention(q, k, v, ids, window, tiles=PER_KERNEL, interpret=False)
         return jax.grad(lambda q, k, v: fn(q, k, v).astype(jnp.float32).sum(), argnums=(0, 1, 2))(q, k, v)
 
-    traced = jax.jit(fwd_bwd).trace(shape, shape, shape, ids, jax.ShapeDtypeStruct((), jnp.int32))
-    text = traced.lower(lowering_platforms=("cuda",)).as_text()
+    window = jax.ShapeDtypeStruct((), jnp.int32)
+    text = compat.lower_for_gpu(jax.jit(fwd_bwd), shape, shape, shape, ids, window).as_text()
     calls = re.findall(r'grid_z = (\d+) : i32.*?name = "block_sparse_attention_(\w+)".*?'
                        r"num_stages = (\d+) : i32.*?num_warps = (\d+) : i32", text)
     # forward: 1024 / 128 query tiles; dQ: 1024 / 32 query tiles; dK/dV: 1024 / 32 key tiles.

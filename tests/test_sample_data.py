@@ -82,9 +82,13 @@ def test_default_build_is_gpt2_bpe_and_replaces_a_byte_build(built: tuple[Path, 
 def test_interrupted_build_is_redone(built: tuple[Path, dict], tmp_path: Path) -> None:
     shutil.copytree(built[0], tmp_path, dirs_exist_ok=True)
     (tmp_path / ".complete").unlink()
-    (tmp_path / "sample_train_000009.bin").write_bytes(b"stale")
-    build_subset(tmp_path)
-    assert not (tmp_path / "sample_train_000009.bin").exists()
+    # A shard number past the last one the build writes (how many depends on the Python version's
+    # stdlib docs): the rebuild must remove it, leaving exactly the shards its meta lists.
+    stale = tmp_path / f"sample_train_{len(built[1]['shards']) + 1:06d}.bin"
+    stale.write_bytes(b"stale")
+    meta = build_subset(tmp_path)
+    assert not stale.exists()
+    assert sorted(path.name for path in tmp_path.glob("sample_*.bin")) == sorted(meta["shards"])
 
 
 def test_module_document_renders_docstrings_and_signatures() -> None:
