@@ -5,7 +5,8 @@ for a GPU described by a `GpuTargetConfigProto` text with no GPU and no driver p
 (docs/spec/GPU_COMPILE_NOTES.md). This module builds compile-only devices from the
 description files in jaxgpt/devices/ (written from each device's published facts), lowers the
 record's full training step (forward, backward, pmean, Muon, Adam, donation: train.compile_steps)
-with abstract inputs on them, and reads the plan: memory, fusions, GEMMs, FP8 GEMMs, collectives.
+with abstract inputs on them, and reads the plan: memory (XLA's memory_analysis) and, through
+jaxgpt.hlo.plan_counts, fusions, GEMMs, FP8 GEMMs, collectives.
 
 Caveat carried by every number: compiled without a GPU, no autotuning (GEMM tiles are XLA's
 placeholders; a real GPU autotunes and may pick other kernels). Plans are not timings.
@@ -17,14 +18,11 @@ present: `compile_only_environment()` sets both; scripts/gpu_plan.py calls it be
 from __future__ import annotations
 
 import os
-import re
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from jaxgpt import hlo as hlo_lib
 from jaxgpt.kernels.flash_attention import compiled_kernels
 from jaxgpt.muon import Collective
 
@@ -95,7 +93,7 @@ class Plan:
     compile_s: float
     caveat: str = CAVEAT
     hlo: str = field(default="", repr=False)
-    fp8_scales: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # see fp8_scales()
+    fp8_scales: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # see jaxgpt.hlo.fp8_scales
 
     @property
     def roofline_ms(self) -> dict[str, float] | None:
@@ -126,135 +124,6 @@ class Plan:
             "roofline_ms": (self.roofline_ms or {}).get("bound"), "roofline": self.roofline_ms,
             "custom_calls": self.custom_calls, "compile_s": round(self.compile_s, 1), "caveat": self.caveat,
         }
-
-
-_FP8 = re.compile(r"f8e[45]m[23]\w*")
-# A computation's header line: its name and its parameter list.
-_COMPUTATION = re.compile(r"^(?:ENTRY )?%?([\w.\-]+) \((.*)\) -> .*\{$", re.MULTILINE)
-
-
-def _parameter_types(hlo: str) -> dict[str, list[str]]:
-    """name -> element types of the parameters of each computation of an HLO module text."""
-    types = {}
-    for header in _COMPUTATION.finditer(hlo):
-        types[header.group(1)] = re.findall(r": (\w+)\[", header.group(2))
-    return types
-
-
-def read_hlo(hlo: str) -> dict[str, Any]:
-    """Counts from an optimized GPU HLO text: fusions by kind, Triton/cuBLAS GEMMs, FP8 GEMMs
-    (the FP8 operand types of each GEMM fusion or cuBLAS call that takes FP8 operands),
-    collectives, while loops. An FP8 GEMM here is one whose operands reach the kernel as FP8;
-    inside a Triton GEMM fusion XLA may still convert them before the dot."""
-    parameters = _parameter_types(hlo)
-    fusions: Counter[str] = Counter()
-    triton, cublas, fp8 = 0, 0, []
-    fp8_gemm_computations: dict[str, str] = {}  # called computation -> its FP8 operand types
-    for line in hlo.splitlines():
-        kind = re.search(r" fusion\(.*kind=(\w+)", line)
-        if kind:
-            fusions[kind.group(1)] += 1
-        if " fusion(" in line and re.search(r'"kind":"__triton\w*gemm', line):
-            triton += 1
-            called = re.search(r"calls=%?([\w.\-]+)", line)
-            types = sorted(t for t in parameters.get(called.group(1), []) if _FP8.fullmatch(t)) if called else []
-            if types:
-                fp8.append(" x ".join(types))
-                fp8_gemm_computations[called.group(1)] = " x ".join(types)
-        if "custom_call_target=\"__cublas" in line:
-            cublas += 1
-            operands = line.split("custom-call(", 1)[1] if "custom-call(" in line else ""
-            types = sorted(_FP8.findall(operands))
-            if types:
-                fp8.append(" x ".join(types))
-    collectives: Counter[str] = Counter()
-    collective_bytes: Counter[str] = Counter()
-    # A synchronous collective, or the -done half of an asynchronous one, whose result type is
-    # the data each device ends up with (the -start half also lists its operands).
-    for match in _COLLECTIVE.finditer(hlo):
-        collectives[match.group(2)] += 1
-        collective_bytes[match.group(2)] += shape_bytes(match.group(1))
-    custom_calls = Counter(re.findall(r'custom_call_target="([^"]+)"', hlo))
-    return {"fusions": dict(fusions), "triton_gemms": triton, "cublas_gemms": cublas, "fp8_gemms": fp8,
-            "fp8_scales": fp8_scales(hlo, fp8_gemm_computations),
-            "collectives": dict(collectives), "collective_bytes": dict(collective_bytes),
-            "custom_calls": dict(custom_calls), "while_loops": len(_WHILE.findall(hlo))}
-
-
-_INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%?([\w.\-]+) = (\w+)\[[\d,]*\]\S* ([\w\-]+)\(([^)]*)\)", re.MULTILINE)
-
-
-def _computations(hlo: str) -> dict[str, str]:
-    """name -> body text of each computation of an HLO module text."""
-    bodies = {}
-    for header in _COMPUTATION.finditer(hlo):
-        end = hlo.find("\n}", header.end())
-        bodies[header.group(1)] = hlo[header.end():end if end >= 0 else len(hlo)]
-    return bodies
-
-
-def _scalar_factor(instructions: dict[str, tuple], name: str) -> float | None:
-    """The scalar constant that instruction `name` multiplies by, through a broadcast; else None."""
-    dtype, opcode, operands, _ = instructions.get(name, (None, None, [], ""))
-    if opcode != "multiply":
-        return None
-    for operand in operands:
-        op_dtype, op_code, op_operands, raw = instructions.get(operand, (None, None, [], ""))
-        if op_code == "broadcast" and op_operands:
-            op_dtype, op_code, op_operands, raw = instructions.get(op_operands[0], (None, None, [], ""))
-        if op_code == "constant":
-            # HLO prints 9 significant digits; as fp32 they read back as the exact constant.
-            return float(np.float32(re.search(r"constant\(([^)]*)\)", raw).group(1)))
-    return None
-
-
-def fp8_scales(hlo: str, fp8_gemm_computations: dict[str, str]) -> dict[str, dict[str, list[float]]]:
-    """The scales an optimized HLO applies around FP8: {"quantize": {f8 type: [s, ...]},
-    "rescale": {"a x b": [r, ...]}}. A quantize scale is the scalar constant a value is
-    multiplied by right before its convert to an FP8 type (through an intermediate convert);
-    a rescale is the constant a GEMM fusion multiplies its dot's result by. Sorted lists of
-    the distinct values (XLA may clone one conversion into several fusions).
-
-    Reads Triton GEMM fusions (what compile-only plans hold). A rescale applied outside the
-    fusion (after a split-K reduction, as XLA does for small GEMMs with a long contraction) or
-    by a cuBLAS FP8 call (scales as operands) is not followed."""
-    quantize: dict[str, set[float]] = {}
-    rescale: dict[str, set[float]] = {}
-    for name, body in _computations(hlo).items():
-        instructions = {m.group(1): (m.group(2), m.group(3), re.findall(r"%([\w.\-]+)", m.group(4)), m.group(0))
-                        for m in _INSTRUCTION.finditer(body)}
-        for result, (dtype, opcode, operands, _) in instructions.items():
-            if opcode == "convert" and _FP8.fullmatch(dtype):
-                source = operands[0]
-                while instructions.get(source, (None, None))[1] == "convert":
-                    source = instructions[source][2][0]
-                factor = _scalar_factor(instructions, source)
-                if factor is not None:
-                    quantize.setdefault(dtype, set()).add(factor)
-            if name in fp8_gemm_computations and opcode == "multiply":
-                if any(instructions.get(op, (None, None))[1] == "dot" for op in operands):
-                    factor = _scalar_factor(instructions, result)
-                    if factor is not None:
-                        rescale.setdefault(fp8_gemm_computations[name], set()).add(factor)
-    return {"quantize": {k: sorted(v) for k, v in sorted(quantize.items())},
-            "rescale": {k: sorted(v) for k, v in sorted(rescale.items())}}
-
-
-_WHILE = re.compile(r"^\s*(?:ROOT )?%?[\w.\-]+ = .+? while\(", re.MULTILINE)  # result types may be tuples
-_COLLECTIVE = re.compile(
-    r"^\s*(?:ROOT )?%?[\w.\-]+ = (.+?) (all-gather|all-reduce|reduce-scatter|all-to-all|collective-permute)(?:-done)?\(",
-    re.MULTILINE)
-_DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "f16": 2, "bf16": 2, "s16": 2, "u16": 2, "f32": 4, "s32": 4, "u32": 4,
-                "f64": 8, "s64": 8, "u64": 8}
-
-
-def shape_bytes(hlo_type: str) -> int:
-    """Bytes of every array in an HLO result type, e.g. "(bf16[2,8,128]{2,1,0}, f32[4]{0})"."""
-    total = 0
-    for dtype, dims in re.findall(r"(\w+)\[([\d,]*)\]", hlo_type):
-        size = 1 if dtype.startswith("f8") else _DTYPE_BYTES.get(dtype, 0)
-        total += size * int(np.prod([int(d) for d in dims.split(",") if d], dtype=np.int64))
-    return total
 
 
 def plan_train_step(preset: Any, device: str = "h100", num_devices: int = 1,
@@ -304,7 +173,7 @@ def _compile_plan(lowered: Any, device: str, num_devices: int, compiler_options:
         temp_bytes=memory.temp_size_in_bytes, argument_bytes=memory.argument_size_in_bytes,
         output_bytes=memory.output_size_in_bytes, alias_bytes=memory.alias_size_in_bytes,
         flops=cost.get("flops"), bytes_accessed=cost.get("bytes accessed"), compile_s=compile_s, hlo=hlo,
-        **read_hlo(hlo),
+        **hlo_lib.plan_counts(hlo),
     )
 
 

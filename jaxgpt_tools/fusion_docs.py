@@ -12,6 +12,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from jaxgpt.gpu_plan import CAVEAT
+
 PROGRAM_ORDER = [(part, mode) for part in ("attn", "block") for mode in ("fwd", "fwdbwd")]
 PART_NAMES = {"attn": "attention layer", "block": "block"}
 MODE_NAMES = {"fwd": "fwd", "fwdbwd": "fwd+bwd"}
@@ -262,7 +264,7 @@ def write_docs(records, rows, merged, docs_dir: Path, *, gpu_skipped: str | None
         "shared by several jobs, so CPU times are indicative only). On the CPU "
         "jaxgpt's attention is its blocked kernel and torch_ref's is SDPA with a dense mask (torch_ref uses flex "
         "attention only on a GPU), so the attention kernels differ between the frameworks here.",
-        "- XLA H100: **compiled without a GPU, no autotuning** (jax CUDA plugin's compile-only devices, "
+        f"- XLA H100: **{CAVEAT}** (jax CUDA plugin's compile-only devices, "
         "jaxgpt/gpu_plan.py), at the record's per-device sequence. GEMM tiles are XLA's defaults for an "
         "un-autotuned compile; a real H100 may pick other kernels. GPU timings: unmeasured (no GPU run of this "
         "report)." + ("" if not gpu_skipped else f" The H100 column is missing: {gpu_skipped}."),

@@ -18,12 +18,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from jaxgpt_tools.fusion_hlo import repo_relative_paths
+from jaxgpt.gpu_plan import CAVEAT
+from jaxgpt_tools.artifacts import repo_relative_paths
+from jaxgpt_tools.machine import describe
 from jaxgpt_tools.fusion_xla import MODES, PARTS, SHAPES
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-
-GPU_CAVEAT = "compiled without a GPU, no autotuning"
 
 
 def log(message: str) -> None:
@@ -74,7 +74,7 @@ def run_gpu_aot(gpu_python: str, shapes: list[str], out: Path, timeout_s: float)
         return {"skipped": f"child failed (rc {done.returncode}): {done.stderr[-800:]}"}
     records = json.loads(done.stdout.strip().splitlines()[-1])
     for record in records:
-        record["caveat"] = GPU_CAVEAT
+        record["caveat"] = CAVEAT
     return {"records": records}
 
 
@@ -130,7 +130,7 @@ def docs_from_results(roots: list[Path], docs_dir: Path) -> Path:
     """--from-results: the docs from earlier runs' results.json files (ROOT/cpu/ and
     ROOT/h100-compile-only/ of each root); a program found in several takes the last root's."""
     from jaxgpt_tools.fusion_docs import write_docs
-    from jaxgpt_tools.fusion_hlo import hlo_counts
+    from jaxgpt.hlo import hlo_counts
 
     programs: dict[tuple, dict[str, Any]] = {}
     machine, repeats, threads = None, 0, 1
@@ -148,7 +148,7 @@ def docs_from_results(roots: list[Path], docs_dir: Path) -> Path:
                     repeats, threads = result["repeats"], result.get("threads", 1)
             for record in result["records"]:
                 if sub != "cpu":
-                    record["caveat"] = GPU_CAVEAT
+                    record["caveat"] = CAVEAT
                 key = (record["compiler"], record["device"], record["part"], record["mode"], record["layout"],
                        record["shape"]["name"])
                 programs[key] = record
@@ -175,8 +175,7 @@ def run_study(*, shapes: list[str], compilers: list[str], parts: list[str], mode
     command = repo_relative_paths(command)
     cpu_out = out / "cpu"
     records = run_cpu(shapes, compilers, cpu_out, repeats, threads, parts, modes)
-    machine = {"cpu_count": os.cpu_count(), "load_average_1m": os.getloadavg()[0],
-               "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
+    machine = describe()
     cpu_path = write_results(cpu_out, records, {"machine": machine, "shapes": shapes, "repeats": repeats,
                                                 "threads": threads, "command": command})
     log(f"cpu results: {cpu_path}")
@@ -186,7 +185,7 @@ def run_study(*, shapes: list[str], compilers: list[str], parts: list[str], mode
         gpu_result = run_gpu_aot(gpu_python, gpu_shapes, gpu_out, timeout_s=1800)
         if "records" in gpu_result:
             records += gpu_result["records"]
-            log(f"h100 results: {write_results(gpu_out, gpu_result['records'], {'caveat': GPU_CAVEAT, 'command': command})}")
+            log(f"h100 results: {write_results(gpu_out, gpu_result['records'], {'caveat': CAVEAT, 'command': command})}")
         else:
             log(f"h100 column skipped: {gpu_result['skipped']}")
     if write_docs:

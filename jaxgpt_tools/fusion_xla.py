@@ -15,13 +15,14 @@ window is min(14, T / 128) blocks. Imports no torch, so it runs in the GPU compi
 from __future__ import annotations
 
 import functools
-import statistics
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from jaxgpt_tools.fusion_hlo import hlo_counts, repo_relative_paths
+from jaxgpt.hlo import hlo_counts
+from jaxgpt_tools.artifacts import repo_relative_paths
+from jaxgpt_tools.timing import time_calls
 
 PARTS = ("attn", "block")
 MODES = ("fwd", "fwdbwd")
@@ -151,13 +152,7 @@ def compile_program(part: str, mode: str, layout: str, shape: Shape, *, device: 
     }
     if device is None and repeats > 0:  # runs where it was compiled (this CPU, or a real GPU)
         values = concrete()
-        jax.block_until_ready(compiled(*values))
-        times = []
-        for _ in range(repeats):
-            begin = time.perf_counter()
-            jax.block_until_ready(compiled(*values))
-            times.append(time.perf_counter() - begin)
-        record["median_ms"] = 1e3 * statistics.median(times)
+        record["median_ms"] = time_calls(lambda: jax.block_until_ready(compiled(*values)), repeats)["median_ms"]
     return record
 
 

@@ -1,5 +1,5 @@
-"""jaxgpt_tools.fusion_report (scripts/fusion_report.py) and its readers (fusion_hlo, fusion_inductor): the text readers on
-small hand-written programs, and a tiny run of the whole report on this CPU."""
+"""jaxgpt_tools.fusion_report (scripts/fusion_report.py) and its Inductor reader: the reader on a small
+hand-written output_code.py, and a tiny run of the whole report on this CPU (the HLO reader: tests/test_hlo.py)."""
 
 from __future__ import annotations
 
@@ -7,119 +7,7 @@ import json
 
 import pytest
 
-from jaxgpt_tools.fusion_hlo import hlo_counts, parse_module, shape_bytes
 from jaxgpt_tools.fusion_inductor import read_output_code
-
-HLO = """HloModule jit_f, entry_computation_layout={(f32[4,8]{1,0}, f32[8,8]{1,0})->bf16[4,8]{1,0}}
-
-%fused_gemm (p0: f32[4,8], p1: f32[8,8]) -> bf16[4,8] {
-  %p0 = f32[4,8]{1,0} parameter(0)
-  %p1 = f32[8,8]{1,0} parameter(1)
-  %neg = f32[4,8]{1,0} negate(%p0)
-  %dot.1 = f32[4,8]{1,0} dot(%neg, %p1), lhs_contracting_dims={1}, rhs_contracting_dims={1}
-  ROOT %cvt = bf16[4,8]{1,0} convert(%dot.1)
-}
-
-%fused_exp (p0.1: bf16[4,8]) -> bf16[4,8] {
-  %p0.1 = bf16[4,8]{1,0} parameter(0)
-  ROOT %e = bf16[4,8]{1,0} exponential(%p0.1)
-}
-
-ENTRY %main (x: f32[4,8], w: f32[8,8]) -> bf16[4,8] {
-  %x = f32[4,8]{1,0} parameter(0)
-  %w = f32[8,8]{1,0} parameter(1)
-  %t = f32[8,8]{0,1} transpose(%w), dimensions={1,0}
-  %g = bf16[4,8]{1,0} fusion(%x, %t), kind=kCustom, calls=%fused_gemm, backend_config={"fusion_backend_config":{"kind":"__triton_gemm"}}
-  %tuple = (bf16[4,8]{1,0}, f32[8,8]{0,1}) tuple(%g, %t)
-  ROOT %out = bf16[4,8]{1,0} fusion(%g), kind=kLoop, calls=%fused_exp
-}
-"""
-
-
-def test_shape_bytes():
-    assert shape_bytes("bf16[2,3]{1,0}") == 12
-    assert shape_bytes("(f32[2]{0}, s32[])") == 12
-    assert shape_bytes("pred[]") == 1
-
-
-def test_hlo_counts_on_a_hand_written_module():
-    module = parse_module(HLO)
-    assert module.entry == "main" and set(module.computations) == {"fused_gemm", "fused_exp", "main"}
-    counts = hlo_counts(HLO)
-    # transpose + GEMM fusion + loop fusion; parameters and the tuple launch nothing.
-    assert counts["kernels"] == 3
-    assert counts["fusions"] == {"triton_gemm": 1, "kLoop": 1}
-    assert counts["gemm_kernels"] == 1 and counts["dots"] == 1 and counts["dot_shapes"] == ["f32[4,8]"]
-    assert counts["transposes"] == 1 and counts["copies"] == 0
-    assert counts["gemm_fusions"] == [{"fusion": "g", "kind": "triton_gemm", "runs": 1, "prologue": ["negate"], "epilogue": ["convert"]}]
-    # Every kernel reads its operands and writes its result once: transpose 256 + 256, GEMM
-    # 128 + 256 in and 64 out, exp 64 in and 64 out.
-    assert counts["kernel_traffic_bytes"] == 512 + 448 + 128
-
-
-LOOP_HLO = """HloModule loop
-
-%body (p: (s32[], f32[8])) -> (s32[], f32[8]) {
-  %p = (s32[], f32[8]{0}) parameter(0)
-  %i = s32[] get-tuple-element(%p), index=0
-  %v = f32[8]{0} get-tuple-element(%p), index=1
-  %e = f32[8]{0} exponential(%v)
-  ROOT %t = (s32[], f32[8]{0}) tuple(%i, %e)
-}
-
-%cond (p.1: (s32[], f32[8])) -> pred[] {
-  %p.1 = (s32[], f32[8]{0}) parameter(0)
-  ROOT %c = pred[] constant(true)
-}
-
-ENTRY %main (x: f32[8]) -> (s32[], f32[8]) {
-  %x = f32[8]{0} parameter(0)
-  %zero = s32[] constant(0)
-  %init = (s32[], f32[8]{0}) tuple(%zero, %x)
-  ROOT %w = (s32[], f32[8]{0}) while(%init), condition=%cond, body=%body, backend_config={"known_trip_count":{"n":"3"}}
-}
-"""
-
-
-def test_loop_bodies_count_once_per_trip():
-    counts = hlo_counts(LOOP_HLO)
-    assert counts["static_kernels"] == 1 and counts["kernels"] == 3 and counts["while_loops"] == 1
-    assert counts["kernel_traffic_bytes"] == 3 * 64
-
-
-SLICE_HLO = """HloModule slices
-
-%fused_slice (i: s32[], buf: f32[64,8]) -> f32[1,8] {
-  %buf = f32[64,8]{1,0} parameter(1)
-  %flat = f32[64,8]{1,0} bitcast(%buf)
-  %i = s32[] parameter(0)
-  %zero = s32[] constant(0)
-  ROOT %ds = f32[1,8]{1,0} dynamic-slice(%flat, %i, %zero), dynamic_slice_sizes={1,8}
-}
-
-%fused_update (i.1: s32[], buf.1: f32[64,8], new: f32[1,8]) -> f32[64,8] {
-  %buf.1 = f32[64,8]{1,0} parameter(1)
-  %new = f32[1,8]{1,0} parameter(2)
-  %i.1 = s32[] parameter(0)
-  %zero.1 = s32[] constant(0)
-  %dus = f32[64,8]{1,0} dynamic-update-slice(%buf.1, %new, %i.1, %zero.1)
-  ROOT %out = f32[64,8]{1,0} bitcast(%dus)
-}
-
-ENTRY %main (k: s32[], b: f32[64,8]) -> f32[64,8] {
-  %k = s32[] parameter(0)
-  %b = f32[64,8]{1,0} parameter(1)
-  %row = f32[1,8]{1,0} fusion(%k, %b), kind=kLoop, calls=%fused_slice
-  ROOT %put = f32[64,8]{1,0} fusion(%k, %b, %row), kind=kLoop, calls=%fused_update
-}
-"""
-
-
-def test_sliced_reads_and_in_place_updates_move_only_their_slices():
-    # slice: index 4 + one row 32 read, 32 written; update: index 4 + row 32 read, 32 written
-    # in place (the 2 kB buffer is neither read nor rewritten whole).
-    assert hlo_counts(SLICE_HLO)["kernel_traffic_bytes"] == (4 + 32 + 32) + (4 + 32 + 32)
-
 
 OUTPUT_CODE = """
 cpp_fused_add_mul_0 = async_compile.cpp_pybinding(['const float*', 'float*'], r'''

@@ -1,10 +1,17 @@
-"""Reading XLA's optimized HLO text (`compiled.as_text()`): which kernels a program launches.
+"""Reading XLA's optimized HLO text (`compiled.as_text()`): the one reader of compiled programs.
+
+`parse_module` splits a module into computations and instructions; `shape_bytes` sizes an HLO
+type from the one dtype table (FP8 types are 1 byte). On top of them, two readings:
+`plan_counts` (what gpu_plan reports for a compile-only GPU plan: fusions, Triton and cuBLAS
+GEMMs, FP8 GEMMs and their scales, collectives and their bytes) and `hlo_counts` (what the fusion
+study in jaxgpt_tools reports: kernels per call and the bytes they move).
 
 Pure text functions, no jax import, so that they run under any venv (the GPU compile-only one
-included) and are tested on small hand-written modules. A "kernel" is an instruction that does
-work in a computation that runs as a sequence of kernels: the ENTRY computation and the bodies
-of while loops, calls and conditionals. Instructions inside a fusion's computation are what the
-fusion fused (one kernel); reducers (`to_apply` of reduce, scatter, ...) are not kernels.
+included) and are tested on small hand-written modules (tests/test_hlo.py). A "kernel" is an
+instruction that does work in a computation that runs as a sequence of kernels: the ENTRY
+computation and the bodies of while loops, calls and conditionals. Instructions inside a
+fusion's computation are what the fusion fused (one kernel); reducers (`to_apply` of reduce,
+scatter, ...) are not kernels.
 """
 
 from __future__ import annotations
@@ -14,35 +21,36 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 # Instructions that move no data and launch nothing.
 FREE_OPCODES = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "bitcast", "after-all",
                           "partition-id", "replica-id", "opt-barrier", "add-dependency"})
 # Instructions that run other computations as kernels (counted through those computations).
 CONTROL_OPCODES = frozenset({"while", "call", "conditional"})
-ELEMENT_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s4": 0.5, "u4": 0.5, "bf16": 2, "f16": 2, "s16": 2, "u16": 2,
-                 "f32": 4, "s32": 4, "u32": 4, "f64": 8, "s64": 8, "u64": 8, "c64": 8, "c128": 16, "token": 0}
-
-
-# Top-level folders of this repository: a path that reaches one of them is written from there on.
-_REPO_FOLDERS = ("jaxgpt", "torch_ref", "jaxgpt_tools", "scripts", "tests", "parity_tests", "docs", "artifacts", "runs")
-_ABSOLUTE_IN_REPO = re.compile(r"(?<![\w.])(?:/[\w.+@-]+)+?/(?=(?:%s)/)" % "|".join(_REPO_FOLDERS))
-_ABSOLUTE_SITE_PACKAGES = re.compile(r"(?<![\w.])(?:/[\w.+@-]+)+/site-packages/")
-
-
-def repo_relative_paths(text: str) -> str:
-    """`text` with the absolute paths of any checkout (or copy) of this repository made relative
-    to its root, and installed packages shown under `<site-packages>/`, so that generated
-    artifacts (HLO file tables, recorded commands, tracebacks) name no machine's folders."""
-    return _ABSOLUTE_SITE_PACKAGES.sub("<site-packages>/", _ABSOLUTE_IN_REPO.sub("", text))
+# Bits of one element of each HLO element type; every FP8 type (f8e4m3fn, f8e5m2, ...) is 8.
+ELEMENT_BITS = {"pred": 8, "s2": 2, "u2": 2, "s4": 4, "u4": 4, "f4e2m1fn": 4, "s8": 8, "u8": 8, "bf16": 16,
+                "f16": 16, "s16": 16, "u16": 16, "f32": 32, "s32": 32, "u32": 32, "f64": 64, "s64": 64, "u64": 64,
+                "c64": 64, "c128": 128, "token": 0}
+FP8 = re.compile(r"f8e[0-9]m[0-9]\w*")
 
 
 @dataclass
 class Instruction:
+    """One line `name = shape opcode(args), attrs`; `operands` are the names `args` refers to."""
+
     name: str
     shape: str
     opcode: str
     operands: list[str]
     attrs: str
+    args: str = ""
+
+    @property
+    def dtype(self) -> str:
+        """The element type of an array result ('' for a tuple)."""
+        found = re.match(r"(\w+)\[", self.shape)
+        return found.group(1) if found else ""
 
     @property
     def fusion_kind(self) -> str | None:
@@ -121,18 +129,28 @@ def parse_module(hlo: str) -> Module:
         shape, rest = _split_shape(match.group(2))
         opcode, operands, attrs = _split_call(rest)
         names = re.findall(r"%([\w.\-]+)", operands) or re.findall(r"(?:^|, )(?:\S+ )?([\w.\-]+)(?=,|$)", operands)
-        module.computations[current].append(Instruction(match.group(1), shape, opcode.strip(), names, attrs))
+        module.computations[current].append(Instruction(match.group(1), shape, opcode.strip(), names, attrs, operands))
     return module
 
 
-def shape_bytes(shape: str) -> float:
-    """Bytes of an HLO shape text (tuples summed), e.g. 'bf16[2,3]{1,0}' -> 12."""
-    total = 0.0
+def element_bits(dtype: str) -> int:
+    """Bits of one element of an HLO element type; ValueError for a type not in the table."""
+    if FP8.fullmatch(dtype):
+        return 8
+    if dtype not in ELEMENT_BITS:
+        raise ValueError(f"HLO element type {dtype!r} has no size in jaxgpt.hlo.ELEMENT_BITS; add it there")
+    return ELEMENT_BITS[dtype]
+
+
+def shape_bytes(shape: str) -> int:
+    """Bytes of every array in an HLO type (tuples summed), e.g. 'bf16[2,3]{1,0}' -> 12,
+    '(bf16[2,8]{1,0}, f32[4]{0})' -> 48; sub-byte arrays round up to whole bytes."""
+    total = 0
     for dtype, dims in re.findall(r"(\w+)\[([\d,]*)\]", shape):
         count = 1
         for dim in filter(None, dims.split(",")):
             count *= int(dim)
-        total += ELEMENT_BYTES.get(dtype, 4) * count
+        total += -(-count * element_bits(dtype) // 8)
     return total
 
 
@@ -298,3 +316,104 @@ def hlo_counts(hlo: str) -> dict[str, Any]:
         "kernel_traffic_bytes": traffic,
         "gemm_fusions": gemm_fusions,
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# What a compile-only GPU plan reports (jaxgpt.gpu_plan)
+
+COLLECTIVES = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute")
+
+
+def plan_counts(hlo: str) -> dict[str, Any]:
+    """Counts from an optimized GPU HLO text: fusions by kind, Triton/cuBLAS GEMMs, FP8 GEMMs
+    (the FP8 operand types of each GEMM fusion or cuBLAS call that takes FP8 operands) and the
+    scales around them (`fp8_scales`), collectives and the bytes of their results, custom calls
+    by target, while loops. An FP8 GEMM here is one whose operands reach the kernel as FP8;
+    inside a Triton GEMM fusion XLA may still convert them before the dot."""
+    module = parse_module(hlo)
+    instructions = [inst for insts in module.computations.values() for inst in insts]
+    shapes = {inst.name: inst.shape for inst in instructions}
+    fusions: Counter[str] = Counter()
+    collectives: Counter[str] = Counter()
+    collective_bytes: Counter[str] = Counter()
+    custom_calls: Counter[str] = Counter()
+    triton, cublas, fp8 = 0, 0, []
+    fp8_gemm_computations: dict[str, str] = {}  # called computation -> its FP8 operand types
+    for inst in instructions:
+        if inst.opcode == "fusion":
+            kind = re.search(r"kind=(\w+)", inst.attrs)
+            fusions[kind.group(1) if kind else "unknown"] += 1
+            if re.search(r'"kind":"__triton\w*gemm', inst.attrs):
+                triton += 1
+                called = inst.called("calls")
+                params = module.computations.get(called[0], []) if called else []
+                types = sorted(p.dtype for p in params if p.opcode == "parameter" and FP8.fullmatch(p.dtype))
+                if types:
+                    fp8.append(" x ".join(types))
+                    fp8_gemm_computations[called[0]] = " x ".join(types)
+        target = inst.custom_call_target
+        if target:
+            custom_calls[target] += 1
+            if target.startswith("__cublas"):
+                cublas += 1
+                types = sorted(t for name in inst.operands for t in re.findall(r"(\w+)\[", shapes.get(name, ""))
+                               if FP8.fullmatch(t))
+                if types:
+                    fp8.append(" x ".join(types))
+        # A synchronous collective, or the -done half of an asynchronous one, whose result type is
+        # the data each device ends up with (the -start half also lists its operands).
+        kind = inst.opcode.removesuffix("-done")
+        if kind in COLLECTIVES:
+            collectives[kind] += 1
+            collective_bytes[kind] += shape_bytes(inst.shape)
+    return {"fusions": dict(fusions), "triton_gemms": triton, "cublas_gemms": cublas, "fp8_gemms": fp8,
+            "fp8_scales": fp8_scales(module, fp8_gemm_computations),
+            "collectives": dict(collectives), "collective_bytes": dict(collective_bytes),
+            "custom_calls": dict(custom_calls), "while_loops": sum(inst.opcode == "while" for inst in instructions)}
+
+
+def _scalar_factor(body: dict[str, Instruction], name: str) -> float | None:
+    """The scalar constant that instruction `name` multiplies by, through a broadcast; else None."""
+    inst = body.get(name)
+    if inst is None or inst.opcode != "multiply":
+        return None
+    for operand in inst.operands:
+        factor = body.get(operand)
+        if factor is not None and factor.opcode == "broadcast" and factor.operands:
+            factor = body.get(factor.operands[0])
+        if factor is not None and factor.opcode == "constant":
+            # HLO prints 9 significant digits; as fp32 they read back as the exact constant.
+            return float(np.float32(factor.args))
+    return None
+
+
+def fp8_scales(module: Module, fp8_gemm_computations: dict[str, str]) -> dict[str, dict[str, list[float]]]:
+    """The scales an optimized HLO applies around FP8: {"quantize": {f8 type: [s, ...]},
+    "rescale": {"a x b": [r, ...]}}. A quantize scale is the scalar constant a value is
+    multiplied by right before its convert to an FP8 type (through an intermediate convert);
+    a rescale is the constant a GEMM fusion (`fp8_gemm_computations`: called computation ->
+    its FP8 operand types) multiplies its dot's result by. Sorted lists of the distinct values
+    (XLA may clone one conversion into several fusions).
+
+    Reads Triton GEMM fusions (what compile-only plans hold). A rescale applied outside the
+    fusion (after a split-K reduction, as XLA does for small GEMMs with a long contraction) or
+    by a cuBLAS FP8 call (scales as operands) is not followed."""
+    quantize: dict[str, set[float]] = {}
+    rescale: dict[str, set[float]] = {}
+    for name, insts in module.computations.items():
+        body = {inst.name: inst for inst in insts}
+        for inst in insts:
+            if inst.opcode == "convert" and FP8.fullmatch(inst.dtype):
+                source = inst.operands[0]
+                while source in body and body[source].opcode == "convert":
+                    source = body[source].operands[0]
+                factor = _scalar_factor(body, source)
+                if factor is not None:
+                    quantize.setdefault(inst.dtype, set()).add(factor)
+            if name in fp8_gemm_computations and inst.opcode == "multiply":
+                if any(operand in body and body[operand].opcode == "dot" for operand in inst.operands):
+                    factor = _scalar_factor(body, inst.name)
+                    if factor is not None:
+                        rescale.setdefault(fp8_gemm_computations[name], set()).add(factor)
+    return {"quantize": {k: sorted(v) for k, v in sorted(quantize.items())},
+            "rescale": {k: sorted(v) for k, v in sorted(rescale.items())}}

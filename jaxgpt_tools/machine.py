@@ -1,0 +1,73 @@
+"""The machine a measurement ran on: the one environment report every tool writes beside its numbers."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags (Linux /proc/cpuinfo); empty where unreadable."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def describe() -> dict[str, Any]:
+    """Versions, host, CPU, load, JAX's backend and devices, and the CUDA GPU torch sees (name,
+    memory, SMs, capability) where there is one; a package that is not installed reads None.
+    Imports jax (its backend starts here: set JAX_PLATFORMS before calling)."""
+    import jax
+
+    info: dict[str, Any] = {
+        "host": platform.node(),
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+        "jax": jax.__version__,
+        "backend": jax.default_backend(),
+        "devices": [str(d) for d in jax.devices()],
+        "device_kind": jax.devices()[0].device_kind,
+        "load_average_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+    }
+    try:
+        import torch
+    except ImportError:
+        info["torch"] = None
+    else:
+        info["torch"] = torch.__version__
+        if torch.cuda.is_available():
+            props = torch.cuda.get_device_properties(0)
+            info.update(gpu=props.name, gpu_memory_mib=props.total_memory // 2**20, sm_count=props.multi_processor_count,
+                        capability=f"{props.major}.{props.minor}", cuda=torch.version.cuda)
+    try:
+        import triton
+    except ImportError:
+        info["triton"] = None
+    else:
+        info["triton"] = triton.__version__
+    return info
+
+
+@contextlib.contextmanager
+def torch_threads(count: int | None):
+    """torch's intra-op threads set to `count` for the block (None: left as they are), then restored."""
+    import torch
+
+    previous = torch.get_num_threads()
+    if count is not None:
+        torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
