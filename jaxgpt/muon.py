@@ -149,17 +149,17 @@ def _value_at(hyper: ScalarOrSchedule, count: jax.Array) -> jax.Array:
 # Orthogonalisation of a list of directions, on one device or split over a mesh axis
 
 
-def _wide(shape: Sequence[int]) -> tuple[int, ...]:
+def ns_shape(shape: Sequence[int]) -> tuple[int, ...]:
     """The shape NS iterates on: last two dims swapped when rows > cols."""
     shape = tuple(shape)
     return shape[:-2] + (min(shape[-2:]), max(shape[-2:])) if shape[-2] > shape[-1] else shape
 
 
 def _group_by_wide_shape(arrays: Sequence[jax.Array]) -> dict[tuple[int, ...], list[int]]:
-    """Indices of `arrays` grouped by their NS shape (`_wide`), in first-appearance order."""
+    """Indices of `arrays` grouped by their NS shape (`ns_shape`), in first-appearance order."""
     groups: dict[tuple[int, ...], list[int]] = {}
     for index, array in enumerate(arrays):
-        groups.setdefault(_wide(array.shape), []).append(index)
+        groups.setdefault(ns_shape(array.shape), []).append(index)
     return groups
 
 

@@ -11,9 +11,6 @@ and commands: docs/BENCHMARKS.md.
 from __future__ import annotations
 
 import json
-import os
-import platform
-import statistics
 import subprocess
 import sys
 import time
@@ -21,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from jaxgpt_tools.machine import describe
 from jaxgpt_tools.timing import time_calls
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -47,30 +45,6 @@ def memory_mib(compiled: Any) -> dict[str, float]:
         "argument_mib": analysis.argument_size_in_bytes / MIB,
         "output_mib": analysis.output_size_in_bytes / MIB,
     }
-
-
-def machine_info() -> dict[str, Any]:
-    import jax
-
-    info: dict[str, Any] = {
-        "cpu_count": os.cpu_count(),
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "python": platform.python_version(),
-        "jax": jax.__version__,
-        "backend": jax.default_backend(),
-        "devices": [str(d) for d in jax.devices()],
-        "device_kind": jax.devices()[0].device_kind,
-        "load_average_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
-        "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
-    }
-    try:
-        import torch
-
-        info["torch"] = torch.__version__
-    except ImportError:
-        info["torch"] = None
-    return info
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,20 +178,15 @@ def bench_train_step(*, seq_len: int, sequences: int, steps_timed: int, record_t
 
     log(f"train_step: tiny preset, {sequences} x {seq_len} tokens, 1 device")
     preset, steps, params, opt_state, inputs, targets, window = _tiny_step_setup(seq_len, sequences)
-    start = time.perf_counter()
-    params, opt_state, loss = steps.train(params, opt_state, inputs, targets, window)
-    jax.block_until_ready(loss)
-    first_s = time.perf_counter() - start
-    # The step donates params and opt_state, so each call takes the previous call's outputs.
-    params, opt_state, loss = steps.train(params, opt_state, inputs, targets, window)  # warm-up
-    jax.block_until_ready(loss)
-    times = []
-    for _ in range(steps_timed):
-        start = time.perf_counter()
-        params, opt_state, loss = steps.train(params, opt_state, inputs, targets, window)
-        jax.block_until_ready(loss)
-        times.append(time.perf_counter() - start)
-    median_s = statistics.median(times)
+    state = {"params": params, "opt": opt_state}
+
+    def step() -> None:
+        # The step donates params and opt_state, so each call takes the previous call's outputs.
+        state["params"], state["opt"], state["loss"] = steps.train(state["params"], state["opt"], inputs, targets, window)
+        jax.block_until_ready(state["loss"])
+
+    timing = time_calls(step, steps_timed, warmup=1)
+    first_s, median_s, loss = timing["first_s"], timing["median_ms"] / 1e3, state["loss"]
     model = preset.model
     result: dict[str, Any] = {
         "tiny": {
@@ -225,7 +194,7 @@ def bench_train_step(*, seq_len: int, sequences: int, steps_timed: int, record_t
             "padded_vocab": model.padded_vocab_size, "seq_len": seq_len, "sequences": sequences,
             "dtype_policy": model.dtype_policy, "window_blocks": int(window),
             "compile_and_first_step_s": first_s, "steps_timed": steps_timed,
-            "median_step_ms": 1e3 * median_s, "min_step_ms": 1e3 * min(times),
+            "median_step_ms": timing["median_ms"], "min_step_ms": timing["min_ms"],
             "tokens_per_s": seq_len * sequences / median_s, "final_loss": float(loss),
         }
     }
@@ -396,7 +365,7 @@ def run_suite(name: str, options: BenchOptions) -> dict[str, Any]:
 
 def run_benchmarks(suites: Sequence[str], options: BenchOptions) -> dict[str, Any]:
     """{"machine", "quick", "suites": {name: result}} and the parity headline at the top."""
-    result: dict[str, Any] = {"machine": machine_info(), "quick": options.quick, "suites": {}}
+    result: dict[str, Any] = {"machine": describe(), "quick": options.quick, "suites": {}}
     for name in suites:
         start = time.perf_counter()
         result["suites"][name] = run_suite(name, options)

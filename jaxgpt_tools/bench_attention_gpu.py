@@ -19,18 +19,20 @@ from typing import Any, Callable
 
 import numpy as np
 
-SEQ_LEN, HEADS, HEAD_DIM, BLOCK = 65536, 6, 128, 128
-EOT = 50256
+from jaxgpt.config import BLOCK_SIZE, EOT_ID
+from jaxgpt_tools.timing import time_calls
+
+SEQ_LEN, HEADS, HEAD_DIM = 65536, 6, 128  # the record's per-device attention call
 
 
 def document_tokens(seq_len: int, mean_doc_tokens: int, seed: int = 0) -> np.ndarray:
     """(seq_len,) int32 tokens whose EOTs open documents of exponentially distributed lengths
     (mean `mean_doc_tokens`), starting with an EOT as the record's shards do."""
     rng = np.random.default_rng(seed)
-    tokens = rng.integers(0, EOT, seq_len).astype(np.int32)
+    tokens = rng.integers(0, EOT_ID, seq_len).astype(np.int32)
     starts = np.cumsum(np.maximum(1, rng.exponential(mean_doc_tokens, seq_len // 8).astype(np.int64)))
-    tokens[0] = EOT
-    tokens[starts[starts < seq_len]] = EOT
+    tokens[0] = EOT_ID
+    tokens[starts[starts < seq_len]] = EOT_ID
     return tokens
 
 
@@ -46,10 +48,7 @@ def listed_blocks(tokens: np.ndarray, window: int) -> int:
 
 def _median_ms(run: Callable[[], Any], sync: Callable[[Any], Any], repeats: int) -> float:
     """Median ms of `repeats` synchronised calls after a compiling call and one warm-up call."""
-    from jaxgpt_tools.timing import time_calls
-
-    sync(run())  # compiles; time_calls's own first call is then a warm run
-    return time_calls(lambda: sync(run()), repeats)["median_ms"]
+    return time_calls(lambda: sync(run()), repeats, warmup=1)["median_ms"]
 
 
 def jax_times(tokens: np.ndarray, windows: list[int], repeats: int) -> dict[str, dict[int, dict[str, float]]]:
@@ -103,10 +102,10 @@ def flex_times(tokens: np.ndarray, windows: list[int], repeats: int) -> dict[int
 
         def forward():
             with torch.no_grad():
-                return torch_model._attend(q, k, v, mask)
+                return torch_model.attend(q, k, v, mask)
 
         def forward_backward():
-            out = torch_model._attend(q, k, v, mask)
+            out = torch_model.attend(q, k, v, mask)
             return torch.autograd.grad(out, (q, k, v), cotangent)
 
         results[window] = {"fwd_ms": _median_ms(forward, sync, repeats),
@@ -128,7 +127,7 @@ def bench_attention_gpu(*, quick: bool, repeats: int = 10, mean_doc_tokens: int 
         timings["flex"] = {"error": f"{type(error).__name__}: {error}"}
     rows = []
     for window in windows:
-        fwd_flops = 4 * BLOCK * BLOCK * HEAD_DIM * HEADS * listed_blocks(tokens, window)
+        fwd_flops = 4 * BLOCK_SIZE * BLOCK_SIZE * HEAD_DIM * HEADS * listed_blocks(tokens, window)
         row: dict[str, Any] = {"window_blocks": window, "fwd_gflop": round(fwd_flops / 1e9, 2)}
         for name, table in timings.items():
             if window not in table:
@@ -142,7 +141,7 @@ def bench_attention_gpu(*, quick: bool, repeats: int = 10, mean_doc_tokens: int 
             row["pallas_over_flex_fwd_bwd"] = round(row["pallas_fwd_bwd_ms"] / row["flex_fwd_bwd_ms"], 3)
         row["blocked_over_pallas_fwd_bwd"] = round(row["blocked_fwd_bwd_ms"] / row["pallas_fwd_bwd_ms"], 2)
         rows.append(row)
-    documents = int((tokens == EOT).sum())
+    documents = int((tokens == EOT_ID).sum())
     return {"shape": {"batch": 1, "seq_len": SEQ_LEN, "heads": HEADS, "head_dim": HEAD_DIM, "dtype": "bfloat16",
                       "documents": documents, "mean_doc_tokens": round(SEQ_LEN / documents)},
             "device": str(jax.devices()[0].device_kind), "repeats": repeats, "rows": rows,

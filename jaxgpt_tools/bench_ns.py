@@ -10,9 +10,9 @@ wall-clock speedup; on N real accelerators the per-device time is the one that c
 
 from __future__ import annotations
 
-import statistics
-import time
-from typing import Any, Sequence
+from typing import Sequence
+
+from jaxgpt_tools.timing import time_calls
 
 # The record's Muon leaves (RECORD.md 5): (shape, count).
 RECORD_SHAPES: tuple[tuple[tuple[int, ...], int], ...] = (
@@ -26,21 +26,6 @@ RECORD_SHAPES: tuple[tuple[tuple[int, ...], int], ...] = (
 def scaled_record_shapes(scale: int) -> tuple[tuple[tuple[int, ...], int], ...]:
     """RECORD_SHAPES with each matrix's two dims divided by `scale` (quick runs)."""
     return tuple((tuple(d // scale if i >= len(s) - 2 else d for i, d in enumerate(s)), n) for s, n in RECORD_SHAPES)
-
-
-def _time(fn: Any, args: Sequence[Any], repeats: int) -> tuple[float, list[float]]:
-    """(compile + first run seconds, list of later run seconds)."""
-    import jax
-
-    start = time.perf_counter()
-    jax.block_until_ready(fn(*args))
-    first = time.perf_counter() - start
-    runs = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        runs.append(time.perf_counter() - start)
-    return first, runs
 
 
 def bench_newton_schulz(
@@ -72,7 +57,7 @@ def bench_newton_schulz(
     from jax.sharding import Mesh
     from jax.sharding import PartitionSpec as P
 
-    from jaxgpt.muon import orthogonalize_local, orthogonalize_split, _wide, newton_schulz
+    from jaxgpt.muon import orthogonalize_local, orthogonalize_split, ns_shape, newton_schulz
 
     ns_dtype = {"bf16": jnp.bfloat16, "fp32": jnp.float32}[dtype]
     available = jax.devices()
@@ -90,12 +75,12 @@ def bench_newton_schulz(
         return newton_schulz(x, ns_steps, dtype=ns_dtype)
 
     def ns_flops(shape: tuple[int, ...]) -> int:
-        *batch, rows, cols = _wide(shape)
+        *batch, rows, cols = ns_shape(shape)
         per_matrix = 2 * (rows * rows * cols + rows * rows * rows + rows * rows * cols)
         return int(np.prod(batch, dtype=np.int64)) * per_matrix * ns_steps
 
     single = jax.jit(lambda xs: orthogonalize_local(xs, ns))
-    single_first, single_runs = _time(single, (leaves,), repeats)
+    single_timing = time_calls(lambda: jax.block_until_ready(single(leaves)), repeats)
     result = {
         "backend": available[0].platform,
         "device_kind": available[0].device_kind,
@@ -104,8 +89,8 @@ def bench_newton_schulz(
         "shapes": [[list(shape), count] for shape, count in shapes],
         "matrices": len(leaves),
         "flops_single": sum(ns_flops(x.shape) for x in leaves),
-        "single_first_s": single_first,
-        "single_s": statistics.median(single_runs),
+        "single_first_s": single_timing["first_s"],
+        "single_s": single_timing["median_ms"] / 1e3,
         "devices": world,
     }
     if world > 1:
@@ -116,13 +101,13 @@ def bench_newton_schulz(
                 mesh=mesh, in_specs=P(), out_specs=P(),
             )
         )
-        split_first, split_runs = _time(split, (leaves,), repeats)
+        split_timing = time_calls(lambda: jax.block_until_ready(split(leaves)), repeats)
         groups: dict[tuple[int, ...], int] = {}
         for x in leaves:
-            groups[_wide(x.shape)] = groups.get(_wide(x.shape), 0) + 1
+            groups[ns_shape(x.shape)] = groups.get(ns_shape(x.shape), 0) + 1
         result.update(
-            split_first_s=split_first,
-            split_s=statistics.median(split_runs),
+            split_first_s=split_timing["first_s"],
+            split_s=split_timing["median_ms"] / 1e3,
             flops_per_device_split=sum(-(-n // world) * ns_flops(shape) for shape, n in groups.items()),
             groups={"x".join(map(str, shape)): n for shape, n in groups.items()},
         )

@@ -18,6 +18,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from jaxgpt_tools import machine
+from jaxgpt_tools.timing import timed
+
 Step = Callable[[], float]  # runs one training step on the next batch, returns its loss
 
 
@@ -149,13 +152,6 @@ def torch_step(preset, host_params: dict[str, Any], batches, *, compiled: bool) 
     return step
 
 
-def _timed(step: Step) -> tuple[float, float]:
-    """(seconds, loss) of one step."""
-    start = time.perf_counter()
-    loss = step()
-    return time.perf_counter() - start, loss
-
-
 def bench_parity_step(config: ParityConfig, *, warmup: int, repeats: int, compiled: bool, torch_threads: int | None = 1,
                       log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
     """Seconds per training step of jaxgpt, torch_ref eager and (if `compiled`) torch_ref under
@@ -165,15 +161,8 @@ def bench_parity_step(config: ParityConfig, *, warmup: int, repeats: int, compil
     torch_threads: torch's intra-op threads for the run (None: torch's default). Default 1: on
     this shared 2-core machine torch's OpenMP threads spin-wait between ops, and at 2 threads
     the eager quick step took 6-10 s instead of 1.9 s, and slowed the interleaved jax steps too."""
-    import torch
-
-    default_threads = torch.get_num_threads()
-    if torch_threads is not None:
-        torch.set_num_threads(torch_threads)
-    try:
+    with machine.torch_threads(torch_threads):
         return _bench(config, warmup, repeats, compiled, log)
-    finally:
-        torch.set_num_threads(default_threads)
 
 
 def _bench(config: ParityConfig, warmup: int, repeats: int, compiled: bool, log: Callable[[str], None]) -> dict[str, Any]:
@@ -199,7 +188,7 @@ def _bench(config: ParityConfig, warmup: int, repeats: int, compiled: bool, log:
         latest: dict[str, float] = {}
         for name in list(columns):
             try:
-                seconds, loss = _timed(columns[name])
+                seconds, loss = timed(columns[name])
             except Exception as error:  # noqa: BLE001 - torch.compile may fail at the first call
                 if name != "torch_compiled":
                     raise

@@ -19,13 +19,13 @@ from __future__ import annotations
 import functools
 import re
 import statistics
-import time
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from jaxgpt_tools.fusion_xla import MODES, PARTS, Shape, program_name, run_programs
+from jaxgpt_tools.timing import timed
 
 TORCH_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "bool": 1, "int64": 8, "int32": 4, "uint8": 1,
                "float8_e4m3fn": 1, "float8_e5m2": 1}
@@ -228,23 +228,16 @@ def compile_program(part: str, mode: str, layout: str, shape: Shape, *, out_dir:
             for x in inputs:
                 x.grad = None
 
-        start = time.perf_counter()
-        run()
-        compile_s = time.perf_counter() - start
+        compile_s, _ = timed(run)
     graphs = read_trace_dir(trace_dir)
-    times = []
-    for _ in range(repeats):
-        begin = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - begin)
     record: dict[str, Any] = {
         "compiler": "inductor", "device": "cpu", "part": part, "mode": mode, "layout": layout, "shape": asdict(shape),
         "compile_s": compile_s, "flops": flops(module, inputs, mode), **_merge_counts(graphs),
         "graphs": [{key: g[key] for key in ("graph", "kernels", "generated_kernels", "gemm_kernels", "output_code")}
                    for g in graphs],
     }
-    if times:
-        record["median_ms"] = 1e3 * statistics.median(times)
+    if repeats > 0:  # the compiling call above was the warm-up
+        record["median_ms"] = 1e3 * statistics.median([timed(run)[0] for _ in range(repeats)])
     return record
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import re
 import statistics
 import subprocess
@@ -30,6 +29,8 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
+
+from jaxgpt_tools.machine import describe
 
 ROOT = Path(__file__).resolve().parents[1]
 STEP_LINE = re.compile(r"^step:(\d+)/(\d+) train_time:(\d+)ms")
@@ -91,28 +92,6 @@ def child_env(jax_platform: str) -> dict[str, str]:
 
 # ---------------------------------------------------------------------------------------------
 # Parts
-
-
-def environment() -> dict[str, Any]:
-    import jax
-    import torch
-
-    info: dict[str, Any] = {
-        "python": platform.python_version(), "jax": jax.__version__, "torch": torch.__version__,
-        "jax_backend": jax.default_backend(), "jax_devices": [str(d) for d in jax.devices()],
-        "host": platform.node(), "cpu_count": os.cpu_count(),
-    }
-    if torch.cuda.is_available():
-        props = torch.cuda.get_device_properties(0)
-        info.update(gpu=props.name, gpu_memory_mib=props.total_memory // 2**20, sm_count=props.multi_processor_count,
-                    capability=f"{props.major}.{props.minor}", cuda=torch.version.cuda)
-    try:
-        import triton
-
-        info["triton"] = triton.__version__
-    except ImportError:
-        info["triton"] = None
-    return info
 
 
 def gpu_tests(timeout_s: float) -> dict[str, Any]:
@@ -245,7 +224,7 @@ def train_comparison(sizes: Sizes, data: dict[str, str], out: Path, quick: bool,
 
 def markdown(report: dict[str, Any]) -> str:
     env = report["environment"]
-    lines = [f"# gpu_check: {env.get('gpu', env.get('jax_backend', '?'))}", "",
+    lines = [f"# gpu_check: {env.get('gpu', env.get('backend', '?'))}", "",
              f"Command: `{report['command']}` ({report['started']}, {report['total_seconds']} s in all)", ""]
     if report["dry_run"]:
         lines += ["**Dry run on the CPU at tiny sizes: these numbers say nothing about a GPU.**", ""]
@@ -288,7 +267,7 @@ def run_check(*, out: Path | None, quick: bool, dry_run: bool, train_files: str,
     # JAX would otherwise reserve 75% of the GPU in this process and starve the trainers it starts.
     os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
     started, start = time.strftime("%Y-%m-%d %H:%M:%S %Z"), time.perf_counter()
-    env = guarded("environment", environment)
+    env = guarded("environment", describe)
     device_name = re.sub(r"[^A-Za-z0-9._-]+", "_", env.get("gpu") or "cpu")
     out = out or ROOT / "runs" / "gpu_check" / device_name
     out.mkdir(parents=True, exist_ok=True)

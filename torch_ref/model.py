@@ -128,7 +128,7 @@ def _compiled_flex_attention():
     return torch.compile(flex_attention, dynamic=False)
 
 
-def _attend(q: Tensor, k: Tensor, v: Tensor, mask) -> Tensor:
+def attend(q: Tensor, k: Tensor, v: Tensor, mask) -> Tensor:
     """q, k, v (1, H, T, Dh) -> (1, H, T, Dh); mask is a BlockMask (flex) or a (T, T) bool tensor (SDPA)."""
     if isinstance(mask, Tensor):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=ATTN_SCALE)
@@ -180,7 +180,7 @@ class CausalSelfAttention(nn.Module):
         else:
             v = self.lambdas[0] * v + self.lambdas[1] * ve.view_as(v)
         q, k = self.rotary(norm(q)), self.rotary(norm(k))
-        y = _attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), mask)
+        y = attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), mask)
         y = y.transpose(1, 2).reshape(batch, seq_len, dim)
         return self.c_proj(y)
 

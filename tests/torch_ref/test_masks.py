@@ -156,7 +156,7 @@ def test_sdpa_path_equals_compiled_flex_attention():
     One shape (T=1024, fp32), so one compilation (~15 s); windows >= 2 (compiled CPU kernels fail on
     the -1 count of w = 0, which the CPU path never needs).
     """
-    from torch_ref.model import _attend
+    from torch_ref.model import attend
 
     seq_len = 1024
     generator = torch.Generator().manual_seed(0)
@@ -167,8 +167,8 @@ def test_sdpa_path_equals_compiled_flex_attention():
     q, k, v = (torch.randn(1, 2, seq_len, 64, generator=generator) for _ in range(3))
     for window in (2, 3, 5, 8):
         truncated = masks.truncate_to_window(lists, window)
-        flex_out = _attend(q, k, v, masks.build_block_mask(truncated, docs))
-        sdpa_out = _attend(q, k, v, masks.allowed_mask_from_block_lists(truncated, docs))
+        flex_out = attend(q, k, v, masks.build_block_mask(truncated, docs))
+        sdpa_out = attend(q, k, v, masks.allowed_mask_from_block_lists(truncated, docs))
         # fp32 softmax/matmul in both kernels, different summation order: ~1e-6 absolute on O(1) values.
         torch.testing.assert_close(sdpa_out, flex_out, rtol=1e-5, atol=2e-5)
 

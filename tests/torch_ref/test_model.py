@@ -234,13 +234,13 @@ def test_document_isolation_causality_and_window(perturbed_fp32):
 @pytest.mark.slow
 def test_long_and_short_masks_per_layer(perturbed_fp32, monkeypatch):
     seen = []
-    real_attend = model_lib._attend
+    real_attend = model_lib.attend
 
     def recording_attend(q, k, v, mask):
         seen.append(int(mask.sum()))
         return real_attend(q, k, v, mask)
 
-    monkeypatch.setattr(model_lib, "_attend", recording_attend)
+    monkeypatch.setattr(model_lib, "attend", recording_attend)
     x, _ = tokens(seq_len=512, eots=(0,))
     with torch.no_grad():
         perturbed_fp32.logits(x, 4)
@@ -377,7 +377,7 @@ def test_torch_ref_attention_uses_scale_0_12():
     generator = torch.Generator().manual_seed(3)
     q, k, v = (torch.randn(1, 2, 64, 128, generator=generator) for _ in range(3))
     causal = torch.ones(64, 64, dtype=torch.bool).tril()
-    got = model_lib._attend(q, k, v, causal).double()
+    got = model_lib.attend(q, k, v, causal).double()
     scores = (q.double() @ k.double().mT) * 0.12
     want = scores.masked_fill(~causal, -math.inf).softmax(-1) @ v.double()
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)  # fp32 SDPA vs float64
