@@ -1,4 +1,4 @@
-"""Small, learnable data and models for tests of code built on jaxgpt (ours included).
+"""Small, learnable data, token layouts and models for tests of code built on jaxgpt (ours included).
 
 Nothing here downloads anything: the tokens are synthetic, so tests can write their own shards.
 """
@@ -61,3 +61,31 @@ def read_tensorboard_scalars(folder: Path) -> dict[tuple[str, int], float]:
             for value in event.summary.value:
                 scalars[value.tag, event.step] = value.simple_value
     return scalars
+
+
+def document_layout(name: str, seq_len: int, *, vocab_size: int, eot_id: int, seed: int = 0) -> np.ndarray:
+    """(seq_len,) int32 tokens with a named document layout (EOT opens every document).
+
+    "one_doc": no EOT at all; "record_like": EOT at 0 and random document lengths (mean ~300);
+    "block_aligned": documents starting exactly on 128-token block edges, plus one inside a block;
+    "many_short": a document every 37 tokens or so (many documents per block).
+    """
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(0, eot_id, size=seq_len).astype(np.int32)
+    tokens[tokens == eot_id] = 0
+    if name == "one_doc":
+        starts = []
+    elif name == "record_like":
+        starts = [0] + list(np.cumsum(rng.geometric(1 / 300, size=seq_len // 50)))
+    elif name == "block_aligned":
+        starts = [0, 128 * 3, 128 * 4, 128 * 4 + 61, 128 * 9]
+    elif name == "many_short":
+        starts = list(np.cumsum(rng.integers(1, 75, size=seq_len)))
+    else:
+        raise ValueError(f"unknown document layout {name!r}")
+    starts = [s for s in starts if s < seq_len]
+    tokens[starts] = eot_id
+    return tokens
+
+
+DOCUMENT_LAYOUTS = ("one_doc", "record_like", "block_aligned", "many_short")

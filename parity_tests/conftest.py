@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 import torch
 from flax import nnx
@@ -69,34 +68,6 @@ def jax_model_from_torch(torch_gpt: torch.nn.Module, config: ModelConfig) -> jax
     model = jax_model.GPT(config, rngs=nnx.Rngs(0))
     convert.load_params(model, params)
     return model
-
-
-def document_layout(name: str, seq_len: int, *, vocab_size: int, eot_id: int, seed: int = 0) -> np.ndarray:
-    """(seq_len,) int32 tokens with a named document layout (EOT opens every document).
-
-    "one_doc": no EOT at all; "record_like": EOT at 0 and random document lengths (mean ~300);
-    "block_aligned": documents starting exactly on 128-token block edges, plus one inside a block;
-    "many_short": a document every 37 tokens or so (many documents per block).
-    """
-    rng = np.random.default_rng(seed)
-    tokens = rng.integers(0, eot_id, size=seq_len).astype(np.int32)
-    tokens[tokens == eot_id] = 0
-    if name == "one_doc":
-        starts = []
-    elif name == "record_like":
-        starts = [0] + list(np.cumsum(rng.geometric(1 / 300, size=seq_len // 50)))
-    elif name == "block_aligned":
-        starts = [0, 128 * 3, 128 * 4, 128 * 4 + 61, 128 * 9]
-    elif name == "many_short":
-        starts = list(np.cumsum(rng.integers(1, 75, size=seq_len)))
-    else:
-        raise ValueError(f"unknown document layout {name!r}")
-    starts = [s for s in starts if s < seq_len]
-    tokens[starts] = eot_id
-    return tokens
-
-
-DOCUMENT_LAYOUTS = ("one_doc", "record_like", "block_aligned", "many_short")
 
 
 @pytest.fixture(scope="session")

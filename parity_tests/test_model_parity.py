@@ -14,7 +14,8 @@ from flax import nnx
 import jax.numpy as jnp
 
 from jaxgpt import model as jax_model
-from parity_tests.conftest import DOCUMENT_LAYOUTS, PARITY_CONFIG, PARITY_SEQ_LEN, document_layout
+from jaxgpt.testing import DOCUMENT_LAYOUTS, document_layout
+from parity_tests.conftest import PARITY_CONFIG, PARITY_SEQ_LEN
 
 WINDOWS = tuple(range(1, 15))
 # Windows per layout: every window on the long single document (where each one changes the

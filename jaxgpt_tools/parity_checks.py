@@ -1,5 +1,5 @@
 """Parity checks shared by pytest (parity_tests/test_checks.py) and the report
-(`python -m parity_tests.report` -> docs/PARITY.md): one list, so the two cannot drift apart.
+(`python scripts/parity_report.py` -> docs/PARITY.md): one list, so the two cannot drift apart.
 
 Each check measures one cross-framework difference and returns a `Result`: the max absolute and
 relative error, the tolerance with its reason, and pass/fail. Training runs are cached per
@@ -18,6 +18,8 @@ from typing import Literal
 
 import numpy as np
 
+from jaxgpt_tools.machine import cpu_flags, torch_threads
+
 
 @dataclass(frozen=True)
 class Result:
@@ -29,17 +31,6 @@ class Result:
     passed: bool
     notes: str = ""
     extra: dict = field(default_factory=dict)
-
-
-def cpu_flags() -> set[str]:
-    """The CPU's feature flags (Linux /proc/cpuinfo); empty where unreadable."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
 
 
 def has_native_bf16() -> bool:
@@ -67,7 +58,7 @@ def _ns_pair(x: np.ndarray, steps: int, fp32: bool) -> tuple[np.ndarray, np.ndar
     from torch_ref.muon import zeropower_via_newtonschulz5
 
     torch_dtype, jax_dtype = (torch.float32, jnp.float32) if fp32 else (torch.bfloat16, jnp.bfloat16)
-    with _torch_threads(1):  # see trajectory(): torch's second thread spins against XLA's pool here
+    with torch_threads(1):  # see trajectory(): torch's second thread spins against XLA's pool here
         theirs = zeropower_via_newtonschulz5(torch.from_numpy(x), steps, torch_dtype).float().numpy()
     ours = jax.jit(lambda a: newton_schulz(a, steps, dtype=jax_dtype))(jnp.asarray(x))
     return np.asarray(ours, np.float32), theirs
@@ -171,7 +162,7 @@ def check_record_shape_fp32() -> Result:
     from jaxgpt import convert
     from jaxgpt import model as jax_model
     from jaxgpt.config import get_preset, replace
-    from parity_tests.conftest import document_layout
+    from jaxgpt.testing import document_layout
     from torch_ref import train as torch_train
 
     config = replace(get_preset("record").model, dtype_policy="fp32", attention_backend="dense")
@@ -316,7 +307,7 @@ def trajectory(framework: str, ns_dtype: str, devices: int = 1, init: Init = "re
             final_path = folder / "final.pt"
             # One torch thread: two spin against XLA's pool on a 2-core machine (measured 4 s per
             # step instead of 0.1 s); the thread count changes no number compared here.
-            with _torch_ref_norm(norm), _torch_threads(1):
+            with torch_ref_norm(norm), torch_threads(1):
                 result = torch_train.train(preset, torch_train.RunOptions(
                     device="cpu", init_from=str(init_path), save_checkpoint=str(final_path), log_dir=str(folder / "logs")))
             state = torch.load(final_path, map_location="cpu", weights_only=True)["model"]
@@ -366,19 +357,7 @@ def _draw_zero_matrices(model) -> None:
 
 
 @contextlib.contextmanager
-def _torch_threads(count: int):
-    import torch
-
-    previous = torch.get_num_threads()
-    torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
-
-
-@contextlib.contextmanager
-def _torch_ref_norm(precision: NormPrecision):
+def torch_ref_norm(precision: NormPrecision):
     """torch_ref.model.norm evaluated in `precision` inside the block (result in x's dtype)."""
     if precision == "fp32":
         yield
@@ -421,49 +400,51 @@ def check_trajectory_bf16_ns() -> Result:
     )
 
 
+def _gap_within_floor(name: str, theirs: Run, ours: Run, *, factor: float, floor_loss: float, floor_param: float,
+                      floor_name: str, reason: str, floor_notes: str) -> Result:
+    """jaxgpt's run (`ours`) against torch_ref's (`theirs`): passes when torch_ref learned and
+    both the val-loss and the final-matrix relative gaps stay within `factor` x a measured floor."""
+    loss_rel, param_rel = _loss_rel(ours, theirs), _param_rel(ours.params, theirs.params)
+    return Result(
+        name, float(np.abs(ours.val_losses - theirs.val_losses).max()), loss_rel,
+        f"<= {factor:g} x {floor_name}: val loss rel <= {factor * floor_loss:.2e}, "
+        f"final matrices rel <= {factor * floor_param:.2e}",
+        reason,
+        _learned(theirs) and loss_rel <= factor * floor_loss and param_rel <= factor * floor_param,
+        f"{floor_notes}; jaxgpt vs torch_ref: loss {loss_rel:.2e}, matrices {param_rel:.2e}",
+        extra={"torch": theirs.val_losses, "jax": ours.val_losses},
+    )
+
+
 def check_trajectory_fp32_ns() -> Result:
     """Record init: the cross-framework gap against torch_ref's own gap under a more accurate RMSNorm."""
-    factor = 2.0
     theirs, ours = trajectory("torch_ref", "fp32"), trajectory("jaxgpt", "fp32", 2)
     accurate = trajectory("torch_ref", "fp32", norm="float64")
     floor_loss, floor_param = _loss_rel(accurate, theirs), _param_rel(accurate.params, theirs.params)
-    loss_rel, param_rel = _loss_rel(ours, theirs), _param_rel(ours.params, theirs.params)
-    passed = _learned(theirs) and loss_rel <= factor * floor_loss and param_rel <= factor * floor_param
-    return Result(
-        "Training, 20 steps, fp32 Newton-Schulz, record init (fp32 policy)",
-        float(np.abs(ours.val_losses - theirs.val_losses).max()), loss_rel,
-        f"<= {factor:g} x torch_ref's own gap: val loss rel <= {factor * floor_loss:.2e}, "
-        f"final matrices rel <= {factor * floor_param:.2e}",
-        "from the record's init the step-1 gradient of the block lambdas and skip weights is zero up to "
+    return _gap_within_floor(
+        "Training, 20 steps, fp32 Newton-Schulz, record init (fp32 policy)", theirs, ours, factor=2.0,
+        floor_loss=floor_loss, floor_param=floor_param, floor_name="torch_ref's own gap",
+        reason="from the record's init the step-1 gradient of the block lambdas and skip weights is zero up to "
         "RMSNorm's eps (float64: -3.5e-9), below fp32 rounding; Adam's eps 1e-10 turns its sign into a "
         "+-0.78 lr step. torch_ref against itself with float64 RMSNorm internals (more accurate, not less) "
         "measures that amplification: the bound",
-        passed, f"torch_ref fp32 vs float64 norm: loss {floor_loss:.2e}, matrices {floor_param:.2e}; "
-        f"jaxgpt vs torch_ref: loss {loss_rel:.2e}, matrices {param_rel:.2e}; jaxgpt vs torch_ref with float64 "
-        f"norm: loss {_loss_rel(ours, accurate):.2e}",
-        extra={"torch": theirs.val_losses, "jax": ours.val_losses},
+        floor_notes=f"torch_ref fp32 vs float64 norm: loss {floor_loss:.2e}, matrices {floor_param:.2e}; jaxgpt vs "
+        f"torch_ref with float64 norm: loss {_loss_rel(ours, accurate):.2e}",
     )
 
 
 def check_trajectory_fp32_ns_signal() -> Result:
     """Signal init: the cross-framework gap against jaxgpt's 1-vs-2-device floor."""
-    factor = 5.0
     theirs, ours = trajectory("torch_ref", "fp32", init="signal"), trajectory("jaxgpt", "fp32", 2, init="signal")
     one = trajectory("jaxgpt", "fp32", 1, init="signal")
+    measured_loss, measured_param = _loss_rel(ours, one), _param_rel(ours.params, one.params)
     # A floor below fp32's resolution of a loss near 5 (2.4e-7 relative) is taken as that resolution.
-    floor_loss, floor_param = max(_loss_rel(ours, one), 2.4e-7), max(_param_rel(ours.params, one.params), 1e-6)
-    loss_rel, param_rel = _loss_rel(ours, theirs), _param_rel(ours.params, theirs.params)
-    passed = _learned(theirs) and loss_rel <= factor * floor_loss and param_rel <= factor * floor_param
-    return Result(
-        "Training, 20 steps, fp32 Newton-Schulz, every gradient with signal (fp32 policy)",
-        float(np.abs(ours.val_losses - theirs.val_losses).max()), loss_rel,
-        f"<= {factor:g} x the noise floor: val loss rel <= {factor * floor_loss:.2e}, "
-        f"final matrices rel <= {factor * floor_param:.2e}",
-        "init with the zero projections and head drawn like the other matrices, so no gradient is zero by "
+    return _gap_within_floor(
+        "Training, 20 steps, fp32 Newton-Schulz, every gradient with signal (fp32 policy)", theirs, ours, factor=5.0,
+        floor_loss=max(measured_loss, 2.4e-7), floor_param=max(measured_param, 1e-6), floor_name="the noise floor",
+        reason="init with the zero projections and head drawn like the other matrices, so no gradient is zero by "
         "structure; floor measured: jaxgpt on 1 vs 2 devices (reordered sums), same init and data",
-        passed, f"floor: loss {_loss_rel(ours, one):.2e}, matrices {_param_rel(ours.params, one.params):.2e}; "
-        f"measured: loss {loss_rel:.2e}, matrices {param_rel:.2e}",
-        extra={"torch": theirs.val_losses, "jax": ours.val_losses},
+        floor_notes=f"floor: loss {measured_loss:.2e}, matrices {measured_param:.2e}",
     )
 
 

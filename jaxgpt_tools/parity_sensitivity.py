@@ -1,5 +1,5 @@
-"""python -m parity_tests.sensitivity: why a record-init run moves with the implementation and
-the CPU it runs on, measured on the tiny preset (the record's 12 layers at
+"""Why a record-init run moves with the implementation and the CPU it runs on (the library of
+`scripts/parity_sensitivity.py`), measured on the tiny preset (the record's 12 layers at
 width 128) under the fp32 policy with the record's bf16 Newton-Schulz.
 
 1. The step-1 gradient of the block lambdas and skip weights, after one shared update from the
@@ -10,24 +10,21 @@ width 128) under the fp32 policy with the record's bf16 Newton-Schulz.
 2. Validation loss every 5 steps over 30 steps of: torch_ref, torch_ref with its RMSNorm in
    float64 (more accurate, so any change is amplified rounding), and jaxgpt on 2 devices.
 
-Prints a markdown summary. Several minutes of CPU: run it under the heavy lock on a shared box.
+`sensitivity_report` prints a markdown summary. Several minutes of CPU: run it under the heavy
+lock on a shared box.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")  # before jax loads
+import numpy as np
 
-import argparse  # noqa: E402
-import shutil  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from parity_tests.checks import _torch_ref_norm, _torch_threads, cpu_flags  # noqa: E402
+from jaxgpt_tools.machine import cpu_flags, torch_threads
+from jaxgpt_tools.parity_checks import torch_ref_norm
 
 SCALARS = ("blocks.0.lambdas", "blocks.5.lambdas", "blocks.11.lambdas", "skip_weights")
 
@@ -98,56 +95,50 @@ def val_losses(preset, init_path: Path, framework: str, norm: str = "fp32") -> d
     from torch_ref import train as torch_train
 
     if framework == "torch_ref":
-        with _torch_ref_norm(norm), _torch_threads(1):
+        with torch_ref_norm(norm), torch_threads(1):
             options = torch_train.RunOptions(device="cpu", init_from=str(init_path),
                                              log_dir=tempfile.mkdtemp(prefix="sensitivity-"))
             return torch_train.train(preset, options).val_losses
     return jax_train.train(preset, RunOptions(init_from=str(init_path), run_id="sensitivity", progress=False)).val_losses
 
 
-def main(argv: list[str] | None = None) -> int:
+
+
+def sensitivity_report(steps: int, gradients_only: bool) -> None:
+    """Both parts (part 1 alone with `gradients_only`), printed as markdown tables on stdout."""
     import torch
 
     from torch_ref import train as torch_train
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--gradients-only", action="store_true", help="only part 1 (well under a minute)")
-    args = parser.parse_args(argv)
     folder = Path(tempfile.mkdtemp(prefix="sensitivity-"))
     try:
-        preset = sensitivity_preset(folder, args.steps)
+        preset = sensitivity_preset(folder, steps)
         init_path = folder / "init.pt"
         model = torch_train.build_model(preset.model, preset.train.batch_tokens, 0, None, torch.device("cpu"))
         torch.save({"model": model.state_dict()}, init_path)
         flags = cpu_flags()
         print(f"CPU flags: {', '.join(f for f in ('avx2', 'avx512f', 'avx512_bf16', 'amx_bf16') if f in flags)}; "
               f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}; ATEN_CPU_CAPABILITY={os.environ.get('ATEN_CPU_CAPABILITY', '')!r}\n")
-        with _torch_threads(1):
+        with torch_threads(1):
             gradients = step1_scalar_gradients(preset, init_path)
         print("| step-1 gradient (first entry) | " + " | ".join(SCALARS) + " |")
         print("|---" * (len(SCALARS) + 1) + "|")
         for label, values in gradients.items():
             print(f"| {label} | " + " | ".join(f"{values[name]:+.2e}" for name in SCALARS) + " |")
-        if args.gradients_only:
-            return 0
+        if gradients_only:
+            return
         runs = {
             "torch_ref": val_losses(preset, init_path, "torch_ref"),
             "torch_ref, float64 RMSNorm": val_losses(preset, init_path, "torch_ref", "float64"),
             "jaxgpt, 2 devices": val_losses(preset, init_path, "jaxgpt"),
         }
-        steps = sorted(runs["torch_ref"])
-        print("\n| val loss at step | " + " | ".join(str(s) for s in steps) + " |")
-        print("|---" * (len(steps) + 1) + "|")
+        steps_logged = sorted(runs["torch_ref"])
+        print("\n| val loss at step | " + " | ".join(str(s) for s in steps_logged) + " |")
+        print("|---" * (len(steps_logged) + 1) + "|")
         for label, losses in runs.items():
-            print(f"| {label} | " + " | ".join(f"{losses[s]:.4f}" for s in steps) + " |")
+            print(f"| {label} | " + " | ".join(f"{losses[s]:.4f}" for s in steps_logged) + " |")
         for label in ("torch_ref, float64 RMSNorm", "jaxgpt, 2 devices"):
-            gap = [abs(runs[label][s] - runs["torch_ref"][s]) for s in steps]
+            gap = [abs(runs[label][s] - runs["torch_ref"][s]) for s in steps_logged]
             print(f"| abs gap, {label} vs torch_ref | " + " | ".join(f"{g:.1e}" for g in gap) + " |")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

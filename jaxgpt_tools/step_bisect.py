@@ -1,6 +1,6 @@
-"""python -m parity_tests.step_bisect: where do jaxgpt's and torch_ref's trajectories part?
+"""Where do jaxgpt's and torch_ref's trajectories part? (the library of `scripts/step_bisect.py`)
 
-The trajectory setting of parity_tests.checks (4 layers, 64 wide, 20 steps, fp32 policy), with
+The trajectory setting of jaxgpt_tools.parity_checks (4 layers, 64 wide, 20 steps, fp32 policy), with
 torch_ref driving. At every step it prints:
 - the val loss of torch_ref, of jaxgpt's optimizer fed torch_ref's gradients ("fed"), and of
   jaxgpt's own run ("free"), with their differences to torch_ref;
@@ -14,15 +14,13 @@ skip weights) and nothing else; --init signal starts from checks' "signal" init.
 
 from __future__ import annotations
 
-import argparse
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from parity_tests import checks
+from jaxgpt_tools import parity_checks as checks
 
 
 def _rel(a, b) -> float:
@@ -119,17 +117,3 @@ def run(ns_dtype: str, init: checks.Init, swap_step1_scalars: bool) -> None:
             free = optax.apply_updates(free, updates)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ns", choices=("fp32", "bf16"), default="fp32")
-    parser.add_argument("--init", choices=("record", "signal"), default="record")
-    parser.add_argument("--swap-step1-scalars", action="store_true")
-    args = parser.parse_args(argv)
-    run(args.ns, args.init, args.swap_step1_scalars)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
