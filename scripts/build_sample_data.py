@@ -8,11 +8,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without install
-
-from jaxgpt import sample_data  # noqa: E402
+from jaxgpt import sample_data
 
 
 def main(argv: list[str] | None = None) -> int:

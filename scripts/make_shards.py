@@ -18,9 +18,7 @@ import sys
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without install
-
-from jaxgpt import corpus, tokenizer  # noqa: E402
+from jaxgpt import corpus, tokenizer
 
 COMPLETE_MARKER = ".complete"  # written last, as the sample corpus does: a folder without it is unfinished
 
