@@ -118,6 +118,7 @@ def torch_step(preset, host_params: dict[str, Any], batches, *, compiled: bool) 
 
     import torch_ref.config as tcfg
     from jaxgpt import convert
+    from torch_ref import optim as toptim
     from torch_ref import train as ttrain
 
     m = preset.model
@@ -131,8 +132,8 @@ def torch_step(preset, host_params: dict[str, Any], batches, *, compiled: bool) 
                              torch.device("cpu"))
     model = torch.compile(raw) if compiled else raw
     tconfig = tcfg.OptimConfig()
-    optimizers = ttrain.build_optimizers(raw, tconfig)
-    schedulers = ttrain.build_lr_schedulers(optimizers, max(train.steps, 1), tconfig)
+    optimizers = toptim.build_optimizers(raw, tconfig)
+    schedulers = toptim.build_lr_schedulers(optimizers, max(train.steps, 1), tconfig)
     window = m.max_window_blocks
     feed = iter(batches)
     count = [0]
@@ -141,7 +142,7 @@ def torch_step(preset, host_params: dict[str, Any], batches, *, compiled: bool) 
         tokens = torch.from_numpy(next(feed).astype("int64"))
         inputs, targets = tokens[:, :-1].reshape(-1), tokens[:, 1:].reshape(-1)
         loss = ttrain.forward_backward(model, inputs, targets, train.seq_len, window).item()
-        ttrain.set_muon_momentum(optimizers[1], count[0], tconfig)
+        toptim.set_muon_momentum(optimizers[1], count[0], tconfig)
         for opt, sched in zip(optimizers, schedulers):
             opt.step()
             sched.step()

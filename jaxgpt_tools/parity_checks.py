@@ -295,6 +295,7 @@ def trajectory(framework: str, ns_dtype: str, devices: int = 1, init: Init = "re
 
     from jaxgpt import train as jax_train
     from torch_ref import train as torch_train
+    from torch_ref.cli import RunOptions as TorchRunOptions
 
     if norm != "fp32" and framework != "torch_ref":
         raise ValueError("norm='float64' is a torch_ref perturbation")
@@ -308,7 +309,7 @@ def trajectory(framework: str, ns_dtype: str, devices: int = 1, init: Init = "re
             # One torch thread: two spin against XLA's pool on a 2-core machine (measured 4 s per
             # step instead of 0.1 s); the thread count changes no number compared here.
             with torch_ref_norm(norm), torch_threads(1):
-                result = torch_train.train(preset, torch_train.RunOptions(
+                result = torch_train.train(preset, TorchRunOptions(
                     device="cpu", init_from=str(init_path), save_checkpoint=str(final_path), log_dir=str(folder / "logs")))
             state = torch.load(final_path, map_location="cpu", weights_only=True)["model"]
             params = {name: value.float().numpy() for name, value in state.items()}

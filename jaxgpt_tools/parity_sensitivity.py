@@ -93,10 +93,11 @@ def val_losses(preset, init_path: Path, framework: str, norm: str = "fp32") -> d
     from jaxgpt import train as jax_train
     from jaxgpt.cli import RunOptions
     from torch_ref import train as torch_train
+    from torch_ref.cli import RunOptions as TorchRunOptions
 
     if framework == "torch_ref":
         with torch_ref_norm(norm), torch_threads(1):
-            options = torch_train.RunOptions(device="cpu", init_from=str(init_path),
+            options = TorchRunOptions(device="cpu", init_from=str(init_path),
                                              log_dir=tempfile.mkdtemp(prefix="sensitivity-"))
             return torch_train.train(preset, options).val_losses
     return jax_train.train(preset, RunOptions(init_from=str(init_path), run_id="sensitivity", progress=False)).val_losses
