@@ -14,8 +14,6 @@ under a different config is refused with the list of fields that differ.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,31 +23,12 @@ import jax
 import orbax.checkpoint as ocp
 
 from jaxgpt import convert
-from jaxgpt.config import ModelConfig, OptimConfig, Preset, TrainConfig, replace
+from jaxgpt.config import Preset, TrainConfig, replace
 from jaxgpt.data import DataPosition
 
 # Fields that only say where and how often to write output; changing them cannot change the
 # trajectory of a resumed run, so they may differ between the saved run and the resumed one.
 RESUME_IGNORED_FIELDS = frozenset({"train.out_dir", "train.checkpoint_every", "train.keep_checkpoints"})
-
-
-def config_to_json(preset: Preset) -> dict[str, Any]:
-    """The preset as plain JSON data (tuples become lists), the form stored in checkpoints."""
-    return json.loads(json.dumps(dataclasses.asdict(preset)))
-
-
-def preset_from_json(data: dict[str, Any]) -> Preset:
-    """Inverse of `config_to_json` (lists turn back into the tuples the dataclasses expect)."""
-
-    def build(cls, values: dict[str, Any]):
-        kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
-        return cls(**kwargs)
-
-    return Preset(
-        model=build(ModelConfig, data["model"]),
-        optim=build(OptimConfig, data["optim"]),
-        train=build(TrainConfig, data["train"]),
-    )
 
 
 def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:

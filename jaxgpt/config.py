@@ -9,8 +9,9 @@ short windows, the layer without attention, the U-net skips) is still exercised.
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 BLOCK_SIZE = 128  # FlexAttention's mask block: windows and sequence lengths count in these.
 EOT_ID = 50256  # GPT-2 `<|endoftext|>`; every document starts with it.
@@ -273,3 +274,22 @@ def get_preset(name: str) -> Preset:
 
 # Frozen configs change by copy; dataclasses.replace runs __post_init__, so the copy is validated.
 replace = dataclasses.replace
+
+
+def config_to_json(preset: Preset) -> dict[str, Any]:
+    """The preset as plain JSON data (tuples become lists), the form stored in checkpoints."""
+    return json.loads(json.dumps(dataclasses.asdict(preset)))
+
+
+def preset_from_json(data: dict[str, Any]) -> Preset:
+    """Inverse of `config_to_json` (lists turn back into the tuples the dataclasses expect)."""
+
+    def build(cls, values: dict[str, Any]):
+        kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+        return cls(**kwargs)
+
+    return Preset(
+        model=build(ModelConfig, data["model"]),
+        optim=build(OptimConfig, data["optim"]),
+        train=build(TrainConfig, data["train"]),
+    )

@@ -24,7 +24,6 @@ import jax
 import jaxlib
 import optax
 
-from jaxgpt import checkpoint
 from jaxgpt import config as cfg
 
 CLOCK_RESET_STEP = 10  # the record excludes steps 0..9 (compile warm-up) from train_time
@@ -171,7 +170,7 @@ def write_header(log: RunLog, preset: cfg.Preset, options: Any, devices: Sequenc
     """Config, options (a dataclass) and environment at the top of the text log."""
     log.write(str(log.text_path))
     log.write("=" * 100, console=False)
-    log.write("config: " + json.dumps(checkpoint.config_to_json(preset), sort_keys=True), console=False)
+    log.write("config: " + json.dumps(cfg.config_to_json(preset), sort_keys=True), console=False)
     log.write("options: " + json.dumps(dataclasses.asdict(options), sort_keys=True), console=False)
     if start_step:
         log.write(f"resumed at step {start_step} from {options.resume}", console=False)

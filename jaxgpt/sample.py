@@ -54,7 +54,7 @@ def load_checkpoint(path: str | Path, *, head_dim: int | None = None) -> LoadedM
         raise FileNotFoundError(f"checkpoint not found: {path}")
     if path.is_dir():
         params, meta = checkpoint.restore_params(path)
-        preset = checkpoint.preset_from_json(meta["config"])
+        preset = cfg.preset_from_json(meta["config"])
         train = preset.train
         window = optim.window_blocks(train.steps, train.steps, train.window_max_tokens)[0] if train.steps else 1
         # The val shards' folder, relative to the working directory as in training.

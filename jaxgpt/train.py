@@ -174,7 +174,7 @@ def initial_state(start: preflight.RunStart, options: RunOptions) -> tuple[cfg.P
     preset, graph, host_params = build_model(start.preset, options, num_devices=len(start.devices),
                                              state_dict=start.init_state)
     if start.saved_meta is not None:  # refused before anything compiles
-        checkpoint.refuse_config_change(start.saved_meta, checkpoint.config_to_json(preset), start.checkpointer.directory)
+        checkpoint.refuse_config_change(start.saved_meta, cfg.config_to_json(preset), start.checkpointer.directory)
     optimizer = make_optimizer(preset)
     # Pallas's interpreter (the pallas backend on a CPU) cannot carry shard_map's varying-axes
     # types through its grid loop; the compiled GPU kernels can, and keep the check.
@@ -212,7 +212,7 @@ def train(preset: cfg.Preset, options: RunOptions = RunOptions()) -> RunResult:
 
     def save(step: int) -> None:  # params and opt_state hold `step` updates; the loader is at `step`'s batch
         checkpointer.save(step, {"params": params, "opt_state": opt_state}, data_position=loader.position.to_dict(),
-                          config=checkpoint.config_to_json(preset))
+                          config=cfg.config_to_json(preset))
 
     try:
         with loader, interrupt.StopRequest() as stop:

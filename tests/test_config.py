@@ -47,3 +47,10 @@ def test_presets_hold_the_records_numbers_and_tiny_is_cpu_sized():
     assert tiny.model.num_layers == record.model.num_layers  # every per-layer pattern kept
     with pytest.raises(ValueError, match="unknown preset 'huge'"):
         cfg.get_preset("huge")
+
+
+def test_preset_json_roundtrip():
+    for name in ("record", "tiny"):
+        preset = cfg.get_preset(name)
+        assert cfg.preset_from_json(cfg.config_to_json(preset)) == preset
+    assert isinstance(cfg.preset_from_json(cfg.config_to_json(cfg.Preset())).model.value_embed_slots, tuple)

@@ -199,7 +199,7 @@ def test_sigint_while_a_save_is_provably_in_flight(capsys, monkeypatch, tmp_path
 
 def test_resume_keeps_the_saved_checkpoint_cadence():
     preset, options = cli.parse_args(["--preset", "tiny"])
-    saved = {"config": checkpoint.config_to_json(config.Preset(
+    saved = {"config": config.config_to_json(config.Preset(
         preset.model, preset.optim, config.replace(preset.train, checkpoint_every=7, keep_checkpoints=2)))}
     kept = checkpoint.keep_saved_cadence(preset, saved, options.overridden)
     assert (kept.train.checkpoint_every, kept.train.keep_checkpoints) == (7, 2)

@@ -13,7 +13,7 @@ from flax import nnx
 
 from jaxgpt import checkpoint, convert, sample
 from jaxgpt import model as model_lib
-from jaxgpt.config import EOT_ID, ModelConfig, Preset, TrainConfig
+from jaxgpt.config import EOT_ID, ModelConfig, Preset, TrainConfig, config_to_json
 from jaxgpt.data import write_shard
 from jaxgpt.tokenizer import GPT2BPE, ByteGPT2
 
@@ -157,7 +157,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     params = random_params(config)
     saver = checkpoint.Checkpointer(root / "ckpt", async_save=False)
     state = {"params": {k: jnp.asarray(v) for k, v in params.items()}, "opt_state": (jnp.zeros(3),)}
-    saver.save(8, state, data_position={}, config=checkpoint.config_to_json(preset))
+    saver.save(8, state, data_position={}, config=config_to_json(preset))
     saver.close()
     checkpoint.export_torch(params, root / "model.pt")
     return root

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from jaxgpt import checkpoint, data, preflight
+from jaxgpt.config import config_to_json
 from jaxgpt import train as train_lib
 
 
@@ -115,7 +116,7 @@ def test_resume_from_a_run_with_a_different_config(capsys, tmp_path, shards):
     directory = tmp_path / "ckpt"
     manager = checkpoint.Checkpointer(directory)
     state = {"params": {"skip_weights": jax.numpy.ones((6,))}, "opt_state": {}}
-    manager.save(1, state, data_position={"shard_index": 0, "pos": 2048}, config=checkpoint.config_to_json(saved_preset))
+    manager.save(1, state, data_position={"shard_index": 0, "pos": 2048}, config=config_to_json(saved_preset))
     manager.close()
     message = run_main(capsys, args + ["--resume", str(directory)])
     assert "different config" in message

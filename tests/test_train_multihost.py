@@ -43,11 +43,12 @@ RUNNER = textwrap.dedent(
     """
     import json, sys
     import numpy as np
-    from jaxgpt import checkpoint, data
+    from jaxgpt import config as cfg
+    from jaxgpt import data
     from jaxgpt import train as train_lib
 
     config_path, coordinator, process_id, out_path = sys.argv[1:5]
-    preset = checkpoint.preset_from_json(json.loads(open(config_path).read()))
+    preset = cfg.preset_from_json(json.loads(open(config_path).read()))
     _, options = train_lib.parse_args([
         "--coordinator", coordinator, "--num-processes", "2", "--process-id", process_id,
         "--run-id", "multihost", "--no-progress",
@@ -102,7 +103,7 @@ def free_port() -> int:
 def run_two_processes(tmp_path: Path, preset: cfg.Preset) -> list[tuple[str, dict, np.ndarray]]:
     """(stdout+stderr, result json, local inputs) per process; kills both children on any failure."""
     config_path = tmp_path / "config.json"
-    config_path.write_text(json.dumps(checkpoint.config_to_json(preset)))
+    config_path.write_text(json.dumps(cfg.config_to_json(preset)))
     runner = tmp_path / "runner.py"
     runner.write_text(RUNNER)
     env = dict(os.environ)
