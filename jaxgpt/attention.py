@@ -24,18 +24,14 @@ W = max_window_blocks, C query blocks per scan step.
 
 from __future__ import annotations
 
-from typing import Literal
-
 import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jaxgpt.config import BLOCK_SIZE
+from jaxgpt.config import BLOCK_SIZE, AttentionBackend
 from jaxgpt.kernels.block_lists import KernelBlockLists
 from jaxgpt.kernels.flash_attention import default_interpret, flash_attention
 from jaxgpt.masks import allowed_at, check_attention_inputs, closed_form_mask
-
-Backend = Literal["auto", "dense", "blocked", "pallas"]
 
 # Query blocks per scan step of the blocked backend (upper bound; the largest divisor of N at
 # most this is used). It trades per-step overhead against one step's scores and slab
@@ -176,7 +172,7 @@ def attention(
     doc_ids: jax.Array,
     window_blocks: int | jax.Array,
     *,
-    backend: Backend = "blocked",
+    backend: AttentionBackend = "blocked",
     scale: float = 0.12,
     block_size: int = BLOCK_SIZE,
     max_window_blocks: int = 14,
