@@ -1,5 +1,6 @@
-"""torch_ref stands alone: in a fresh interpreter where jax, jaxgpt, flax, optax and orbax
-cannot be imported, every torch_ref module imports and a tiny model trains one step."""
+"""The packages' boundaries. torch_ref stands alone: in a fresh interpreter where jax, jaxgpt,
+flax, optax and orbax cannot be imported, every torch_ref module imports and a tiny model trains
+one step. jaxgpt imports neither torch nor torch_ref nor jaxgpt_tools."""
 
 from __future__ import annotations
 
@@ -68,3 +69,31 @@ def test_no_torch_ref_source_names_jaxgpt_outside_comments_and_docstrings():
             code = line.split("#", 1)[0].strip()
             assert not code.startswith(("import jax", "from jax", "import flax", "from flax", "import optax",
                                         "from optax", "import orbax", "from orbax")), f"{path.name}:{number}: {line}"
+
+
+# jaxgpt needs neither torch (an extra: convert and checkpoint import it only to read or write a
+# record `.pt`) nor torch_ref, nor the tools package built on it: every module imports without them.
+_JAXGPT_CHILD = """
+import importlib, importlib.abc, pkgutil, sys
+BLOCKED = ("torch", "torch_ref", "jaxgpt_tools")
+class Refuse(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ImportError(f"{name} is blocked: jaxgpt must import without it")
+sys.meta_path.insert(0, Refuse())
+
+import jaxgpt
+names = sorted(info.name for info in pkgutil.walk_packages(jaxgpt.__path__, "jaxgpt."))
+for name in names:
+    importlib.import_module(name)
+print(len(names))
+"""
+
+
+@pytest.mark.slow  # imports every jaxgpt module (jax, flax, optax, orbax) in a fresh interpreter
+def test_every_jaxgpt_module_imports_without_torch_torch_ref_or_the_tools():
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run([sys.executable, "-c", _JAXGPT_CHILD], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert int(done.stdout.split()[-1]) >= 25  # every module of the package was imported
