@@ -87,7 +87,7 @@ class Tiles:
     """Launch settings of each of the three kernels: `forward`, `dq` and `dkdv` (KernelTiles);
     the mask block stays 128. `Tiles.uniform(...)` gives all three the same settings."""
 
-    # Defaults from docs/gpu/probes/tile_sweep.py on an H100 (record shapes, W 14), where one
+    # Defaults from the tile sweep (scripts/tile_sweep.py) on an H100 (record shapes, W 14), where one
     # setting served all three kernels: fwd+bwd 4.26 ms for 64/64 tiles, 4 warps, 2 stages,
     # against 5.89 ms for 128/64 (fwd, dQ) and 64/64 (dK/dV) with 8 warps; 3 stages overflowed
     # shared memory (in the backward kernels; forwards compile with 3: docs/BENCHMARKS.md,

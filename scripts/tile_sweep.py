@@ -1,0 +1,47 @@
+"""Which launch settings make each Pallas attention kernel fastest on this GPU?
+
+On a GPU (the sweep stops after --budget-s = 210 s; then the combination and the exit, within 5 minutes):
+    JAX_PLATFORMS=cuda PYTHONPATH=. python3 scripts/tile_sweep.py --out $OUT/tile_sweep.jsonl
+With no GPU, on a CPU with the jax CUDA plugin (which settings Triton accepts for an H100; no
+timings, "compiled without a GPU, no autotuning"):
+    PYTHONPATH=. python scripts/tile_sweep.py --compile-only --out runs/tile_sweep_compile.jsonl
+
+What is swept and timed: jaxgpt_tools/tile_sweep.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from jaxgpt_tools.tile_sweep import KERNELS, sweep
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kernels", nargs="+", choices=KERNELS, default=list(KERNELS), help="kernels to sweep")
+    parser.add_argument("--windows", nargs="+", type=int, default=[4, 14], help="windows in 128-token blocks")
+    parser.add_argument("--seq-len", type=int, default=65536)
+    parser.add_argument("--repeats", type=int, default=10, help="timed calls per median (after warm-up)")
+    parser.add_argument("--limit", type=int, default=None, help="try only the first N settings per kernel")
+    parser.add_argument("--budget-s", type=float, default=210.0,
+                        help="start no new setting after this many seconds (the best-of combination still runs)")
+    parser.add_argument("--compile-only", action="store_true",
+                        help="no GPU: compile for a compile-only H100 (jax CUDA plugin); report which settings compile")
+    parser.add_argument("--out", type=Path, default=None, help="JSON lines file for the results")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.compile_only:
+        from jaxgpt import gpu_plan
+
+        gpu_plan.compile_only_environment()  # before jax initialises its backends
+    sweep(kernels=args.kernels, windows=args.windows, seq_len=args.seq_len, repeats=args.repeats, limit=args.limit,
+          budget_s=args.budget_s, compile_only=args.compile_only, out_path=args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
