@@ -17,6 +17,8 @@ import hashlib
 import json
 import multiprocessing
 import os
+import shutil
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -24,7 +26,7 @@ import numpy as np
 from tqdm import tqdm
 
 from jaxgpt.config import EOT_ID
-from jaxgpt.data import META_FILE, read_shard_header, write_shard  # META_FILE: its presence is read by the loader
+from jaxgpt.data import COMPLETE_MARKER, META_FILE, read_shard_header, write_shard  # read by the loader
 
 Encoder = Callable[[str], "list[int] | np.ndarray"]
 DEFAULT_SHARD_SIZE = 10**8
@@ -192,3 +194,116 @@ def iter_hf_documents(
         raise RuntimeError(f"could not load Hugging Face dataset {name!r} (config {config}, split {split}): {error}") from error
     for record in dataset:
         yield record[text_field]
+
+
+# --------------------------------------------------------------------------------------
+# A whole shard folder (scripts/make_shards.py)
+
+
+def build_shards(source: str, out: str | os.PathLike, encoder: Encoder, *, prefix: str = "shard",
+                 shard_size: int = DEFAULT_SHARD_SIZE, workers: int = 1, text_field: str = "text",
+                 hf_config: str | None = None, split: str = "train", streaming: bool = False,
+                 overwrite: bool = False) -> list[Path]:
+    """Shards of `source` (a .txt/.jsonl file, a folder of them, or a Hugging Face dataset name)
+    in `out`, with meta.json and the completion marker. Everything is written into a staging
+    folder beside `out` and moved in when complete, so a crash never leaves a partial set that
+    looks finished. ValueError when `out` already holds shards and not `overwrite` (the loader
+    would mix them), or for a file that is not UTF-8; RuntimeError, FileNotFoundError from the
+    source."""
+    out = Path(out)
+    existing = sorted(out.glob("*.bin")) if out.is_dir() else []
+    if existing and not overwrite:
+        raise ValueError(f"{out} already holds {len(existing)} shard file(s) (e.g. {existing[0].name}); the loader "
+                         "would mix them with the new ones: pass --overwrite to replace them, or choose another --out")
+    staging = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
+    try:
+        if Path(source).exists():
+            texts = (text for path in local_text_files(source) for text in _documents_naming_the_file(path, text_field))
+        else:
+            texts = iter_hf_documents(source, config=hf_config, split=split, text_field=text_field, streaming=streaming)
+        paths = write_shards(encode_documents(texts, encoder, num_workers=workers), staging, prefix, shard_size)
+        # Says which tokenizer decodes these shards (python -m jaxgpt.sample reads it).
+        meta = {"source": source, **shard_meta(paths, encoder)}
+        (staging / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+        _move_into_place(staging, out, existing)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return [out / path.name for path in paths]
+
+
+def _documents_naming_the_file(path: Path, text_field: str) -> Iterator[str]:
+    try:
+        yield from iter_text_file_documents(path, text_field)
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+
+
+def _move_into_place(staging: Path, out: Path, old_shards: list[Path]) -> None:
+    """Replace `old_shards` (and the marker, meta.json) in `out` by the staged files; the
+    completion marker is written last."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / COMPLETE_MARKER).unlink(missing_ok=True)
+    for path in old_shards:
+        path.unlink()
+    for path in sorted(staging.iterdir()):
+        os.replace(path, out / path.name)
+    (out / COMPLETE_MARKER).write_text("")
+
+
+# --------------------------------------------------------------------------------------
+# The record's own shards, already tokenized (scripts/download_fineweb.py)
+
+FINEWEB_REPO_ID = "kjj0/fineweb10B-gpt2"  # the record's tokenized FineWeb (RECORD.md 8.5)
+DEFAULT_FINEWEB_SHARDS = 8  # the record's 1393 steps of 524,288 tokens read train shards 1..8
+
+
+def fineweb_filenames(num_shards: int) -> list[str]:
+    """The val shard, then train shards 1..num_shards."""
+    if num_shards < 0:
+        raise ValueError(f"--num-shards must be >= 0, got {num_shards}")
+    return ["fineweb_val_000000.bin"] + [f"fineweb_train_{i:06d}.bin" for i in range(1, num_shards + 1)]
+
+
+def missing_files(out_dir: str | Path, names: list[str]) -> list[str]:
+    """Names not yet present in out_dir (a present file is trusted, as in the record)."""
+    return [name for name in names if not (Path(out_dir) / name).is_file()]
+
+
+def hf_downloader() -> Callable[[str, Path], None]:
+    """A function (file name, folder) -> None fetching one file from FINEWEB_REPO_ID; raises
+    RuntimeError with an install hint when huggingface_hub is missing."""
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError as error:
+        raise RuntimeError(
+            "downloading needs the `huggingface_hub` package: pip install huggingface_hub "
+            "(or pip install -e '.[data]')"
+        ) from error
+
+    def download(name: str, out_dir: Path) -> None:
+        hf_hub_download(repo_id=FINEWEB_REPO_ID, filename=name, repo_type="dataset", local_dir=out_dir)
+
+    return download
+
+
+def download_fineweb(
+    out_dir: str | Path, num_shards: int = DEFAULT_FINEWEB_SHARDS, download: Callable[[str, Path], None] | None = None
+) -> list[str]:
+    """Fetch the missing shards into out_dir; returns the names fetched. Network or server
+    errors are re-raised as RuntimeError naming the file and the repo."""
+    out = Path(out_dir)
+    todo = missing_files(out, fineweb_filenames(num_shards))
+    if not todo:
+        return []
+    download = download or hf_downloader()
+    out.mkdir(parents=True, exist_ok=True)
+    for name in todo:
+        print(f"downloading {name} from {FINEWEB_REPO_ID} ...", flush=True)
+        try:
+            download(name, out)
+        except Exception as error:
+            raise RuntimeError(
+                f"could not download {name} from the Hugging Face dataset {FINEWEB_REPO_ID} "
+                f"({type(error).__name__}: {error}); check the network connection"
+            ) from error
+    return todo

@@ -30,7 +30,7 @@ from jaxgpt import corpus, tokenizer
 PREFIX = "sample"
 VAL_SHARD_TOKENS = 2**17  # the tiny preset's 64 Ki val tokens need >= 65,538 (advance rule)
 TRAIN_SHARD_TOKENS = 2**20
-COMPLETE_MARKER = ".complete"
+COMPLETE_MARKER = corpus.COMPLETE_MARKER
 META_FILE = corpus.META_FILE
 _SKIPPED_PARTS = {"test", "tests", "idle_test", "__pycache__", "site-packages"}
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -109,35 +108,28 @@ def test_cli_reports_bad_source(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------- download_fineweb (offline)
 
 
-def load_download_script():
-    spec = importlib.util.spec_from_file_location("download_fineweb", REPO / "scripts/download_fineweb.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_download_skips_present_files(tmp_path: Path) -> None:
-    script = load_download_script()
     (tmp_path / "fineweb_val_000000.bin").write_bytes(b"x")
     (tmp_path / "fineweb_train_000002.bin").write_bytes(b"x")
     fetched: list[str] = []
-    names = script.download_fineweb(tmp_path, 3, download=lambda name, out: fetched.append(name))
+    names = corpus.download_fineweb(tmp_path, 3, download=lambda name, out: fetched.append(name))
     assert names == fetched == ["fineweb_train_000001.bin", "fineweb_train_000003.bin"]
-    assert script.fineweb_filenames(8)[-1] == "fineweb_train_000008.bin" and len(script.fineweb_filenames(8)) == 9
+    assert corpus.fineweb_filenames(8)[-1] == "fineweb_train_000008.bin" and len(corpus.fineweb_filenames(8)) == 9
 
 
 def test_download_explains_missing_module_and_network(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    script = load_download_script()
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)
     with pytest.raises(RuntimeError, match="pip install huggingface_hub"):
-        script.download_fineweb(tmp_path, 1)
-    assert script.main(["--out", str(tmp_path), "--num-shards", "1"]) == 1
+        corpus.download_fineweb(tmp_path, 1)
+    from scripts import download_fineweb as command
+
+    assert command.main(["--out", str(tmp_path), "--num-shards", "1"]) == 1
 
     def offline(name: str, out: Path) -> None:
         raise ConnectionError("no route to host")
 
     with pytest.raises(RuntimeError, match="fineweb_val_000000.bin from the Hugging Face dataset kjj0/fineweb10B-gpt2"):
-        script.download_fineweb(tmp_path, 1, download=offline)
+        corpus.download_fineweb(tmp_path, 1, download=offline)
 
 
 def test_cli_gpt2_bpe_offline_end_to_end(tmp_path: Path) -> None:

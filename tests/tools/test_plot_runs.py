@@ -1,23 +1,14 @@
-"""scripts/plot_runs.py: reads both trainers' metrics schema and draws the curves."""
+"""jaxgpt_tools.plot_runs and scripts/plot_runs.py: reads both trainers' metrics schema and draws the curves."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("plot_runs", REPO / "scripts/plot_runs.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+from jaxgpt_tools.plot_runs import read_run
+from scripts import plot_runs as command
 
 
 def write_run(path: Path, framework: str, run_id: str, offset: float) -> Path:
@@ -35,26 +26,24 @@ def write_run(path: Path, framework: str, run_id: str, offset: float) -> Path:
 
 def test_reads_runs_and_writes_a_png(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib", reason="the plot extra (pip install -e '.[plot]') is not installed")
-    script = load_script()
     a = write_run(tmp_path / "a.jsonl", "jaxgpt", "run-a", 0.0)
     b = write_run(tmp_path / "b.jsonl", "torch_ref", "run-b", 0.1)
-    run = script.read_run(a)
+    run = read_run(a)
     assert run.label == "jaxgpt run-a"
     assert [p[0] for p in run.val] == [0, 10, 20, 30] and len(run.train) == 30
     assert run.val[1] == (10, 4.0, 1.0)  # (step, loss, seconds)
     out = tmp_path / "curves.png"
-    assert script.main([str(a), str(b), "--out", str(out)]) == 0
+    assert command.main([str(a), str(b), "--out", str(out)]) == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
 
 
 def test_bad_input_is_named(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    script = load_script()
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"kind": "val", "step": 0}\n')
-    assert script.main([str(bad), "--out", str(tmp_path / "x.png")]) == 1
+    assert command.main([str(bad), "--out", str(tmp_path / "x.png")]) == 1
     assert "bad.jsonl:1: not a metrics record" in capsys.readouterr().err
     (tmp_path / "empty.jsonl").write_text("\n")
     with pytest.raises(ValueError, match="no metrics records"):
-        script.read_run(tmp_path / "empty.jsonl")
+        read_run(tmp_path / "empty.jsonl")
     with pytest.raises(FileNotFoundError, match="no such metrics file"):
-        script.read_run(tmp_path / "missing.jsonl")
+        read_run(tmp_path / "missing.jsonl")
