@@ -65,19 +65,3 @@ def test_quick_attention_json_and_memory_scaling():
     factor = largest / smallest
     assert temp("dense", largest, 4) / temp("dense", smallest, 4) > 0.5 * factor**2
     assert temp("blocked", largest, 4) / temp("blocked", smallest, 4) < 1.5 * factor
-
-
-def test_attention_gpu_suite_refuses_without_a_gpu_and_counts_listed_blocks():
-    from jaxgpt_tools.bench_attention_gpu import document_tokens, listed_blocks
-    from scripts import bench as command
-
-    with pytest.raises(SystemExit, match="needs a CUDA GPU"):
-        command.main(["--only", "attention_gpu", "--json"])
-    tokens = document_tokens(4096, 300)
-    assert tokens[0] == 50256 and 5 < (tokens == 50256).sum() < 40
-    counts = [listed_blocks(tokens, window) for window in (1, 2, 4, 14)]
-    # Window 1: each query block lists only its own (diagonal) block; wider windows list more,
-    # never more than window x query blocks, and documents cut the widest window short.
-    assert counts[0] == 4096 // 128
-    assert counts == sorted(counts) and all(c <= w * 32 for c, w in zip(counts, (1, 2, 4, 14)))
-    assert counts[-1] < 14 * 32

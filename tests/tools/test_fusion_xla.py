@@ -1,0 +1,23 @@
+"""jaxgpt_tools.fusion_xla (scripts/fusion_xla.py): the programs of the fusion study (the whole study
+runs in test_fusion_report.py)."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from jaxgpt_tools import fusion_xla
+
+
+def test_window_is_the_records_fourteen_blocks_or_the_whole_sequence():
+    assert fusion_xla.SHAPES["tiny"].window_blocks == 1
+    assert fusion_xla.SHAPES["record_cpu"].window_blocks == 14 and fusion_xla.SHAPES["record_gpu"].window_blocks == 14
+
+
+def test_programs_take_bf16_activations_and_fwdbwd_a_cotangent():
+    shape = fusion_xla.SHAPES["tiny"]
+    for part, inputs in (("attn", 2), ("block", 3)):
+        _, fwd_args, _ = fusion_xla.build_program(part, "fwd", "merged", shape)
+        _, bwd_args, _ = fusion_xla.build_program(part, "fwdbwd", "separate", shape)
+        assert len(fwd_args) == 1 + inputs and len(bwd_args) == 2 + inputs  # params, activations[, cotangent]
+        assert all(a.shape == (1, 128, 64) and a.dtype == jnp.bfloat16 for a in bwd_args[1:])
+    assert fusion_xla.program_name("attn", "fwd", "merged", shape) == "attn_fwd_merged_tiny"
