@@ -74,3 +74,16 @@ def test_help_states_each_default_once():
     text = cli.build_parser().format_help()
     assert "(default: None)" not in text
     assert "{none,block,block_dots}" in text  # --remat lists its choices
+
+
+def test_bad_flag_value_is_an_argparse_error(capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.parse_args(["--preset", "huge"])
+    assert info.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
+
+
+def test_dtype_choices_are_checked(capsys):
+    with pytest.raises(SystemExit):
+        cli.parse_args(["--dtype", "fp16"])
+    assert "--dtype" in capsys.readouterr().err

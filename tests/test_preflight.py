@@ -1,7 +1,8 @@
-"""Bad input to `python -m jaxgpt.train` ends with `error: ...` and exit status 1 (2 for an
-invalid config value, a usage error), no traceback.
+"""jaxgpt.preflight, as a user meets it through `python -m jaxgpt.train`: bad input (data, geometry,
+checkpoints to start from or resume) ends with `error: ...` and exit status 1, no traceback.
 
-Every case here fails before a step is compiled, so the whole file takes seconds.
+Every case here fails before a step is compiled, so the whole file takes seconds. (Flag values
+argparse refuses: tests/test_cli.py.)
 """
 
 from __future__ import annotations
@@ -121,16 +122,3 @@ def test_resume_from_a_run_with_a_different_config(capsys, tmp_path, shards):
     message = run_main(capsys, args + ["--resume", str(directory)])
     assert "different config" in message
     assert "train.steps: 5 -> 2" in message and "optim.muon_lr: 0.07 -> 0.05" in message
-
-
-def test_bad_flag_value_is_an_argparse_error(capsys):
-    with pytest.raises(SystemExit) as info:
-        train_lib.main(["--preset", "huge"])
-    assert info.value.code == 2
-    assert "invalid choice" in capsys.readouterr().err
-
-
-def test_dtype_choices_are_checked(capsys):
-    with pytest.raises(SystemExit):
-        train_lib.main(["--dtype", "fp16"])
-    assert "--dtype" in capsys.readouterr().err
