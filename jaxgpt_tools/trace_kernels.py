@@ -134,8 +134,9 @@ def format_ranking(ranking: Ranking, *, top: int, steps: int | None = None) -> s
     per = steps or 1
     unit = "ms/step" if steps else "ms"
     lines = [f"{ranking.trace}: {KIND_TITLES[ranking.kind]}",
-             f"busy time {ranking.total_ms / per:.2f} {unit} in {sum(k.calls for k in ranking.kernels)} calls "
-             f"of {len(ranking.kernels)} kernels" + (f" over {steps} steps" if steps else ""),
+             f"kernel time {ranking.total_ms / per:.2f} {unit} (summed over threads and streams) in "
+             f"{sum(k.calls for k in ranking.kernels)} calls of {len(ranking.kernels)} kernels"
+             + (f" over {steps} steps" if steps else ""),
              f"{unit:>10}  {'share':>6}  {'calls':>6}  name"]
     for kernel in ranking.kernels[:top]:
         share = kernel.total_ms / ranking.total_ms if ranking.total_ms else 0.0
