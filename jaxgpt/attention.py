@@ -16,7 +16,11 @@ Backends:
            causality and documents are applied as a mask inside that window.
   pallas:  `jaxgpt.kernels.flash_attention`: a Pallas (Triton) flash-attention kernel that
            visits only the listed key blocks, as FlexAttention does; interpret mode on a CPU.
-  auto:    `pallas` where its kernels compile (a GPU), `blocked` elsewhere (`resolve_backend`).
+  mosaic:  `jaxgpt.kernels.mosaic_attention`: the same walk as Hopper kernels in Pallas Mosaic
+           GPU (wgmma, TMA pipeline, warp specialisation); bf16/fp16 only; Mosaic GPU's
+           interpreter on a CPU.
+  auto:    `pallas` where its kernels compile (a GPU), `blocked` elsewhere (`resolve_backend`);
+           `mosaic` is chosen only by name until a GPU has timed it faster than `pallas`.
 
 Shapes: B batch, T tokens, H heads, Dh head dim, N = T // block_size blocks,
 W = max_window_blocks, C query blocks per scan step.
@@ -31,6 +35,7 @@ from jax import lax
 from jaxgpt.config import BLOCK_SIZE, AttentionBackend
 from jaxgpt.kernels.block_lists import KernelBlockLists
 from jaxgpt.kernels.flash_attention import default_interpret, flash_attention
+from jaxgpt.kernels.mosaic_attention import mosaic_attention
 from jaxgpt.masks import allowed_at, check_attention_inputs, closed_form_mask
 
 # Query blocks per scan step of the blocked backend (upper bound; the largest divisor of N at
@@ -183,15 +188,18 @@ def attention(
     q, k: (B, T, H, Dh); v: (B, T, H, Dv); doc_ids: (B, T) int32 document ids
     (`jaxgpt.masks.document_ids`); window_blocks: window in 128-token blocks, a Python int in
     0..max_window_blocks or a traced int32 scalar (a traced value above max_window_blocks is
-    treated as max_window_blocks by `blocked` and `pallas` but not by `dense`; 0 acts as 1).
-    kernel_lists: for `pallas`, the lists of `jaxgpt.kernels.block_lists.kernel_block_lists`
+    treated as max_window_blocks by `blocked`, `pallas` and `mosaic` but not by `dense`; 0 acts as 1).
+    kernel_lists: for `pallas` and `mosaic`, the lists of `jaxgpt.kernels.block_lists.kernel_block_lists`
     for this window (built here when None; pass them to share them between layers).
     Returns (B, T, H, Dv) in q's dtype. Scores and softmax are fp32.
     """
     backend = resolve_backend(backend)
-    if backend == "pallas":  # the kernel's wrapper checks the same inputs (and its own limits) once
+    if backend == "pallas":  # the kernels' wrappers check the same inputs (and their own limits) once
         return flash_attention(q, k, v, doc_ids, window_blocks, scale=scale, block_size=block_size,
                                max_window_blocks=max_window_blocks, lists=kernel_lists)
+    if backend == "mosaic":
+        return mosaic_attention(q, k, v, doc_ids, window_blocks, scale=scale, block_size=block_size,
+                                max_window_blocks=max_window_blocks, lists=kernel_lists)
     check_attention_inputs(q, k, v, doc_ids, window_blocks, block_size=block_size, max_window_blocks=max_window_blocks)
     if backend == "dense":
         return dense_attention(q, k, v, doc_ids, window_blocks, scale=scale, block_size=block_size)
@@ -199,7 +207,7 @@ def attention(
         return blocked_attention(
             q, k, v, doc_ids, window_blocks, scale=scale, block_size=block_size, max_window_blocks=max_window_blocks
         )
-    raise ValueError(f"unknown attention backend {backend!r}; choose 'auto', 'dense', 'blocked' or 'pallas'")
+    raise ValueError(f"unknown attention backend {backend!r}; choose 'auto', 'dense', 'blocked', 'pallas' or 'mosaic'")
 
 
 def resolve_backend(backend: str) -> str:

@@ -105,8 +105,8 @@ def _add_model_flags(group: Any) -> None:
     add = functools.partial(_add_field, group, "model")
     add("dtype_policy", str, "record: bf16 + FP8 head as the record; fp32: all-fp32 policy for parity",
         flag="--dtype", choices=get_args(cfg.DTypePolicy))
-    add("attention_backend", str, "attention implementation (pallas: the block-sparse kernel, interpreted on a CPU; "
-        "auto: pallas on a GPU, blocked elsewhere)",
+    add("attention_backend", str, "attention implementation (pallas: the block-sparse Triton kernel, interpreted on "
+        "a CPU; mosaic: the same on Hopper through Mosaic GPU, bf16; auto: pallas on a GPU, blocked elsewhere)",
         aliases=("--attention",), choices=get_args(cfg.AttentionBackend))
     add("remat", str, "rematerialise each block in the backward pass", choices=get_args(cfg.RematPolicy))
     add("qkv_layout", str, "merged: one (3, D, D) qkv_w per block (the record's); separate: q_w, k_w, v_w",

@@ -85,3 +85,83 @@ def lower_for_gpu(jitted: Any, *args: Any) -> Any:
     mesh = jax.sharding.AbstractMesh((1,), ("gpu",), abstract_device=device)
     with jax.sharding.use_abstract_mesh(mesh):
         return jitted.trace(*args).lower(lowering_platforms=("cuda",))
+
+
+def transpose_ref(ref: Any) -> Any:
+    """A 2-D Pallas ref viewed transposed (for a wgmma operand): jax 0.11 deprecates
+    `plgpu.transpose_ref` for the ref's own `.transpose`, which jax 0.10 also has."""
+    return ref.transpose((1, 0))
+
+
+def gpu_interpret_params(**params: Any) -> Any:
+    """Parameters that run a Mosaic GPU kernel in its CPU interpreter (`interpret=` of
+    `plgpu.kernel`): `InterpretGPUParams`, private in jax 0.10 and 0.11."""
+    from jax._src.pallas.mosaic_gpu.interpret.params import InterpretGPUParams
+
+    return InterpretGPUParams(**params)
+
+
+def reset_gpu_interpreter() -> None:
+    """Clear Mosaic GPU's interpreter state; needed after a kernel raised inside it."""
+    from jax._src.pallas.mosaic_gpu.interpret import gpu_callbacks
+
+    gpu_callbacks.reset_gpu_interpret_mode_state()
+
+
+def gpu_interpreter_races_found() -> bool:
+    """Whether Mosaic GPU's interpreter saw a data race (with InterpretGPUParams(detect_races=True))."""
+    from jax._src.pallas.mosaic_gpu.interpret import gpu_callbacks
+
+    return bool(gpu_callbacks.get_races().races_found)
+
+
+def cache_gpu_interpreter_compiles() -> None:
+    """Compile each interpreted Mosaic GPU kernel body once, not once per thread and grid point.
+
+    jax 0.10 and 0.11's GPU interpreter runs a CTA's threads by compiling the kernel's jaxpr
+    afresh in every thread of every grid point (thread_map._run_jaxpr: a new `jax.jit` each
+    time, and executables with host callbacks never enter the persistent cache): ~10 s per
+    grid point for the attention kernels on 2 CPU cores. This keeps one executable per (jaxpr,
+    argument types); the threads run it concurrently, as they ran their own copies. Leaves
+    the interpreter alone where its private entry point is not the one this wraps."""
+    import threading
+
+    from jax._src.pallas.mosaic.interpret import thread_map
+
+    original = getattr(thread_map, "_run_jaxpr", None)
+    if original is None or getattr(original, "jaxgpt_cached", False):
+        return
+    if list(inspect.signature(original).parameters) != ["jaxpr", "consts", "args"]:
+        return
+    executables: dict[tuple, list] = {}  # key -> [jaxpr (kept alive: its id is the key), executable, lock]
+    guard = threading.Lock()
+
+    def run_jaxpr(jaxpr, consts, *args):
+        types = tuple((x.shape, str(x.dtype)) for x in jax.tree.leaves((consts, args)))
+        with guard:
+            entry = executables.setdefault((id(jaxpr), types), [jaxpr, None, threading.Lock()])
+        with entry[2]:
+            if entry[1] is None:
+                run = lambda consts, *args: jax.core.eval_jaxpr(jaxpr, consts, *args)
+                entry[1] = jax.jit(run).lower(consts, *args).compile()
+        entry[1](consts, *args)
+
+    run_jaxpr.jaxgpt_cached = True
+    thread_map._run_jaxpr = run_jaxpr
+
+
+def _varying_axes(x: Any) -> frozenset:
+    """The shard_map mesh axes `x` varies over (jax 0.10/0.11: the aval's `mat.varying`;
+    earlier releases: `vma`); empty outside shard_map."""
+    aval = jax.typeof(x)
+    if hasattr(aval, "mat"):
+        return frozenset(aval.mat.varying)
+    return frozenset(getattr(aval, "vma", ()))
+
+
+def vary_like(x: jax.Array, like: jax.Array) -> jax.Array:
+    """`x` typed as varying over the shard_map axes `like` varies over. Mosaic GPU kernels
+    (`plgpu.kernel`) drop the varying-axes type of their outputs, which a custom_vjp under
+    shard_map's check then refuses; the values are already per-device."""
+    missing = _varying_axes(like) - _varying_axes(x)
+    return jax.lax.pcast(x, tuple(sorted(missing)), to="varying") if missing else x

@@ -18,7 +18,7 @@ EOT_ID = 50256  # GPT-2 `<|endoftext|>`; every document starts with it.
 GPT2_VOCAB_SIZE = 50257
 
 DTypePolicy = Literal["record", "fp32"]
-AttentionBackend = Literal["auto", "dense", "blocked", "pallas"]  # auto: attention.resolve_backend
+AttentionBackend = Literal["auto", "dense", "blocked", "pallas", "mosaic"]  # auto: attention.resolve_backend
 RematPolicy = Literal["none", "block", "block_dots"]
 NSDType = Literal["bf16", "fp32"]
 QKVLayout = Literal["merged", "separate"]

@@ -279,7 +279,7 @@ class CausalSelfAttention(nnx.Module):
 
         With `decode` (after `init_cache`), the T new keys and values are written into the
         cache at decode.positions and the queries attend to the whole cache instead.
-        `lists`: the pallas backend's block lists for this window, shared between layers."""
+        `lists`: the kernel backends' block lists for this window, shared between layers."""
         cfg = self.config
         batch, seq, dim = h_BTD.shape
         q, k, v = self.project(h_BTD, ve_BTD, rotary)
@@ -428,7 +428,7 @@ class GPT(nnx.Module):
         long_window = window_blocks
         short_window = window_blocks // 2
         lists = None
-        if attention_lib.resolve_backend(cfg.attention_backend) == "pallas" and decode is None:
+        if attention_lib.resolve_backend(cfg.attention_backend) in ("pallas", "mosaic") and decode is None:
             # The kernel's block lists, built once per step for each window and shared by its layers.
             build = functools.partial(kernel_block_lists, doc_ids, max_window_blocks=cfg.max_window_blocks,
                                       block_size=cfg.block_size)

@@ -176,9 +176,9 @@ def initial_state(start: preflight.RunStart, options: RunOptions) -> tuple[cfg.P
     if start.saved_meta is not None:  # refused before anything compiles
         checkpoint.refuse_config_change(start.saved_meta, cfg.config_to_json(preset), start.checkpointer.directory)
     optimizer = make_optimizer(preset)
-    # Pallas's interpreter (the pallas backend on a CPU) cannot carry shard_map's varying-axes
-    # types through its grid loop; the compiled GPU kernels can, and keep the check.
-    interpreted = preset.model.attention_backend == "pallas" and default_interpret()
+    # Pallas's interpreters (the kernel backends on a CPU) cannot carry shard_map's varying-axes
+    # types through their grid loops; the compiled GPU kernels can, and keep the check.
+    interpreted = preset.model.attention_backend in ("pallas", "mosaic") and default_interpret()
     compiled = compile_steps(Mesh(np.array(start.devices), (AXIS,)), graph, optimizer, check_vma=not interpreted)
     params = replicate(host_params, compiled.replicated)
     opt_state = jax.jit(optimizer.init, out_shardings=compiled.replicated)(params)

@@ -1,7 +1,7 @@
 """Compile jaxgpt's full training step for a GPU that is not here and print XLA's plan.
 
     python scripts/gpu_plan.py [--preset record] [--device h100|h200|a100] [--devices 1|8] [--json]
-        [--attention blocked|pallas|dense] [--part step|block|attention|head] [--hlo-dir runs/gpu_plan]
+        [--attention blocked|pallas|mosaic|dense] [--part step|block|attention|head] [--hlo-dir runs/gpu_plan]
         [--muon-collective all_gather|psum]
 
 Needs the jax CUDA plugin (`make gpu-plan` installs the `gpu-aot` extra). Numbers are "compiled
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--devices", type=int, default=1, help="compile-only devices in the mesh; each holds batch_tokens / devices tokens")
     parser.add_argument("--batch-tokens", type=int,
                         help="global tokens per step (default: each device gets the preset's batch_tokens / 8, at least one sequence)")
-    parser.add_argument("--attention", choices=("blocked", "pallas", "dense"), default=None,
+    parser.add_argument("--attention", choices=("blocked", "pallas", "mosaic", "dense"), default=None,
                         help="attention backend (default: the preset's; its 'auto' compiles the Pallas kernel for a GPU)")
     parser.add_argument("--part", choices=gpu_plan.PARTS, default="step",
                         help="the whole training step (default) or one part, forward + backward, on one device")

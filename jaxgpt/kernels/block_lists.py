@@ -61,3 +61,15 @@ def kernel_block_lists(
         return KernelBlockLists(kv=_cut(kv, width), q=_cut(masks.transpose_block_lists(kv), width))
 
     return jax.vmap(one_sequence)(doc_ids.astype(jnp.int32))
+
+
+def check_kernel_lists(lists: KernelBlockLists, batch: int, seq_len: int, mask_block: int) -> None:
+    """ValueError naming the list unless every count is (B, N) and every index matrix (B, N, C)."""
+    n_blocks = seq_len // mask_block
+    for side, group in (("kv", lists.kv), ("q", lists.q)):
+        for field, array in group._asdict().items():
+            is_counts = field.endswith("num_blocks")
+            if array.shape[:2] != (batch, n_blocks) or array.ndim != (2 if is_counts else 3):
+                want = "(B, N)" if is_counts else "(B, N, C)"
+                raise ValueError(f"block list {side}.{field} has shape {tuple(array.shape)}; T={seq_len} needs "
+                                 f"{want} with B={batch}, N={n_blocks}")

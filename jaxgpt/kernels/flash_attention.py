@@ -28,7 +28,7 @@ from jax.experimental import pallas as pl
 
 from jaxgpt.compat import out_struct, triton_params
 from jaxgpt.config import BLOCK_SIZE
-from jaxgpt.kernels.block_lists import KernelBlockLists, kernel_block_lists
+from jaxgpt.kernels.block_lists import KernelBlockLists, check_kernel_lists, kernel_block_lists
 from jaxgpt.masks import check_attention_inputs
 
 SUPPORTED_HEAD_DIMS = (16, 32, 64, 128, 256)  # Triton dots want power-of-two sizes >= 16
@@ -310,8 +310,7 @@ def _backward(static: _Static, q, k, v, doc_ids, lists: KernelBlockLists, out, l
     batch, seq_len, heads, head_dim = q.shape
     value_dim = v.shape[-1]
     n_blocks, width = lists.kv.kv_indices.shape[1:]
-    # delta_i = sum_d dO_id O_id: the softmax-backward row term, fp32, as (B, H, T).
-    delta = jnp.einsum("bthd,bthd->bht", d_out.astype(jnp.float32), out.astype(jnp.float32))
+    delta = softmax_backward_rows(out, d_out)
     tiles = static.tiles
     common = dict(scale=static.scale, mask_block=static.mask_block)
 
@@ -341,6 +340,11 @@ def _backward(static: _Static, q, k, v, doc_ids, lists: KernelBlockLists, out, l
     return d_q, d_k, d_v
 
 
+def softmax_backward_rows(out: jax.Array, d_out: jax.Array) -> jax.Array:
+    """delta_i = sum_d dO_id O_id, the softmax backward's row term: (B, T, H, D) x2 -> (B, H, T) fp32."""
+    return jnp.einsum("bthd,bthd->bht", d_out.astype(jnp.float32), out.astype(jnp.float32))
+
+
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _attention(static: _Static, q, k, v, doc_ids, lists):
     return _forward(static, q, k, v, doc_ids, lists)[0]
@@ -368,16 +372,6 @@ def _check_kernel_limits(q, v, mask_block: int, tiles: Tiles) -> None:
     tiles.check(mask_block)
 
 
-def _check_lists(lists: KernelBlockLists, batch: int, seq_len: int, mask_block: int) -> None:
-    n_blocks = seq_len // mask_block
-    for side, group in (("kv", lists.kv), ("q", lists.q)):
-        for field, array in group._asdict().items():
-            is_counts = field.endswith("num_blocks")
-            if array.shape[:2] != (batch, n_blocks) or array.ndim != (2 if is_counts else 3):
-                want = "(B, N)" if is_counts else "(B, N, C)"
-                raise ValueError(f"block list {side}.{field} has shape {tuple(array.shape)}; T={seq_len} needs "
-                                 f"{want} with B={batch}, N={n_blocks}")
-
 def flash_attention(
     q: jax.Array, k: jax.Array, v: jax.Array, doc_ids: jax.Array, window_blocks: int | jax.Array, *,
     scale: float = 0.12, block_size: int = BLOCK_SIZE, max_window_blocks: int = 14,
@@ -394,6 +388,6 @@ def flash_attention(
     _check_kernel_limits(q, v, block_size, tiles)
     if lists is None:
         lists = kernel_block_lists(doc_ids, window_blocks, max_window_blocks=max_window_blocks, block_size=block_size)
-    _check_lists(lists, q.shape[0], q.shape[1], block_size)
+    check_kernel_lists(lists, q.shape[0], q.shape[1], block_size)
     static = _Static(float(scale), block_size, tiles, default_interpret() if interpret is None else interpret)
     return _attention(static, q, k, v, doc_ids.astype(jnp.int32), lists)

@@ -1,0 +1,634 @@
+"""Block-sparse flash attention for Hopper in Pallas Mosaic GPU: the record's attention, FA3-style.
+
+Same allowed set, lists and numerics as `jaxgpt.kernels.flash_attention` (the Triton kernel), on
+Hopper's own instructions. Each kernel runs one CTA per (head, 128-token block, sequence) with
+three warpgroups: two compute warpgroups of 64 rows each (the CTA's 128 rows are one mask block)
+and one memory warpgroup that walks the block's lists and streams the walked operand through a
+ring of `stages` shared-memory buffers with TMA copies, signalled by barriers (warp
+specialisation). Matmuls are wgmma (bf16 or fp16 operands, fp32 accumulators in registers;
+probabilities and dS stay in registers as the A operand).
+
+  forward  query block i walks the key blocks of its lists (`KernelBlockLists.kv`): partial
+           blocks first (document-causal mask), then full ones (no mask); online softmax in
+           base 2 with fp32 running max and sum; writes the output and the log-sum-exp.
+  dQ       the same walk; recomputes probabilities from the log-sum-exp.
+  dK/dV    key block j walks the query blocks that listed it (`KernelBlockLists.q`).
+
+Masking inside a partial block needs no per-key document ids: with non-decreasing document ids
+(as `masks.document_ids` makes them, and as the block lists already assume), "k <= q and same
+document" is "doc_start(q) <= k <= q", and equally "k <= q <= doc_end(k)". The query-side
+kernels load one int32 vector of document starts for their rows, dK/dV one of document ends.
+
+Shapes: q, k, v (B, T, H, D) with D in SUPPORTED_HEAD_DIMS, bf16 or fp16; doc_ids (B, T) int32,
+non-decreasing along T; output (B, T, H, D) in q's dtype. The saved statistic is the base-2
+log-sum-exp of the scaled scores, (B, H, T) fp32: lse2 = log2 sum_k 2^(c s_k), c = scale log2(e).
+
+Without a GPU the kernels run in Mosaic GPU's interpreter (shared memory, barriers and TMA
+copies simulated, optionally with race detection). jax 0.10's interpreter cannot run wgmma on a
+transposed or register operand, nor the register layouts (`layout_cast`, `load(layout=)`,
+`broadcasted_iota(layout=)`), so interpreted kernels take those few operations from `_Interpreted`
+(jnp.dot on the same operands, plain loads and iotas); everything else (list walk, pipeline,
+barriers, masking, softmax) is the code the GPU runs. `_Compiled` is the Hopper path.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import mosaic_gpu as plgpu
+
+from jaxgpt import compat
+from jaxgpt.config import BLOCK_SIZE
+from jaxgpt.kernels.block_lists import KernelBlockLists, check_kernel_lists, kernel_block_lists
+from jaxgpt.kernels.flash_attention import default_interpret, softmax_backward_rows
+from jaxgpt.masks import check_attention_inputs
+
+SUPPORTED_HEAD_DIMS = (64, 128)  # rows of 128 bytes (bf16 x 64) for the 128-byte swizzle; 256 would not fit 2 stages
+SUPPORTED_DTYPES = (jnp.bfloat16, jnp.float16)  # wgmma's 16-bit operand types
+MASK_BLOCK = 128  # the CTA's rows: one mask block
+WARPGROUP_ROWS = 64  # wgmma's M per warpgroup
+COMPUTE_WARPGROUPS = MASK_BLOCK // WARPGROUP_ROWS
+MEMORY_WARPGROUP = COMPUTE_WARPGROUPS  # the last thread of the CTA
+LOG2E = math.log2(math.e)
+# Below any finite scaled score (|q.k| * scale * log2 e stays far from 1e30): a row that has
+# seen only masked keys shifts by this instead of -inf, so exp2 gives 0, not NaN.
+NO_KEYS_YET = -1e30
+# Register split of Hopper's 64K per SM among 2 x 128 compute and 128 memory threads.
+COMPUTE_REGISTERS, MEMORY_REGISTERS = 240, 24
+
+
+@dataclass(frozen=True)
+class MosaicKernelTiles:
+    """One kernel's pipeline: `step` tokens of the walked side per step (64 or 128; a listed
+    128-token block takes 128 // step steps) and `stages` shared-memory buffers in flight (>= 2:
+    the memory warpgroup fills one while the compute warpgroups read another)."""
+
+    step: int = 128
+    stages: int = 2
+
+    def check(self, kernel: str) -> None:
+        if self.step not in (64, 128):
+            raise ValueError(f"mosaic {kernel}.step={self.step} must be 64 or 128 (a divisor of the 128-token "
+                             "mask block that wgmma takes as N)")
+        if self.stages < 2:
+            raise ValueError(f"mosaic {kernel}.stages={self.stages} must be >= 2")
+
+
+@dataclass(frozen=True)
+class MosaicTiles:
+    """Pipelines of the `forward`, `dq` and `dkdv` kernels (MosaicKernelTiles).
+
+    The defaults compile for an H100 at D 128 within its shared memory and registers with
+    little spilling (ptxas for sm_90a, compile-only: docs/BENCHMARKS.md, "Mosaic GPU kernel");
+    no GPU has timed them yet. The backward kernels walk 64 tokens per step: a compute
+    warpgroup holds its dQ (or dK and dV) accumulators beside S and dP, and 128-token steps
+    spilled (dQ 272 bytes per thread, dK/dV 1,024). The forward fits 3 stages in shared memory."""
+
+    forward: MosaicKernelTiles = MosaicKernelTiles(step=128, stages=2)
+    dq: MosaicKernelTiles = MosaicKernelTiles(step=64, stages=2)
+    dkdv: MosaicKernelTiles = MosaicKernelTiles(step=64, stages=2)
+
+    def check(self) -> None:
+        for kernel in ("forward", "dq", "dkdv"):
+            getattr(self, kernel).check(kernel)
+
+
+# ---------------------------------------------------------------------------------------------
+# The operations jax 0.10's GPU interpreter lacks, compiled (Hopper) and interpreted
+
+
+class _Compiled:
+    """wgmma with fp32 register accumulators; register layouts of wgmma's fragments."""
+
+    @staticmethod
+    def mma(acc: jax.Array | None, a: Any, b: Any, transpose_b: bool = False) -> jax.Array:
+        """acc + a @ b (b^T with transpose_b) in fp32. a: SMEM ref or (M, K) registers; b: SMEM ref.
+        acc None: a fresh zero accumulator."""
+        b = compat.transpose_ref(b) if transpose_b else b
+        if acc is None:
+            def scoped(acc_ref):
+                plgpu.wgmma(acc_ref, a, b)
+                return acc_ref[...]
+
+            return pl.run_scoped(scoped, plgpu.ACC((a.shape[0], b.shape[1]), jnp.float32))
+
+        def accumulate(acc_ref):
+            plgpu.wgmma(acc_ref, a, b)
+
+        return pl.run_state(accumulate)(plgpu.ACC.init(acc))
+
+    @staticmethod
+    def zeros(shape: tuple[int, int]) -> jax.Array:
+        return plgpu.layout_cast(jnp.zeros(shape, jnp.float32), plgpu.Layout.WGMMA)
+
+    @staticmethod
+    def row_vector(value: float, rows: int) -> jax.Array:
+        return plgpu.layout_cast(jnp.full((rows,), value, jnp.float32), plgpu.Layout.WGMMA.reduce(1))
+
+    @staticmethod
+    def load_rows(ref: Any) -> jax.Array:
+        """A (M,) SMEM vector as one value per accumulator row."""
+        return plgpu.load(ref, (), layout=plgpu.Layout.WGMMA.reduce(1))
+
+    @staticmethod
+    def load_columns(ref: Any) -> jax.Array:
+        """A (N,) SMEM vector as one value per accumulator column."""
+        return plgpu.load(ref, (), layout=plgpu.Layout.WGMMA.reduce(0))
+
+    @staticmethod
+    def iota(shape: tuple[int, int], dimension: int) -> jax.Array:
+        return plgpu.broadcasted_iota(jnp.int32, shape, dimension, layout=plgpu.Layout.WGMMA)
+
+    @staticmethod
+    def set_registers(count: int, increase: bool) -> None:
+        plgpu.set_max_registers(count, action="increase" if increase else "decrease")
+
+    @staticmethod
+    def release(free: Any, loaded: bool) -> None:
+        """Hand a ring slot back to the memory warpgroup. `loaded`: this warpgroup read it with
+        plain loads (not wgmma), so a proxy fence first orders those reads before the TMA
+        copy that will overwrite the slot (wgmma and TMA both work in the async proxy)."""
+        if loaded:
+            plgpu.commit_smem()
+        plgpu.barrier_arrive(free)
+
+
+class _Interpreted(_Compiled):
+    """The same operations as plain JAX for jax 0.10's Mosaic GPU interpreter: jnp.dot on the
+    same bf16 operands with fp32 accumulation, loads and iotas without register layouts."""
+
+    @staticmethod
+    def mma(acc: jax.Array | None, a: Any, b: Any, transpose_b: bool = False) -> jax.Array:
+        a = a if isinstance(a, jax.Array) and not hasattr(a, "at") else a[...]
+        b = b[...].T if transpose_b else b[...]
+        product = jnp.dot(a, b, preferred_element_type=jnp.float32)
+        return product if acc is None else acc + product
+
+    @staticmethod
+    def zeros(shape: tuple[int, int]) -> jax.Array:
+        return jnp.zeros(shape, jnp.float32)
+
+    @staticmethod
+    def row_vector(value: float, rows: int) -> jax.Array:
+        return jnp.full((rows,), value, jnp.float32)
+
+    @staticmethod
+    def load_rows(ref: Any) -> jax.Array:
+        return ref[...]
+
+    load_columns = load_rows
+
+    @staticmethod
+    def iota(shape: tuple[int, int], dimension: int) -> jax.Array:
+        return lax.broadcasted_iota(jnp.int32, shape, dimension)
+
+    @staticmethod
+    def set_registers(count: int, increase: bool) -> None:
+        del count, increase  # no registers to split on a CPU
+
+    @staticmethod
+    def release(free: Any, loaded: bool) -> None:
+        del loaded  # every read here is a plain load (jnp.dot stands in for wgmma)
+        _Compiled.release(free, loaded=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The list walk and the pipeline
+
+
+class _Walk:
+    """The pipeline steps of one CTA: its row's partial list, then its full list, each listed
+    128-token block cut into 128 // step steps. Scalars read from the (B, N[, C]) list arrays."""
+
+    def __init__(self, lists, batch, row, step: int):
+        partial_counts, self._partial, full_counts, self._full = lists
+        self._batch, self._row, self._step = batch, row, step
+        self._width = self._partial.shape[-1]
+        self._steps_per_block = MASK_BLOCK // step
+        self.partial_blocks = partial_counts[batch, row]
+        self.masked_steps = self.partial_blocks * self._steps_per_block
+        self.total_steps = (self.partial_blocks + full_counts[batch, row]) * self._steps_per_block
+
+    def start(self, step_index: jax.Array) -> jax.Array:
+        """First token of the tile that pipeline step `step_index` walks."""
+        entry, sub = lax.div(step_index, self._steps_per_block), lax.rem(step_index, self._steps_per_block)
+        last = self._width - 1  # the branch not taken reads a clamped, unused entry
+        in_partial = self._partial[self._batch, self._row, jnp.minimum(entry, last)]
+        in_full = self._full[self._batch, self._row, jnp.clip(entry - self.partial_blocks, 0, last)]
+        block = jnp.where(entry < self.partial_blocks, in_partial, in_full)
+        return block * MASK_BLOCK + sub * self._step
+
+
+@dataclass(frozen=True)
+class _Stream:
+    """One operand the memory warpgroup streams: `source(start)` is the GMEM view of the tile at
+    token `start`; `buffers` (stages, ...) SMEM; `ready` / `free`: one barrier per stage (TMA
+    completion; both compute warpgroups done with it)."""
+
+    source: Callable[[jax.Array], Any]
+    buffers: Any
+    ready: Any
+    free: Any
+
+
+def _produce(walk: _Walk, stages: int, streams: list[_Stream]) -> None:
+    """The memory warpgroup: for each step, wait until its stage's buffers are free (after the
+    first `stages` steps), then start the TMA copies into them. At the end it observes the last
+    releases too, so that every barrier phase is waited on exactly once."""
+
+    def issue(step, carry):
+        slot = lax.rem(step, stages)
+        start = walk.start(step)
+        for stream in streams:
+            @pl.when(step >= stages)
+            def _wait_free():
+                plgpu.barrier_wait(stream.free.at[slot])
+
+            plgpu.copy_gmem_to_smem(stream.source(start), stream.buffers.at[slot], stream.ready.at[slot])
+        return carry
+
+    def observe_release(step, carry):
+        for stream in streams:
+            plgpu.barrier_wait(stream.free.at[lax.rem(step, stages)])
+        return carry
+
+    lax.fori_loop(0, walk.total_steps, issue, None)
+    lax.fori_loop(jnp.maximum(walk.total_steps - stages, 0), walk.total_steps, observe_release, None)
+
+
+def _consume(walk: _Walk, step_fn: Callable, carry):
+    """Compute warpgroups: masked steps (partial blocks), then unmasked ones (full blocks)."""
+    carry = lax.fori_loop(0, walk.masked_steps, functools.partial(step_fn, True), carry)
+    return lax.fori_loop(walk.masked_steps, walk.total_steps, functools.partial(step_fn, False), carry)
+
+
+def _load_own(copies: list[tuple[Any, Any]], barriers: Any, first_barrier: jax.Array) -> None:
+    """A compute warpgroup's resident tiles: one TMA copy (gmem view, smem) per barrier, then wait."""
+    for offset, (source, target) in enumerate(copies):
+        plgpu.copy_gmem_to_smem(source, target, barriers.at[first_barrier + offset])
+    for offset in range(len(copies)):
+        plgpu.barrier_wait(barriers.at[first_barrier + offset])
+
+
+def _store_own(copies: list[tuple[Any, Any]]) -> None:
+    """Write a compute warpgroup's results (smem, gmem view) with TMA and wait for the writes."""
+    plgpu.commit_smem()
+    for source, target in copies:
+        plgpu.copy_smem_to_gmem(source, target)
+    plgpu.wait_smem_to_gmem(0)
+
+
+def _query_side_mask(ops, shape, first_query, first_key, doc_start):
+    """(64, step) bool for query rows from `first_query` against keys from `first_key`:
+    doc_start(q) <= k <= q. doc_start: (64,) int32 per row."""
+    rows, cols = ops.iota(shape, 0), ops.iota(shape, 1)
+    causal = cols - rows <= first_query - first_key
+    return causal & (cols >= lax.broadcast_in_dim(doc_start - first_key, shape, [0]))
+
+
+def _key_side_mask(ops, shape, first_key, first_query, doc_end):
+    """(64, step) bool for key rows from `first_key` against queries from `first_query`:
+    k <= q <= doc_end(k). doc_end: (64,) int32 per row."""
+    rows, cols = ops.iota(shape, 0), ops.iota(shape, 1)
+    causal = cols - rows >= first_key - first_query
+    return causal & (cols <= lax.broadcast_in_dim(doc_end - first_query, shape, [0]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernels (one CTA per (head, 128-token block, sequence); threads: 2 compute + 1 memory)
+
+
+@dataclass(frozen=True)
+class _Static:
+    scale: float
+    tiles: MosaicTiles
+    interpret: Any  # None (compile for the GPU) or InterpretGPUParams
+
+    @property
+    def ops(self) -> type[_Compiled]:
+        return _Compiled if self.interpret is None else _Interpreted
+
+
+def _grid_position():
+    return lax.axis_index("batch"), lax.axis_index("heads"), lax.axis_index("blocks"), lax.axis_index("wg")
+
+
+def _forward_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, start_ref, o_ref, lse_ref,
+                    q_smem, start_smem, lse_smem, k_smem, v_smem, own_bars, k_ready, v_ready, k_free, v_free,
+                    *, static: _Static):
+    ops, launch = static.ops, static.tiles.forward
+    batch, head, row, warpgroup = _grid_position()
+    walk = _Walk((pc_ref, pi_ref, fc_ref, fi_ref), batch, row, launch.step)
+    c = static.scale * LOG2E  # scores to base-2 exponents
+
+    @pl.when(warpgroup == MEMORY_WARPGROUP)
+    def _memory():
+        ops.set_registers(MEMORY_REGISTERS, increase=False)
+        _produce(walk, launch.stages, [
+            _Stream(lambda s: k_ref.at[batch, pl.ds(s, launch.step), head], k_smem, k_ready, k_free),
+            _Stream(lambda s: v_ref.at[batch, pl.ds(s, launch.step), head], v_smem, v_ready, v_free),
+        ])
+
+    @pl.when(warpgroup < COMPUTE_WARPGROUPS)
+    def _compute():
+        ops.set_registers(COMPUTE_REGISTERS, increase=True)
+        first = row * MASK_BLOCK + warpgroup * WARPGROUP_ROWS
+        rows = pl.ds(first, WARPGROUP_ROWS)
+        q_tile, start_tile, lse_tile = q_smem.at[warpgroup], start_smem.at[warpgroup], lse_smem.at[warpgroup]
+        _load_own([(q_ref.at[batch, rows, head], q_tile), (start_ref.at[batch, rows], start_tile)],
+                  own_bars, 2 * warpgroup)
+        doc_start = ops.load_rows(start_tile)
+        shape = (WARPGROUP_ROWS, launch.step)
+
+        def step(masked, i, carry):
+            acc, m, l = carry
+            slot = lax.rem(i, launch.stages)
+            plgpu.barrier_wait(k_ready.at[slot])
+            s = ops.mma(None, q_tile, k_smem.at[slot], transpose_b=True)
+            ops.release(k_free.at[slot], loaded=False)
+            if masked:
+                s = jnp.where(_query_side_mask(ops, shape, first, walk.start(i), doc_start), s, -jnp.inf)
+            m_new = jnp.maximum(m, s.max(axis=1) * c)
+            shift = jnp.maximum(m_new, NO_KEYS_YET)
+            alpha = jnp.exp2(m - shift)
+            p = jnp.exp2(s * c - lax.broadcast_in_dim(shift, shape, [0]))
+            l = l * alpha + p.sum(axis=1)
+            acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
+            plgpu.barrier_wait(v_ready.at[slot])
+            acc = ops.mma(acc, p.astype(v_ref.dtype), v_smem.at[slot])
+            ops.release(v_free.at[slot], loaded=False)
+            return acc, m_new, l
+
+        carry = (ops.zeros((WARPGROUP_ROWS, v_ref.shape[-1])), ops.row_vector(-jnp.inf, WARPGROUP_ROWS),
+                 ops.row_vector(0.0, WARPGROUP_ROWS))
+        acc, m, l = _consume(walk, step, carry)
+        # Every query sees itself, so l > 0. Q's buffer is free once the last QK^T has been read.
+        q_tile[...] = (acc / lax.broadcast_in_dim(l, acc.shape, [0])).astype(o_ref.dtype)
+        lse_tile[...] = m + jnp.log(l) * LOG2E
+        _store_own([(q_tile, o_ref.at[batch, rows, head]), (lse_tile, lse_ref.at[batch, head, rows])])
+
+
+def _dq_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, start_ref,
+               dq_ref, q_smem, do_smem, lse_smem, delta_smem, start_smem, k_smem, v_smem,
+               own_bars, k_ready, v_ready, k_free, v_free, *, static: _Static):
+    ops, launch = static.ops, static.tiles.dq
+    batch, head, row, warpgroup = _grid_position()
+    walk = _Walk((pc_ref, pi_ref, fc_ref, fi_ref), batch, row, launch.step)
+    c = static.scale * LOG2E
+
+    @pl.when(warpgroup == MEMORY_WARPGROUP)
+    def _memory():
+        ops.set_registers(MEMORY_REGISTERS, increase=False)
+        _produce(walk, launch.stages, [
+            _Stream(lambda s: k_ref.at[batch, pl.ds(s, launch.step), head], k_smem, k_ready, k_free),
+            _Stream(lambda s: v_ref.at[batch, pl.ds(s, launch.step), head], v_smem, v_ready, v_free),
+        ])
+
+    @pl.when(warpgroup < COMPUTE_WARPGROUPS)
+    def _compute():
+        ops.set_registers(COMPUTE_REGISTERS, increase=True)
+        first = row * MASK_BLOCK + warpgroup * WARPGROUP_ROWS
+        rows = pl.ds(first, WARPGROUP_ROWS)
+        q_tile, do_tile = q_smem.at[warpgroup], do_smem.at[warpgroup]
+        lse_tile, delta_tile, start_tile = lse_smem.at[warpgroup], delta_smem.at[warpgroup], start_smem.at[warpgroup]
+        _load_own([(q_ref.at[batch, rows, head], q_tile), (do_ref.at[batch, rows, head], do_tile),
+                   (lse_ref.at[batch, head, rows], lse_tile), (delta_ref.at[batch, head, rows], delta_tile),
+                   (start_ref.at[batch, rows], start_tile)], own_bars, 5 * warpgroup)
+        lse, delta, doc_start = ops.load_rows(lse_tile), ops.load_rows(delta_tile), ops.load_rows(start_tile)
+        shape = (WARPGROUP_ROWS, launch.step)
+
+        def step(masked, i, dq):
+            slot = lax.rem(i, launch.stages)
+            plgpu.barrier_wait(k_ready.at[slot])
+            s = ops.mma(None, q_tile, k_smem.at[slot], transpose_b=True)
+            if masked:
+                s = jnp.where(_query_side_mask(ops, shape, first, walk.start(i), doc_start), s, -jnp.inf)
+            p = jnp.exp2(s * c - lax.broadcast_in_dim(lse, shape, [0]))
+            plgpu.barrier_wait(v_ready.at[slot])
+            dp = ops.mma(None, do_tile, v_smem.at[slot], transpose_b=True)
+            ops.release(v_free.at[slot], loaded=False)
+            ds = p * (dp - lax.broadcast_in_dim(delta, shape, [0]))
+            dq = ops.mma(dq, ds.astype(k_ref.dtype), k_smem.at[slot])
+            ops.release(k_free.at[slot], loaded=False)
+            return dq
+
+        dq = _consume(walk, step, ops.zeros((WARPGROUP_ROWS, q_ref.shape[-1])))
+        q_tile[...] = (dq * static.scale).astype(dq_ref.dtype)
+        _store_own([(q_tile, dq_ref.at[batch, rows, head])])
+
+
+def _dkdv_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, end_ref,
+                 dk_ref, dv_ref, k_smem, v_smem, end_smem, q_smem, do_smem, lse_smem, delta_smem,
+                 own_bars, q_ready, do_ready, lse_ready, delta_ready, q_free, do_free, lse_free, delta_free,
+                 *, static: _Static):
+    ops, launch = static.ops, static.tiles.dkdv
+    batch, head, row, warpgroup = _grid_position()  # row: this CTA's key block
+    walk = _Walk((pc_ref, pi_ref, fc_ref, fi_ref), batch, row, launch.step)
+    c = static.scale * LOG2E
+
+    @pl.when(warpgroup == MEMORY_WARPGROUP)
+    def _memory():
+        ops.set_registers(MEMORY_REGISTERS, increase=False)
+        _produce(walk, launch.stages, [
+            _Stream(lambda s: q_ref.at[batch, pl.ds(s, launch.step), head], q_smem, q_ready, q_free),
+            _Stream(lambda s: lse_ref.at[batch, head, pl.ds(s, launch.step)], lse_smem, lse_ready, lse_free),
+            _Stream(lambda s: do_ref.at[batch, pl.ds(s, launch.step), head], do_smem, do_ready, do_free),
+            _Stream(lambda s: delta_ref.at[batch, head, pl.ds(s, launch.step)], delta_smem, delta_ready, delta_free),
+        ])
+
+    @pl.when(warpgroup < COMPUTE_WARPGROUPS)
+    def _compute():
+        ops.set_registers(COMPUTE_REGISTERS, increase=True)
+        first = row * MASK_BLOCK + warpgroup * WARPGROUP_ROWS
+        rows = pl.ds(first, WARPGROUP_ROWS)
+        k_tile, v_tile, end_tile = k_smem.at[warpgroup], v_smem.at[warpgroup], end_smem.at[warpgroup]
+        _load_own([(k_ref.at[batch, rows, head], k_tile), (v_ref.at[batch, rows, head], v_tile),
+                   (end_ref.at[batch, rows], end_tile)], own_bars, 3 * warpgroup)
+        doc_end = ops.load_rows(end_tile)
+        shape = (WARPGROUP_ROWS, launch.step)  # keys by queries: the transposed scores
+
+        def step(masked, i, carry):
+            dk, dv = carry
+            slot = lax.rem(i, launch.stages)
+            plgpu.barrier_wait(q_ready.at[slot])
+            st = ops.mma(None, k_tile, q_smem.at[slot], transpose_b=True)
+            if masked:
+                st = jnp.where(_key_side_mask(ops, shape, first, walk.start(i), doc_end), st, -jnp.inf)
+            plgpu.barrier_wait(lse_ready.at[slot])
+            lse = ops.load_columns(lse_smem.at[slot])
+            ops.release(lse_free.at[slot], loaded=True)
+            pt = jnp.exp2(st * c - lax.broadcast_in_dim(lse, shape, [1]))
+            plgpu.barrier_wait(do_ready.at[slot])
+            dv = ops.mma(dv, pt.astype(do_ref.dtype), do_smem.at[slot])
+            dpt = ops.mma(None, v_tile, do_smem.at[slot], transpose_b=True)
+            ops.release(do_free.at[slot], loaded=False)
+            plgpu.barrier_wait(delta_ready.at[slot])
+            delta = ops.load_columns(delta_smem.at[slot])
+            ops.release(delta_free.at[slot], loaded=True)
+            dst = pt * (dpt - lax.broadcast_in_dim(delta, shape, [1]))
+            dk = ops.mma(dk, dst.astype(q_ref.dtype), q_smem.at[slot])
+            ops.release(q_free.at[slot], loaded=False)
+            return dk, dv
+
+        zeros = ops.zeros((WARPGROUP_ROWS, k_ref.shape[-1]))
+        dk, dv = _consume(walk, step, (zeros, zeros))
+        k_tile[...] = (dk * static.scale).astype(dk_ref.dtype)
+        v_tile[...] = dv.astype(dv_ref.dtype)
+        _store_own([(k_tile, dk_ref.at[batch, rows, head]), (v_tile, dv_ref.at[batch, rows, head])])
+
+
+# ---------------------------------------------------------------------------------------------
+# plgpu.kernel plumbing
+
+
+def _tiled(shape: tuple[int, ...], dtype) -> Any:
+    """SMEM for wgmma operands: (8, 64) tiles with the 128-byte swizzle (rows of 64 16-bit values)."""
+    return plgpu.SMEM(shape, dtype, transforms=(plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128)))
+
+
+def _ring_barriers(stages: int, streams: int) -> list[Any]:
+    """`ready` barriers (one TMA arrival) then `free` barriers (both compute warpgroups) per stream."""
+    ready = [plgpu.Barrier(num_arrivals=1, num_barriers=stages) for _ in range(streams)]
+    free = [plgpu.Barrier(num_arrivals=COMPUTE_WARPGROUPS, num_barriers=stages) for _ in range(streams)]
+    return ready + free
+
+
+def _launch(kernel, static: _Static, out_type, scratch, q: jax.Array, name: str):
+    """The kernel as a function of its GMEM operands: one CTA per (head, mask block, sequence) of q."""
+    batch, seq_len, heads, _ = q.shape
+    call = plgpu.kernel(
+        functools.partial(kernel, static=static), out_type=out_type, scratch_types=scratch,
+        grid=(heads, seq_len // MASK_BLOCK, batch), grid_names=("heads", "blocks", "batch"),
+        num_threads=COMPUTE_WARPGROUPS + 1, thread_name="wg", kernel_name=name,
+        # Row reductions stay within warps: no shared-memory scratch for cross-warp ones.
+        compiler_params=plgpu.CompilerParams(approx_math=True, reduction_scratch_bytes=0), interpret=static.interpret,
+    )
+    return lambda *operands: jax.tree.map(lambda out: compat.vary_like(out, q), call(*operands))
+
+
+def _forward(static: _Static, q, k, v, bounds, lists: KernelBlockLists):
+    batch, seq_len, heads, dim = q.shape
+    launch, rows = static.tiles.forward, (COMPUTE_WARPGROUPS, WARPGROUP_ROWS)
+    scratch = [
+        _tiled((*rows, dim), q.dtype), plgpu.SMEM(rows, jnp.int32), plgpu.SMEM(rows, jnp.float32),
+        _tiled((launch.stages, launch.step, dim), k.dtype), _tiled((launch.stages, launch.step, dim), v.dtype),
+        plgpu.Barrier(num_arrivals=1, num_barriers=2 * COMPUTE_WARPGROUPS), *_ring_barriers(launch.stages, 2),
+    ]
+    out_type = (jax.ShapeDtypeStruct(q.shape, q.dtype), jax.ShapeDtypeStruct((batch, heads, seq_len), jnp.float32))
+    call = _launch(_forward_kernel, static, out_type, scratch, q, "mosaic_block_sparse_attention_fwd")
+    return call(*lists.kv, q, k, v, bounds.start)
+
+
+def _backward(static: _Static, q, k, v, bounds, lists: KernelBlockLists, out, lse, d_out):
+    dim, rows = q.shape[-1], (COMPUTE_WARPGROUPS, WARPGROUP_ROWS)
+    delta = softmax_backward_rows(out, d_out)
+
+    launch = static.tiles.dq
+    scratch = [
+        _tiled((*rows, dim), q.dtype), _tiled((*rows, dim), d_out.dtype), plgpu.SMEM(rows, jnp.float32),
+        plgpu.SMEM(rows, jnp.float32), plgpu.SMEM(rows, jnp.int32),
+        _tiled((launch.stages, launch.step, dim), k.dtype), _tiled((launch.stages, launch.step, dim), v.dtype),
+        plgpu.Barrier(num_arrivals=1, num_barriers=5 * COMPUTE_WARPGROUPS), *_ring_barriers(launch.stages, 2),
+    ]
+    d_q = _launch(_dq_kernel, static, jax.ShapeDtypeStruct(q.shape, q.dtype), scratch, q,
+                  "mosaic_block_sparse_attention_dq")(*lists.kv, q, k, v, d_out, lse, delta, bounds.start)
+
+    launch = static.tiles.dkdv
+    scratch = [
+        _tiled((*rows, dim), k.dtype), _tiled((*rows, dim), v.dtype), plgpu.SMEM(rows, jnp.int32),
+        _tiled((launch.stages, launch.step, dim), q.dtype), _tiled((launch.stages, launch.step, dim), d_out.dtype),
+        plgpu.SMEM((launch.stages, launch.step), jnp.float32), plgpu.SMEM((launch.stages, launch.step), jnp.float32),
+        plgpu.Barrier(num_arrivals=1, num_barriers=3 * COMPUTE_WARPGROUPS), *_ring_barriers(launch.stages, 4),
+    ]
+    out_type = (jax.ShapeDtypeStruct(k.shape, k.dtype), jax.ShapeDtypeStruct(v.shape, v.dtype))
+    call = _launch(_dkdv_kernel, static, out_type, scratch, q, "mosaic_block_sparse_attention_dkdv")
+    d_k, d_v = call(*lists.q, q, k, v, d_out, lse, delta, bounds.end)
+    return d_q, d_k, d_v
+
+
+class DocumentBounds(NamedTuple):
+    """start / end: (B, T) int32, the first and the last token of each token's document."""
+
+    start: jax.Array
+    end: jax.Array
+
+
+def document_bounds(doc_ids: jax.Array) -> DocumentBounds:
+    """First and last token of each token's document, for (B, T) non-decreasing document ids."""
+    positions = lax.broadcasted_iota(jnp.int32, doc_ids.shape, 1)
+    opens = jnp.concatenate([jnp.ones_like(doc_ids[:, :1], bool), doc_ids[:, 1:] != doc_ids[:, :-1]], axis=1)
+    closes = jnp.concatenate([doc_ids[:, 1:] != doc_ids[:, :-1], jnp.ones_like(doc_ids[:, :1], bool)], axis=1)
+    start = lax.cummax(jnp.where(opens, positions, 0), axis=1)
+    end = lax.cummin(jnp.where(closes, positions, doc_ids.shape[1] - 1), axis=1, reverse=True)
+    return DocumentBounds(start, end)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _attention(static: _Static, q, k, v, bounds, lists):
+    return _forward(static, q, k, v, bounds, lists)[0]
+
+
+def _attention_fwd(static: _Static, q, k, v, bounds, lists):
+    out, lse = _forward(static, q, k, v, bounds, lists)
+    return out, (q, k, v, bounds, lists, out, lse)
+
+
+def _attention_bwd(static: _Static, residuals, d_out):
+    q, k, v, bounds, lists, out, lse = residuals
+    d_q, d_k, d_v = _backward(static, q, k, v, bounds, lists, out, lse, d_out)
+    return d_q, d_k, d_v, None, None  # document bounds and lists are integers: no cotangent
+
+
+_attention.defvjp(_attention_fwd, _attention_bwd)
+
+
+def _check_kernel_limits(q, v, block_size: int, tiles: MosaicTiles) -> None:
+    """What the Mosaic GPU kernels support beyond any attention call's inputs."""
+    if block_size != MASK_BLOCK:
+        raise ValueError(f"the mosaic attention kernel needs the record's {MASK_BLOCK}-token mask block "
+                         f"(2 warpgroups of {WARPGROUP_ROWS} rows), got block_size={block_size}")
+    if v.shape[-1] != q.shape[-1] or q.shape[-1] not in SUPPORTED_HEAD_DIMS:
+        raise ValueError(f"the mosaic attention kernel supports q, k and v head dims equal and in "
+                         f"{SUPPORTED_HEAD_DIMS}, got {q.shape[-1]} and {v.shape[-1]}")
+    for name, array in (("q", q), ("v", v)):
+        if array.dtype not in SUPPORTED_DTYPES:
+            raise ValueError(f"the mosaic attention kernel takes bfloat16 or float16 (wgmma operands), got {name} "
+                             f"in {array.dtype}; use the pallas backend for float32")
+    tiles.check()
+
+
+def mosaic_attention(
+    q: jax.Array, k: jax.Array, v: jax.Array, doc_ids: jax.Array, window_blocks: int | jax.Array, *,
+    scale: float = 0.12, block_size: int = BLOCK_SIZE, max_window_blocks: int = 14,
+    lists: KernelBlockLists | None = None, tiles: MosaicTiles = MosaicTiles(), interpret: Any = None,
+) -> jax.Array:
+    """Document-causal block-window attention through the Mosaic GPU kernels; differentiable in q, k, v.
+
+    q, k, v: (B, T, H, D) bf16 or fp16, D in SUPPORTED_HEAD_DIMS; doc_ids: (B, T) int,
+    non-decreasing along T (`masks.document_ids`); window_blocks: W in 128-token blocks (an int
+    in 0..max_window_blocks or a traced int32, clamped; 0 acts as 1). `lists`: from
+    `kernel_block_lists(doc_ids, window_blocks, ...)`, to share them between layers; built here
+    when None. interpret: None (Mosaic GPU's interpreter where kernels do not compile, see
+    `flash_attention.default_interpret`), False (compile for the GPU), True or an
+    `InterpretGPUParams` (interpret, with those parameters). Returns (B, T, H, D) in q's dtype.
+    """
+    check_attention_inputs(q, k, v, doc_ids, window_blocks, block_size=block_size, max_window_blocks=max_window_blocks)
+    _check_kernel_limits(q, v, block_size, tiles)
+    if lists is None:
+        lists = kernel_block_lists(doc_ids, window_blocks, max_window_blocks=max_window_blocks, block_size=block_size)
+    check_kernel_lists(lists, q.shape[0], q.shape[1], block_size)
+    if interpret is None:
+        interpret = default_interpret()
+    if interpret is True:
+        interpret = compat.gpu_interpret_params()
+    if interpret:
+        compat.cache_gpu_interpreter_compiles()
+    static = _Static(float(scale), tiles, interpret or None)
+    return _attention(static, q, k, v, document_bounds(doc_ids.astype(jnp.int32)), lists)
