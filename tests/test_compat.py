@@ -34,3 +34,37 @@ def test_hlo_cost_analysis_counts_a_matmuls_flops():
     compiled = jax.jit(lambda a: a @ a.T).lower(x).compile()
     cost = compat.hlo_cost_analysis(compiled)
     assert cost["flops"] >= 2 * 64 * 64 * 32  # one multiply and one add per term
+
+
+def test_vary_like_types_a_value_as_varying_over_the_mesh_axes_of_another():
+    """What Mosaic GPU kernel outputs need under shard_map's check (plgpu.kernel drops the type)."""
+    mesh = Mesh(np.array(jax.devices()[:2]), ("data",))
+    seen = {}
+
+    def local(x):
+        fresh = jnp.zeros(x.shape)  # invariant: made inside the shard_map
+        seen["before"], seen["after"] = compat._varying_axes(fresh), compat._varying_axes(compat.vary_like(fresh, x))
+        return compat.vary_like(fresh, x) + x
+
+    jax.jit(jax.shard_map(local, mesh=mesh, in_specs=P("data"), out_specs=P("data")))(jnp.ones(4))
+    assert seen == {"before": frozenset(), "after": frozenset({"data"})}
+    outside = jnp.ones(3)
+    assert compat.vary_like(outside, outside) is outside
+
+
+def test_gpu_interpreter_runs_each_thread_of_a_mosaic_gpu_kernel_with_one_compile():
+    """With cache_gpu_interpreter_compiles, the interpreter still runs every thread of every
+    grid point: each writes its own (block, thread) entry."""
+    from jax.experimental.pallas import mosaic_gpu as plgpu
+
+    compat.cache_gpu_interpreter_compiles()
+    compat.cache_gpu_interpreter_compiles()  # idempotent
+
+    def body(out_ref):
+        block, thread = jax.lax.axis_index("block"), jax.lax.axis_index("thread")
+        out_ref[block, thread] = 10 * block + thread
+
+    kernel = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((3, 2), jnp.int32), grid=(3,), grid_names=("block",),
+                          num_threads=2, thread_name="thread", interpret=compat.gpu_interpret_params())
+    compat.reset_gpu_interpreter()
+    np.testing.assert_array_equal(np.asarray(jax.jit(kernel)()), [[0, 1], [10, 11], [20, 21]])

@@ -164,7 +164,7 @@ def test_mosaic_kernels_lower_to_mosaic_gpu_for_a_gpu_on_this_cpu():
     """Lowering for CUDA needs no GPU: forward, dQ and dK/dV become three Mosaic GPU custom
     calls (wgmma on register and transposed operands, layouts and TMA all lower)."""
     fwd_bwd, args = _record_shaped_fwd_bwd(1024, 2)
-    text = jax.jit(fwd_bwd).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+    text = compat.lower_for_gpu(jax.jit(fwd_bwd), *args).as_text()
     assert text.count("@mosaic_gpu_v2(") == 3
 
 
