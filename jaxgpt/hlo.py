@@ -222,8 +222,13 @@ SLICING_OPCODES = frozenset({"slice", "dynamic-slice", "gather"})
 
 
 def kernel_bytes(module: Module, inst: Instruction, shapes: dict[str, str]) -> float:
-    """Bytes a kernel reads and writes: each operand once and its result once, except that an
-    operand a fusion only slices is read as its slices, and a dynamic-update-slice (unfused or a
+    """Bytes a kernel reads and writes (kernel_read_write, summed)."""
+    return sum(kernel_read_write(module, inst, shapes))
+
+
+def kernel_read_write(module: Module, inst: Instruction, shapes: dict[str, str]) -> tuple[float, float]:
+    """(bytes read, bytes written) by a kernel: each operand once and its result once, except that
+    an operand a fusion only slices is read as its slices, and a dynamic-update-slice (unfused or a
     fusion's root) writes only its update into the buffer it updates in place."""
     body = [i for name in inst.called("calls") for i in module.computations.get(name, [])] if inst.opcode == "fusion" else []
     by_name = {i.name: i for i in body}
@@ -261,7 +266,62 @@ def kernel_bytes(module: Module, inst: Instruction, shapes: dict[str, str]) -> f
             read += shape_bytes(inst.shape)
         else:
             read += shape_bytes(shapes.get(operand, ""))
-    return read + written
+    return read, written
+
+
+# Opcodes that only move or reshape data, left out of what a kernel is said to fuse.
+DATA_MOVEMENT = FREE_OPCODES | frozenset({"broadcast", "reshape", "transpose", "slice", "copy", "concatenate", "pad",
+                                          "dynamic-slice", "dynamic-update-slice", "iota", "select"})
+
+
+def source_functions(hlo: str) -> dict[int, str]:
+    """Stack frame id -> the innermost Python function of that frame, from the module's
+    FunctionNames / FileLocations / StackFrames tables (what `stack_frame_id=N` in an
+    instruction's metadata points to); empty when the text has no such tables."""
+    tables: dict[str, dict[int, str]] = {}
+    current = None
+    for line in hlo.splitlines():
+        if line in ("FileNames", "FunctionNames", "FileLocations", "StackFrames"):
+            current = tables.setdefault(line, {})
+        elif current is not None and re.match(r"\d+ ", line):
+            number, _, rest = line.partition(" ")
+            current[int(number)] = rest
+        elif not line.strip():
+            current = None
+    functions = {k: v.strip('"') for k, v in tables.get("FunctionNames", {}).items()}
+    location_function = {k: functions.get(int(m.group(1)), "")
+                         for k, v in tables.get("FileLocations", {}).items() if (m := re.search(r"function_name_id=(\d+)", v))}
+    return {k: location_function.get(int(m.group(1)), "")
+            for k, v in tables.get("StackFrames", {}).items() if (m := re.search(r"file_location_id=(\d+)", v))}
+
+
+def kernel_table(hlo: str) -> list[dict[str, Any]]:
+    """One row per kernel of an optimized HLO module, in program order (ENTRY, then loop bodies):
+    name; kind (fusion kind, custom-call target or opcode); runs per call; the computing opcodes
+    it holds (`ops`, data movement left out; a GEMM's split into `prologue`/`epilogue`);
+    `functions`: the Python functions its instructions were traced from (innermost frame of
+    each, from the source tables); bytes `read` and `written` (kernel_read_write)."""
+    module = parse_module(hlo)
+    frames = source_functions(hlo)
+    shapes = {inst.name: inst.shape for insts in module.computations.values() for inst in insts}
+    rows = []
+    for name, times in kernel_computations(module).items():
+        for inst in module.computations[name]:
+            if inst.opcode in FREE_OPCODES or inst.opcode in CONTROL_OPCODES:
+                continue
+            inside = _fused_ops(module, inst) if inst.opcode == "fusion" else [inst]
+            ops = Counter(i.opcode for i in inside if i.opcode not in DATA_MOVEMENT)
+            ids = {int(m.group(1)) for i in inside + [inst] if i.opcode not in FREE_OPCODES
+                   for m in [re.search(r"stack_frame_id=(\d+)", i.attrs)] if m}
+            read, written = kernel_read_write(module, inst, shapes)
+            row = {"name": inst.name, "kind": inst.fusion_kind or inst.custom_call_target or inst.opcode, "runs": times,
+                   "ops": dict(sorted(ops.items())), "functions": sorted({frames[i] for i in ids if frames.get(i)}),
+                   "read": read, "written": written, "gemm": _is_gemm(inst) or any(_is_gemm(i) for i in inside)}
+            split = gemm_prologue_epilogue(module, inst) if inst.opcode == "fusion" else None
+            if split is not None:
+                row.update(split)
+            rows.append(row)
+    return rows
 
 
 def hlo_counts(hlo: str) -> dict[str, Any]:

@@ -1,11 +1,12 @@
-"""The fusion study: how XLA and TorchInductor compile the record's merged-QKV attention path (the
-library of `scripts/fusion_report.py`, which says how to run it).
+"""The fusion study: how XLA and TorchInductor compile the record's merged-QKV path, and what
+merging buys (the library of `scripts/fusion_report.py`, which says how to run it).
 
-Both frameworks, both qkv layouts, the attention layer and one block, forward and forward +
-backward (fusion_xla.py, fusion_inductor.py). Full artifacts (optimized HLO, Inductor's debug
-traces, results.json) go to runs/fusion/<device>/; with `write_docs` a curated few are copied to
-docs/fusion/ and docs/FUSION.md is written with one plot (fusion_docs.py). The H100 column needs
-the venv with the jax CUDA plugin (`gpu_python`); without it that column says why it is missing.
+Both frameworks, both qkv layouts, the QKV path alone and one block, forward and forward +
+backward (fusion_xla.py, fusion_inductor.py), on this machine (CPU, or a CUDA GPU with
+`device="cuda"`) and, for XLA, on a compile-only H100 with an ablation of the dot merger's
+threshold. Full artifacts (optimized HLO, Inductor's debug traces, results.json) go to
+OUT/<device>/; `write_docs` curates the QKV programs and the results into artifacts/fusion/
+(fusion_artifacts.py) and writes docs/FUSION.md with its plot (fusion_docs.py).
 """
 
 from __future__ import annotations
@@ -15,54 +16,101 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from jaxgpt.gpu_plan import CAVEAT
 from jaxgpt_tools.artifacts import repo_relative_paths
-from jaxgpt_tools.machine import describe
-from jaxgpt_tools.fusion_xla import MODES, PARTS, SHAPES
+from jaxgpt_tools.fusion_xla import COMPILE_ONLY, MODES, PARTS, SHAPES, Timing
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# The ablation: XLA's dot merger merges dots sharing an operand only while one dot's operands and
+# result fit in xla_gpu_dot_merger_threshold_mb (default 32); h alone is 96 MiB at T 65,536.
+DOT_MERGER_FLAG = "xla_gpu_dot_merger_threshold_mb"
+DOT_MERGER_ABLATION_MB = (256,)
+# Inductor's pre-grad pass that concatenates linears sharing an input, off by default
+# (pre_grad_fusion_options is empty): turned on for the separate layout's ablation.
+INDUCTOR_ABLATION = ("batch_linear_lhs", {"pre_grad_fusion_options": {"batch_linear_lhs": {}}})
 
 
 def log(message: str) -> None:
     print(f"[fusion] {message}", file=sys.stderr, flush=True)
 
 
-def run_cpu(shapes: list[str], compilers: list[str], out: Path, repeats: int, threads: int,
-            parts=PARTS, modes=MODES) -> list[dict[str, Any]]:
-    """Both compilers on this CPU; torch and XLA each get `threads` threads' worth of work
-    (torch.set_num_threads; XLA's CPU client keeps its own pool, recorded as is)."""
+def pin_threads(threads: int) -> list[int]:
+    """Pin this process to its first `threads` allowed cores, before jax or torch start their
+    pools: XLA:CPU sizes its thread pool by the cores it may use, torch is set to `threads`, so
+    both compilers' programs run on the same cores. Returns the cores."""
+    cores = sorted(os.sched_getaffinity(0))[:threads]
+    if len(cores) < threads:
+        raise SystemExit(f"fusion_report.py: --threads {threads} but this process may use only {len(cores)} cores")
+    os.sched_setaffinity(0, cores)
+    return cores
+
+
+def git_commit() -> str:
+    """The checkout's commit, `+dirty` when tracked files differ from it ('unknown' outside git)."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=REPO_ROOT, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
+                               cwd=REPO_ROOT, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return commit.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def environment() -> dict[str, Any]:
+    """jaxgpt_tools.machine.describe (host, CPU, load, date, jax's devices, torch and its GPU)
+    with the versions of every package that compiled the programs, the commit, and the cores
+    this process may use."""
+    import importlib.metadata as metadata
+
+    from jaxgpt_tools.machine import describe
+
+    versions = {}
+    for package in ("jax", "jaxlib", "jax-cuda13-plugin", "jax-cuda12-plugin", "flax", "torch", "triton", "numpy"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            pass
+    return {**describe(), "versions": versions, "commit": git_commit(), "cores_used": len(os.sched_getaffinity(0))}
+
+
+def run_local(device: str, shapes: list[str], compilers: list[str], out: Path, timing: Timing | None,
+              parts=PARTS, modes=MODES, profile_shapes: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """Both compilers on this machine ("cpu", or "cuda": jax's GPU and torch's CUDA device),
+    timed; the block programs at `profile_shapes` also profiled per kernel."""
     records = []
-    if "xla" in compilers:
-        from jaxgpt_tools import fusion_xla
+    profile_dir = out / "profiles"
+    for compiler in compilers:
+        for name in shapes:
+            profile = profile_dir if name in profile_shapes else None
+            if compiler == "xla":
+                from jaxgpt_tools import fusion_xla
 
-        records += fusion_xla.run([SHAPES[s] for s in shapes], device=None, out_dir=out / "xla", repeats=repeats, log=log,
-                                    parts=parts, modes=modes)
-    if "inductor" in compilers:
-        import torch
+                records += fusion_xla.run([SHAPES[name]], device=None, out_dir=out / "xla", timing=timing, log=log,
+                                          parts=parts, modes=modes, profile_dir=profile)
+            else:
+                from jaxgpt_tools import fusion_inductor
 
-        from jaxgpt_tools import fusion_inductor
-
-        torch.set_num_threads(threads)
-        records += fusion_inductor.run([SHAPES[s] for s in shapes], out_dir=out / "inductor", repeats=repeats, log=log,
-                                         parts=parts, modes=modes)
-        for record in records:
-            if record["compiler"] == "inductor":
-                record["torch_threads"] = threads
+                records += fusion_inductor.run([SHAPES[name]], out_dir=out / "inductor", timing=timing, log=log,
+                                               parts=parts, modes=modes, device=device, profile_dir=profile)
     return records
 
 
-def run_gpu_aot(gpu_python: str, shapes: list[str], out: Path, timeout_s: float) -> dict[str, Any]:
+def run_gpu_aot(gpu_python: str, shapes: list[str], out: Path, timeout_s: float, parts=PARTS, modes=MODES,
+                options: dict[str, Any] | None = None, variant: str = "default") -> dict[str, Any]:
     """XLA for an H100 through the compile-only devices, in a child process of the GPU venv."""
     if not Path(gpu_python).exists():
-        return {"skipped": f"no GPU compile-only venv at {gpu_python} (jax[cuda13] with the CUDA plugin)"}
+        shown = os.path.relpath(gpu_python, REPO_ROOT) if Path(gpu_python).is_relative_to(REPO_ROOT) else repo_relative_paths(gpu_python)
+        return {"skipped": f"no GPU compile-only venv at {shown} (jax[cuda13] with the CUDA plugin; make gpu-plan builds it)"}
     command = [gpu_python, str(REPO_ROOT / "scripts" / "fusion_xla.py"), "--device", "h100", "--shapes", ",".join(shapes),
-               "--out", str(out / "xla")]
+               "--parts", ",".join(parts), "--modes", ",".join(modes), "--out", str(out / "xla"), "--variant", variant]
+    command += [arg for key, value in (options or {}).items() for arg in ("--xla-option", f"{key}={value}")]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "JAX_PLATFORMS": "cpu", "JAX_SKIP_CUDA_CONSTRAINTS_CHECK": "1"}
     env.pop("XLA_FLAGS", None)  # the CPU device count of the test harness means nothing there
-    log(f"xla h100 (compile only) in {gpu_python}: {', '.join(shapes)}")
+    log(f"xla h100 (compile only, {variant}): {', '.join(shapes)}")
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, cwd=REPO_ROOT, env=env)
     except subprocess.TimeoutExpired:
@@ -71,129 +119,111 @@ def run_gpu_aot(gpu_python: str, shapes: list[str], out: Path, timeout_s: float)
         if line.startswith("xla "):
             log(line)
     if done.returncode != 0:
-        return {"skipped": f"child failed (rc {done.returncode}): {done.stderr[-800:]}"}
-    records = json.loads(done.stdout.strip().splitlines()[-1])
-    for record in records:
-        record["caveat"] = CAVEAT
-    return {"records": records}
+        return {"skipped": f"child failed (rc {done.returncode}): {repo_relative_paths(done.stderr[-800:])}"}
+    versions = subprocess.run([gpu_python, "-c", "import importlib.metadata as m, json; print(json.dumps("
+                               "{p: m.version(p) for p in ('jax', 'jaxlib', 'jax-cuda13-plugin', 'flax')}))"],
+                              capture_output=True, text=True, cwd=REPO_ROOT)
+    return {"records": json.loads(done.stdout.strip().splitlines()[-1]),
+            "versions": json.loads(versions.stdout) if versions.returncode == 0 else {}}
 
 
-def minimum_bytes(records: list[dict[str, Any]]) -> dict[tuple, float]:
-    """The least a program must move: its arguments read once and its results written once
-    (weights fp32, activations and cotangent bf16; gradients fp32 / bf16), from XLA's
-    memory_analysis of the same program, keyed by (part, mode, layout, shape name)."""
-    return {(r["part"], r["mode"], r["layout"], r["shape"]["name"]): r["argument_bytes"] + r["output_bytes"]
-            for r in records if r["compiler"] == "xla" and "argument_bytes" in r}
-
-
-def merged_by_compiler(records: list[dict[str, Any]]) -> dict[tuple, bool]:
-    """Per (compiler, device, part, mode, shape): whether the separate layout's program has as
-    many GEMM kernels as the merged one, i.e. the compiler merged the three projections itself."""
-    out = {}
-    for r in records:
-        if r["layout"] != "separate":
-            continue
-        twin = [m for m in records if m["layout"] == "merged" and all(m[k] == r[k] for k in ("compiler", "device", "part", "mode"))
-                and m["shape"] == r["shape"]]
-        if twin:
-            out[(r["compiler"], r["device"], r["part"], r["mode"], r["shape"]["name"])] = r["gemm_kernels"] == twin[0]["gemm_kernels"]
-    return out
-
-
-def summarize(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One flat row per program: the numbers the tables and the plot use."""
-    minimum = minimum_bytes(records)
-    rows = []
-    for r in records:
-        key = (r["part"], r["mode"], r["layout"], r["shape"]["name"])
-        row = {
-            "compiler": r["compiler"], "device": r["device"], "part": r["part"], "mode": r["mode"], "layout": r["layout"],
-            "shape": r["shape"]["name"], "T": r["shape"]["seq_len"], "D": r["shape"]["model_dim"],
-            "kernels": r["kernels"], "loop_kernels": r.get("loop_kernels", 0), "gemm_kernels": r["gemm_kernels"], "flops": r.get("flops"),
-            "kernel_traffic_bytes": r["kernel_traffic_bytes"], "bytes_accessed": r.get("bytes_accessed"),
-            "min_bytes": minimum.get(key), "temp_bytes": r.get("temp_bytes"), "median_ms": r.get("median_ms"), "compile_s": r["compile_s"],
-        }
-        if row["min_bytes"]:
-            row["traffic_over_min"] = row["kernel_traffic_bytes"] / row["min_bytes"]
-        rows.append(row)
-    return rows
-
-
-def write_results(out: Path, records: list[dict[str, Any]], extra: dict[str, Any]) -> Path:
+def write_results(out: Path, records: list[dict[str, Any]], run: dict[str, Any]) -> Path:
+    """OUT/results.json: {"run": how the records were made, "records"}."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / "results.json"
-    path.write_text(json.dumps({**extra, "records": records, "rows": summarize(records)}, indent=1))
+    path.write_text(json.dumps({"run": run, "records": records}, indent=1))
     return path
 
 
-def docs_from_results(roots: list[Path], docs_dir: Path) -> Path:
-    """--from-results: the docs from earlier runs' results.json files (ROOT/cpu/ and
-    ROOT/h100-compile-only/ of each root); a program found in several takes the last root's."""
-    from jaxgpt_tools.fusion_docs import write_docs
-    from jaxgpt.hlo import hlo_counts
-
+def load_results(roots: list[Path]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(runs, records) of every results.json under the given folders; a program (compiler,
+    device, part, mode, layout, shape, variant) found twice keeps the later root's record."""
     programs: dict[tuple, dict[str, Any]] = {}
-    machine, repeats, threads = None, 0, 1
-    sources = []
+    runs = []
     for root in roots:
-        for sub in ("cpu", "h100-compile-only"):
-            path = root / sub / "results.json"
-            if not path.exists():
-                continue
+        paths = [root] if root.is_file() else sorted(root.rglob("results.json"))
+        if not paths:
+            raise ValueError(f"no results.json under {root}")
+        for path in paths:
             result = json.loads(path.read_text())
-            sources.append(f"`{repo_relative_paths(result.get('command', '(command not recorded)'))}` -> {path.parent.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path.parent}")
-            if sub == "cpu":
-                machine = result["machine"]
-                if any("median_ms" in r for r in result["records"]):
-                    repeats, threads = result["repeats"], result.get("threads", 1)
+            for run in result.get("runs", [result["run"]] if "run" in result else []):
+                runs.append(run)
             for record in result["records"]:
-                if sub != "cpu":
-                    record["caveat"] = CAVEAT
-                key = (record["compiler"], record["device"], record["part"], record["mode"], record["layout"],
-                       record["shape"]["name"])
-                programs[key] = record
-    if machine is None:
-        raise ValueError(f"no cpu/results.json under {', '.join(map(str, roots))}")
-    records = list(programs.values())
-    for record in records:  # the counts from the saved HLO, by this version of the reader
-        if record["compiler"] == "xla" and Path(record["hlo"]).exists():
-            record.update(hlo_counts(Path(record["hlo"]).read_text()))
-    gpu_skipped = None if any(r["device"] == "h100" for r in records) else "no h100-compile-only/results.json"
-    command = "python scripts/fusion_report.py --from-results " + " ".join(str(r) for r in roots)
-    path = write_docs(records, summarize(records), merged_by_compiler(records), docs_dir, gpu_skipped=gpu_skipped,
-                      machine=machine, repeats=repeats, threads=threads, command=command, sources=sources)
-    log(f"wrote {path}")
+                if record.get("files"):  # a curated set: its program texts lie beside it
+                    record["files_from"] = str(path.parent)
+                programs[record_key(record)] = record
+    return runs, list(programs.values())
+
+
+def record_key(record: dict[str, Any]) -> tuple:
+    return (record["compiler"], record["device"], record["part"], record["mode"], record["layout"],
+            record["shape"]["name"], record.get("variant", "default"))
+
+
+def write_outputs(runs: list[dict[str, Any]], records: list[dict[str, Any]], *, docs_dir: Path, artifacts_dir: Path,
+                  command: str, plot: bool = True) -> Path:
+    """artifacts/fusion/ (curated programs, results.json, plot) and docs/FUSION.md."""
+    from jaxgpt_tools import fusion_artifacts, fusion_docs
+
+    runs, records = fusion_artifacts.curate(runs, records, artifacts_dir, command)
+    if plot:
+        fusion_docs.plot(records, artifacts_dir / "fusion.png")
+    page = fusion_docs.page(runs, records, command=command, artifacts_dir=artifacts_dir, docs_dir=docs_dir)
+    docs_dir.mkdir(parents=True, exist_ok=True)
+    path = docs_dir / "FUSION.md"
+    path.write_text(page)
+    log(f"wrote {path} and {artifacts_dir}")
     return path
 
 
-def run_study(*, shapes: list[str], compilers: list[str], parts: list[str], modes: list[str], repeats: int,
-              threads: int, gpu: bool, gpu_python: str, gpu_shapes: list[str], out: Path, write_docs: bool,
-              docs_dir: Path, command: str) -> dict[str, Any]:
-    """Compile (and on this CPU time) every program, write results.json per device under `out`
-    and, with `write_docs`, the docs; returns {"rows", "merged_by_compiler", "gpu"}."""
-    start = time.perf_counter()
-    command = repo_relative_paths(command)
-    cpu_out = out / "cpu"
-    records = run_cpu(shapes, compilers, cpu_out, repeats, threads, parts, modes)
-    machine = describe()
-    cpu_path = write_results(cpu_out, records, {"machine": machine, "shapes": shapes, "repeats": repeats,
-                                                "threads": threads, "command": command})
-    log(f"cpu results: {cpu_path}")
-    gpu_result: dict[str, Any] = {"skipped": "not asked (--no-gpu or --quick)"}
-    if gpu:
-        gpu_out = out / "h100-compile-only"
-        gpu_result = run_gpu_aot(gpu_python, gpu_shapes, gpu_out, timeout_s=1800)
-        if "records" in gpu_result:
-            records += gpu_result["records"]
-            log(f"h100 results: {write_results(gpu_out, gpu_result['records'], {'caveat': CAVEAT, 'command': command})}")
-        else:
-            log(f"h100 column skipped: {gpu_result['skipped']}")
-    if write_docs:
-        from jaxgpt_tools.fusion_docs import write_docs as write
+def run_study(*, device: str, shapes: list[str], compilers: list[str], parts: list[str], modes: list[str],
+              timing: Timing | None, threads: int, cores: list[int], gpu: bool, gpu_python: str, gpu_shapes: list[str],
+              ablation: bool, profile_shapes: tuple[str, ...], out: Path, write_docs: bool, docs_dir: Path,
+              artifacts_dir: Path, command: str) -> dict[str, Any]:
+    """Compile (and on this machine time) every program, write OUT/<device>/results.json per
+    device and, with `write_docs`, the artifacts and docs; returns a summary."""
+    from jaxgpt_tools.fusion_claims import summary
 
-        write(records, summarize(records), merged_by_compiler(records), docs_dir,
-              gpu_skipped=gpu_result.get("skipped"), machine=machine, repeats=repeats, threads=threads,
-              command=command, sources=[f"`{command}` -> {out}"])
+    start = time.perf_counter()  # the study's wall time, for the log
+    command = repo_relative_paths(command)
+    local = run_local(device, shapes, compilers, out / device, timing, parts, modes, profile_shapes)
+    if ablation and "inductor" in compilers and "qkv" in parts:
+        from jaxgpt_tools import fusion_inductor
+
+        variant, options = INDUCTOR_ABLATION
+        largest = max(shapes, key=lambda name: SHAPES[name].seq_len)
+        local += fusion_inductor.run([SHAPES[largest]], out_dir=out / device / "inductor", timing=None, log=log,
+                                     parts=["qkv"], modes=modes, device=device, options=options, variant=variant)
+    runs, records = [], list(local)
+    if local:
+        label = local[0]["device"]
+        runs.append({"device": label, "command": command, "environment": environment(), "threads": threads,
+                     "cores": cores, "timing": asdict(timing) if timing else None})
+        log(f"{label} results: {write_results(out / label, local, runs[-1])}")
+    if gpu:
+        gpu_out = out / COMPILE_ONLY
+        gpu_records, gpu_versions, skipped = [], {}, None
+        jobs = [({}, "default", parts)]
+        if ablation:
+            jobs += [({DOT_MERGER_FLAG: mb}, f"dot_merger_{mb}", ["qkv"]) for mb in DOT_MERGER_ABLATION_MB]
+        for options, variant, job_parts in jobs:
+            result = run_gpu_aot(gpu_python, gpu_shapes if variant == "default" else [gpu_shapes[-1]], gpu_out,
+                                 timeout_s=3600, parts=job_parts, modes=modes, options=options, variant=variant)
+            if "records" not in result:
+                skipped = result["skipped"]
+                log(f"h100 column skipped: {skipped}")
+                break
+            gpu_records += result["records"]
+            gpu_versions = result["versions"]
+        if gpu_records:
+            gpu_run = {"device": COMPILE_ONLY, "command": command, "caveat": CAVEAT,
+                       "environment": {**environment(), "versions": gpu_versions}}
+            log(f"h100 results: {write_results(gpu_out, gpu_records, gpu_run)}")
+            runs.append(gpu_run)
+            records += gpu_records
+        elif skipped:
+            runs.append({"device": COMPILE_ONLY, "skipped": skipped})
+    if write_docs:
+        write_outputs(runs, records, docs_dir=docs_dir, artifacts_dir=artifacts_dir, command=command)
     log(f"done in {time.perf_counter() - start:.0f} s")
-    return {"rows": summarize(records), "merged_by_compiler": {"/".join(k): v for k, v in merged_by_compiler(records).items()},
-            "gpu": gpu_result.get("skipped", "compiled")}
+    return summary(records)

@@ -1,12 +1,17 @@
-"""The XLA side of the fusion study: jaxgpt's attention layer and one block, compiled and read
-(the library of `scripts/fusion_xla.py`).
+"""The XLA side of the fusion study: jaxgpt's QKV path and one block, compiled and read (the
+library of `scripts/fusion_xla.py`).
 
-Programs (jaxgpt_tools/fusion_inductor.py names them the same way for Inductor):
-  part "attn":  the attention layer (QKV projection, split, value-embedding mix, QK RMSNorm,
-                rotary, attention, output projection) on a normed input h (1, T, D);
-  part "block": one whole block (x0 mix, norm, attention, norm, MLP, residuals);
-  mode "fwd":   the forward; "fwdbwd": forward and the gradients w.r.t. parameters and inputs
-                for a fixed output cotangent (jax.vjp);
+Programs (jaxgpt_tools/fusion_inductor.py builds the same ones from torch_ref):
+  part "qkv":   the QKV path alone, cut at the attention kernel's inputs: projection (one merged
+                or three separate GEMMs), split, value mix (lambdas, value embedding), QK RMSNorm,
+                rotary; `CausalSelfAttention.project` on a normed input h (1, T, D) and ve;
+                returns q, k, v (1, T, H, Dh). Attention itself is left out, so it costs the
+                same (nothing) on both layouts and both compilers.
+  part "block": one whole block (x0 mix, norms, attention, MLP, residuals), the context row;
+                its attention is the backend "auto" picks where it is compiled (the Pallas kernel
+                for a GPU, compile-only included; the blocked kernel on a CPU);
+  mode "fwd":   the forward; "fwdbwd": forward and the gradients w.r.t. the program's
+                parameters and inputs for a fixed output cotangent (jax.vjp);
   layout "merged" (the record's one (3D, D) GEMM) or "separate" (three (D, D) GEMMs).
 Activations are bf16 and weights fp32 cast at use (the record's policy); one document; the
 window is min(14, T / 128) blocks. Imports no torch, so it runs in the GPU compile-only venv.
@@ -14,19 +19,24 @@ window is min(14, T / 128) blocks. Imports no torch, so it runs in the GPU compi
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import time
+import math
+import os
+import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
-from jaxgpt.hlo import hlo_counts
+from jaxgpt_tools.fusion_artifacts import stored
+from jaxgpt.hlo import hlo_counts, kernel_table
 from jaxgpt_tools.artifacts import repo_relative_paths
-from jaxgpt_tools.timing import time_calls
+from jaxgpt_tools.timing import timed
 
-PARTS = ("attn", "block")
+PARTS = ("qkv", "block")
 MODES = ("fwd", "fwdbwd")
 LAYOUTS = ("merged", "separate")
+COMPILE_ONLY = "h100-compile-only"  # the device label of XLA's compile-only H100
 
 
 @dataclass(frozen=True)
@@ -49,39 +59,90 @@ SHAPES = {
 }
 
 
-def program_name(part: str, mode: str, layout: str, shape: Shape) -> str:
-    return f"{part}_{mode}_{layout}_{shape.name}"
+class Compiled(NamedTuple):
+    """A compiled program: its record, a call that runs it once and blocks (None where it was
+    only compiled), and a profiler (trace folder -> kernel times; None likewise)."""
+    record: dict[str, Any]
+    run: Callable[[], Any] | None
+    profile: Callable[[Path], dict[str, Any]] | None
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How long to time each program: repeats chosen so that they take about `target_s`,
+    within [min_repeats, max_repeats], after the compiling call and one warm call."""
+    target_s: float = 3.0
+    min_repeats: int = 5
+    max_repeats: int = 101
+
+
+def program_name(part: str, mode: str, layout: str, shape: Shape, variant: str = "default") -> str:
+    return f"{part}_{mode}_{layout}_{shape.name}" + ("" if variant == "default" else f"_{variant}")
+
+
+def measure(runs: list[Callable[[], Any]], timing: Timing) -> list[dict[str, Any]]:
+    """Time compiled programs (each call blocks until its result is ready) interleaved, one call
+    of each per round, so that a shared machine's changing load falls on all of them alike: one
+    warm call each sizes the rounds; per program the median, quartiles and extremes of its timed
+    calls, with the 1-minute load average before and after."""
+    load_before = os.getloadavg()[0]
+    probe = max(timed(run)[0] for run in runs)
+    repeats = max(timing.min_repeats, min(timing.max_repeats, math.ceil(timing.target_s / max(probe, 1e-6))))
+    runs_ms: list[list[float]] = [[] for _ in runs]
+    for _ in range(repeats):
+        for run, times in zip(runs, runs_ms):
+            times.append(1e3 * timed(run)[0])
+    load_after = os.getloadavg()[0]
+    out = []
+    for times in runs_ms:
+        quartiles = statistics.quantiles(times, n=4) if len(times) > 1 else [times[0]] * 3
+        out.append({"median_ms": statistics.median(times), "p25_ms": quartiles[0], "p75_ms": quartiles[2],
+                    "min_ms": min(times), "max_ms": max(times), "repeats": len(times),
+                    "load_1m": [load_before, load_after], "interleaved_with": len(runs) - 1})
+    return out
 
 
 def build_program(part: str, mode: str, layout: str, shape: Shape):
-    """(function, example args as ShapeDtypeStructs, concrete-args maker). The function takes
-    (params, h, ve[, x0], [cotangent]) and returns the output (fwd) or all gradients (fwdbwd)."""
+    """(function, example args as ShapeDtypeStructs, concrete-args maker, attention backend or
+    None). The function takes (params, h, ve[, x0][, cotangent]) and returns the output (fwd) or
+    the gradients of params and inputs (fwdbwd)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
     from flax import nnx
 
+    from jaxgpt import attention as attention_lib
     from jaxgpt import config as cfg
     from jaxgpt import model as model_lib
 
     config = cfg.ModelConfig(model_dim=shape.model_dim, num_heads=shape.num_heads, qkv_layout=layout,
-                             max_window_blocks=shape.window_blocks, rope_max_len=max(shape.seq_len, 128))
+                             max_window_blocks=shape.window_blocks, rope_max_len=max(shape.seq_len, 128),
+                             attention_backend="auto")
     block = model_lib.Block(config, 0, rngs=nnx.Rngs(0))
-    module = block.attn if part == "attn" else block
-    graphdef, params = nnx.split(module)
     cos, sin = model_lib.rotary_tables(config.head_dim, shape.seq_len)
     rotary = (jnp.asarray(cos), jnp.asarray(sin))
     window = shape.window_blocks
-
-    def forward(params, h, ve, x0=None):
-        doc_ids = jnp.zeros(h.shape[:2], jnp.int32)
-        layer = nnx.merge(graphdef, params)
-        if part == "attn":
-            return layer(h, ve, doc_ids, window, rotary)
-        return layer(h, ve, x0, doc_ids, window, rotary)
-
     act = jax.ShapeDtypeStruct((1, shape.seq_len, shape.model_dim), jnp.bfloat16)
-    inputs = [act, act] if part == "attn" else [act, act, act]
+    if part == "qkv":
+        # c_proj is not on the path: kept out of the parameters so that it gets no (zero) gradient.
+        graphdef, unused, params = nnx.split(block.attn, nnx.PathContains("c_proj"), ...)
+
+        def forward(params, h, ve):
+            return nnx.merge(graphdef, unused, params).project(h, ve, rotary)
+
+        inputs = [act, act]
+        head = jax.ShapeDtypeStruct((1, shape.seq_len, shape.num_heads, config.head_dim), jnp.bfloat16)
+        cotangent: Any = (head, head, head)
+        backend = None
+    else:
+        graphdef, params = nnx.split(block)
+
+        def forward(params, h, ve, x0):
+            doc_ids = jnp.zeros(h.shape[:2], jnp.int32)
+            return nnx.merge(graphdef, params)(h, ve, x0, doc_ids, window, rotary)
+
+        inputs, cotangent = [act, act, act], act
+        backend = attention_lib.resolve_backend(config.attention_backend)
     abstract_params = jax.tree.map(lambda p: jax.ShapeDtypeStruct(p.shape, p.dtype), params)
     if mode == "fwd":
         fn, args = forward, [abstract_params, *inputs]
@@ -91,14 +152,13 @@ def build_program(part: str, mode: str, layout: str, shape: Shape):
             _, pull = jax.vjp(forward, params, *acts)
             return pull(cotangent)
 
-        args = [abstract_params, *inputs, act]
+        args = [abstract_params, *inputs, cotangent]
 
     def concrete():
         rng = np.random.default_rng(0)
-        values = [params] + [jnp.asarray(rng.standard_normal(a.shape), a.dtype) for a in args[1:]]
-        return values
+        return [params] + jax.tree.map(lambda a: jnp.asarray(rng.standard_normal(a.shape), a.dtype), args[1:])
 
-    return fn, args, concrete
+    return fn, args, concrete, backend
 
 
 def cost(compiled) -> dict[str, float]:
@@ -122,57 +182,104 @@ def memory(compiled) -> dict[str, int]:
             "output_bytes": analysis.output_size_in_bytes}
 
 
-def compile_program(part: str, mode: str, layout: str, shape: Shape, *, device: str | None, out_dir: Path,
-                    repeats: int) -> dict[str, Any]:
-    """Compile one program on this CPU (device None; then also timed) or for a compile-only GPU
-    (device "h100": not run); write its optimized HLO to out_dir and return its record."""
+def device_label(device: str | None) -> str:
+    """The results' name of where a program was compiled: `COMPILE_ONLY` for the compile-only
+    H100, else this machine's jax backend ("cpu", or "gpu" with its device kind, e.g. "h100")."""
+    if device is not None:
+        return COMPILE_ONLY
     import jax
 
-    fn, args, concrete = build_program(part, mode, layout, shape)
-    start = time.perf_counter()
-    if device is None:
-        compiled = jax.jit(fn).lower(*args).compile()
-    else:
-        from jax.sharding import NamedSharding, PartitionSpec as P
+    first = jax.devices()[0]
+    if first.platform == "cpu":
+        return "cpu"
+    return "h100" if "H100" in first.device_kind else first.device_kind.lower().replace(" ", "-")
 
-        from jaxgpt import gpu_plan
 
-        mesh = gpu_plan.compile_only_mesh(device, 1, "x")
-        placed = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=NamedSharding(mesh, P())), args)
-        compiled = jax.jit(fn).lower(*placed).compile()
-    compile_s = time.perf_counter() - start
+def compile_program(part: str, mode: str, layout: str, shape: Shape, *, device: str | None, out_dir: Path,
+                    compiler_options: dict[str, Any] | None = None, variant: str = "default") -> Compiled:
+    """Compile one program on this machine (device None: it can then run) or for a compile-only
+    GPU (device "h100"), with XLA `compiler_options` (an ablation, named `variant`); write its
+    optimized HLO to out_dir and return its record, with its runner and profiler where it runs."""
+    import jax
+
+    from jaxgpt.kernels.flash_attention import compiled_kernels
+
+    # For a compile-only GPU the Pallas attention lowers to Triton, not to its CPU interpreter.
+    with compiled_kernels() if device is not None else contextlib.nullcontext():
+        fn, args, concrete, backend = build_program(part, mode, layout, shape)
+        if device is not None:
+            from jax.sharding import NamedSharding, PartitionSpec as P
+
+            from jaxgpt import gpu_plan
+
+            on_device = NamedSharding(gpu_plan.compile_only_mesh(device, 1, "x"), P())
+            args = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=on_device), args)
+        compile_s, compiled = timed(lambda: jax.jit(fn).lower(*args).compile(compiler_options or {}))
     hlo = repo_relative_paths(compiled.as_text())  # its FileNames table holds the sources' absolute paths
-    name = program_name(part, mode, layout, shape)
+    name = program_name(part, mode, layout, shape, variant)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"{name}.hlo.txt").write_text(hlo)
     record: dict[str, Any] = {
-        "compiler": "xla", "device": device or jax.devices()[0].platform, "part": part, "mode": mode, "layout": layout,
-        "shape": asdict(shape), "compile_s": compile_s, **cost(compiled), **memory(compiled), **hlo_counts(hlo),
-        "hlo": str(out_dir / f"{name}.hlo.txt"),
+        "compiler": "xla", "device": device_label(device), "part": part, "mode": mode, "layout": layout,
+        "shape": asdict(shape), "variant": variant, "compiler_options": compiler_options or {}, "attention": backend,
+        "compile_s": compile_s, **cost(compiled), **memory(compiled), **hlo_counts(hlo),
+        "hlo": stored(out_dir / f"{name}.hlo.txt"),
     }
-    if device is None and repeats > 0:  # runs where it was compiled (this CPU, or a real GPU)
-        values = concrete()
-        record["median_ms"] = time_calls(lambda: jax.block_until_ready(compiled(*values)), repeats)["median_ms"]
-    return record
+    if part == "qkv":
+        record["kernel_table"] = kernel_table(hlo)
+    if device is not None:  # compile only: nothing to run
+        return Compiled(record, None, None)
+    values = concrete()
+    run = lambda: jax.block_until_ready(compiled(*values))  # noqa: E731
+    return Compiled(record, run, lambda trace_dir: profile_kernels(run, trace_dir))
 
 
-def run_programs(compile_one: Callable[..., dict[str, Any]], shapes: list[Shape], *, log=print, parts=PARTS,
-                 modes=MODES) -> list[dict[str, Any]]:
-    """compile_one(part, mode, layout, shape) for every program, in the study's order, logged."""
+def profile_kernels(run: Callable[[], Any], trace_dir: Path, calls: int = 5) -> dict[str, Any]:
+    """Each kernel's mean time per call over `calls` calls under jax.profiler
+    (jaxgpt_tools.trace_kernels: GPU kernels on a GPU, XLA's ops on a CPU)."""
+    import jax
+
+    from jaxgpt_tools.trace_kernels import rank
+
+    run()
+    with jax.profiler.trace(str(trace_dir)):
+        for _ in range(calls):
+            run()
+    ranking = rank(trace_dir)
+    return {"kind": ranking.kind, "calls": calls,
+            "kernels": [{"name": k.name, "ms_per_call": k.total_ms / calls, "launches_per_call": k.calls / calls}
+                        for k in ranking.kernels]}
+
+
+def run_programs(compile_one: Callable[..., Compiled], shapes: list[Shape], *, timing: Timing | None = None,
+                 profile_dir: Path | None = None, log=print, parts=PARTS, modes=MODES) -> list[dict[str, Any]]:
+    """compile_one(part, mode, layout, shape) for every program, in the study's order, logged;
+    the two layouts of each program timed interleaved with `timing` where they run, and profiled
+    per kernel into `profile_dir`."""
     records = []
     for shape in shapes:
         for part in parts:
             for mode in modes:
-                for layout in LAYOUTS:
-                    record = compile_one(part, mode, layout, shape)
-                    log(f"{record['compiler']} {record['device']} {program_name(part, mode, layout, shape)}: "
-                        f"{record['kernels']} kernels, {record['gemm_kernels']} GEMMs, compile {record['compile_s']:.1f} s"
-                        + (f", {record['median_ms']:.2f} ms" if "median_ms" in record else ""))
+                pair = [compile_one(part, mode, layout, shape) for layout in LAYOUTS]
+                if timing is not None and all(c.run for c in pair):
+                    for compiled, measured in zip(pair, measure([c.run for c in pair], timing)):
+                        compiled.record["time"] = measured
+                for compiled in pair:
+                    record = compiled.record
+                    name = program_name(part, mode, record["layout"], shape, record.get("variant", "default"))
+                    if profile_dir is not None and compiled.profile is not None:
+                        record["kernel_times"] = compiled.profile(profile_dir / name)
+                    timed = record.get("time")
+                    log(f"{record['compiler']} {record['device']} {name}: {record['kernels']} kernels, "
+                        f"{record['gemm_kernels']} GEMMs, compile {record['compile_s']:.1f} s"
+                        + (f", {timed['median_ms']:.3g} ms median of {timed['repeats']}" if timed else ""))
                     records.append(record)
     return records
 
 
-def run(shapes: list[Shape], *, device: str | None, out_dir: Path, repeats: int, log=print,
-        parts=PARTS, modes=MODES) -> list[dict[str, Any]]:
-    compile_one = functools.partial(compile_program, device=device, out_dir=out_dir, repeats=repeats)
-    return run_programs(compile_one, shapes, log=log, parts=parts, modes=modes)
+def run(shapes: list[Shape], *, device: str | None, out_dir: Path, timing: Timing | None, log=print,
+        parts=PARTS, modes=MODES, compiler_options: dict[str, Any] | None = None, variant: str = "default",
+        profile_dir: Path | None = None) -> list[dict[str, Any]]:
+    compile_one = functools.partial(compile_program, device=device, out_dir=out_dir,
+                                    compiler_options=compiler_options, variant=variant)
+    return run_programs(compile_one, shapes, timing=timing, profile_dir=profile_dir, log=log, parts=parts, modes=modes)

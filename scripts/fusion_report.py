@@ -1,14 +1,18 @@
-"""The fusion study: how XLA and TorchInductor compile the record's merged-QKV attention path.
+"""The fusion study: how XLA and TorchInductor fuse the record's merged-QKV path, and what merging buys.
 
-    python scripts/fusion_report.py --quick                 # small shape, this CPU, both compilers
-    python scripts/fusion_report.py --write-docs            # + the record's width (T 2048 on this CPU)
-                                                            #   + XLA for an H100 at T 65,536 (compile only)
-                                                            #   -> docs/FUSION.md, docs/fusion/
+    python scripts/fusion_report.py --quick          # the QKV path, small shape, this CPU, both compilers (minutes)
+    python scripts/fusion_report.py --write-docs     # the study: small + the record's width (T 2048) on this CPU,
+                                                     #   XLA for an H100 (compile only) at T 256 and 65,536 with the
+                                                     #   dot-merger ablation -> artifacts/fusion/, docs/FUSION.md
+    python scripts/fusion_report.py --device cuda --shapes small,record_gpu --no-gpu-aot --out runs/fusion-gpu
+                                                     # on a GPU machine: both compilers on its GPU, timed per kernel
+    python scripts/fusion_report.py --from-results artifacts/fusion runs/fusion-gpu --write-docs
+                                                     # compile nothing: the page from earlier runs' results
 
-Prints one JSON object (the rows, which compiler merged the projections, the H100 column's
-state); progress goes to stderr. The programs and what is counted: jaxgpt_tools/fusion_report.py.
-The H100 column needs the venv with the jax CUDA plugin (--gpu-python, default the `make gpu-plan`
-venv .venv-gpu-aot, or $JAXGPT_GPU_PYTHON); without it that column says why it is missing.
+Prints one JSON object (a row per program); progress goes to stderr. The programs and what is
+counted: jaxgpt_tools/fusion_xla.py, fusion_inductor.py. The H100 compile-only column needs the
+venv with the jax CUDA plugin (--gpu-python, default the `make gpu-plan` venv .venv-gpu-aot, or
+$JAXGPT_GPU_PYTHON); without it that column says why it is missing.
 """
 
 from __future__ import annotations
@@ -19,8 +23,8 @@ import os
 import sys
 from pathlib import Path
 
-from jaxgpt_tools.fusion_report import REPO_ROOT, docs_from_results, run_study
-from jaxgpt_tools.fusion_xla import MODES, PARTS, SHAPES
+from jaxgpt_tools.fusion_report import REPO_ROOT, load_results, pin_threads, run_study, write_outputs
+from jaxgpt_tools.fusion_xla import MODES, PARTS, SHAPES, Timing
 
 # The venv `make gpu-plan` builds (jax with its CUDA plugin), unless the environment names another.
 DEFAULT_GPU_PYTHON = os.environ.get("JAXGPT_GPU_PYTHON", str(REPO_ROOT / ".venv-gpu-aot" / "bin" / "python"))
@@ -28,50 +32,80 @@ DEFAULT_GPU_PYTHON = os.environ.get("JAXGPT_GPU_PYTHON", str(REPO_ROOT / ".venv-
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="the small shape on this CPU only (a few minutes)")
-    parser.add_argument("--shapes", default=None, help=f"CPU shapes, comma-separated out of {', '.join(SHAPES)} "
+    parser.add_argument("--quick", action="store_true", help="the QKV path at the small shape on this CPU only, short timing")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="where both compilers compile and time (cuda: this machine's GPU)")
+    parser.add_argument("--shapes", default=None, help=f"shapes on this machine, comma-separated out of {', '.join(SHAPES)} "
                         "(default: small, and record_cpu unless --quick)")
-    parser.add_argument("--compilers", default="xla,inductor", help="xla and/or inductor (on this CPU)")
-    parser.add_argument("--parts", default=",".join(PARTS), help="attn and/or block")
+    parser.add_argument("--compilers", default="xla,inductor", help="xla and/or inductor on this machine, or none")
+    parser.add_argument("--parts", default=None, help="qkv and/or block (default both, --quick qkv)")
     parser.add_argument("--modes", default=",".join(MODES), help="fwd and/or fwdbwd")
-    parser.add_argument("--gpu", action=argparse.BooleanOptionalAction, default=None,
-                        help="XLA for an H100 at the record's shape, compile only (default: on unless --quick)")
+    parser.add_argument("--gpu-aot", action=argparse.BooleanOptionalAction, default=None,
+                        help="XLA for an H100, compile only, with the dot-merger ablation (default: on unless --quick)")
     parser.add_argument("--gpu-python", default=DEFAULT_GPU_PYTHON, help="python of the venv with the jax CUDA plugin")
-    parser.add_argument("--gpu-shapes", default="record_gpu", help="shapes for the H100 compiles")
-    parser.add_argument("--repeats", type=int, default=None, help="timed runs per program after a warm-up (default 5, quick 2)")
+    parser.add_argument("--gpu-shapes", default="small,record_gpu", help="shapes for the H100 compiles (the ablation: the last)")
+    parser.add_argument("--time-s", type=float, default=None,
+                        help="seconds of timed calls per program, at least 5 calls (default 3, --quick 0.5; 0: no timing)")
     parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads (default 1: on a loaded shared CPU, OpenMP spin-waits make 2 threads slower)")
+                        help="cores this process is pinned to, so XLA's pool and torch's threads are equal (default 1)")
+    parser.add_argument("--profile-shapes", default="record_cpu",
+                        help="shapes whose block programs are also profiled per kernel (comma-separated, or none)")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "runs" / "fusion", help="artifact root (per device below it)")
-    parser.add_argument("--write-docs", action="store_true", help="write docs/FUSION.md, its plot and docs/fusion/")
+    parser.add_argument("--write-docs", action="store_true", help="write artifacts/fusion/ and docs/FUSION.md")
     parser.add_argument("--from-results", type=Path, nargs="+", default=None, metavar="DIR",
-                        help="compile nothing: write the docs from DIR/cpu/results.json (+ DIR/h100-compile-only/) "
-                             "of each DIR, later DIRs' programs replacing earlier ones'")
+                        help="compile nothing: the page from every results.json under each DIR, later DIRs' "
+                             "programs replacing earlier ones' (artifacts/fusion holds the committed ones)")
     parser.add_argument("--docs-dir", type=Path, default=REPO_ROOT / "docs", help=argparse.SUPPRESS)
+    parser.add_argument("--artifacts-dir", type=Path, default=REPO_ROOT / "artifacts" / "fusion", help=argparse.SUPPRESS)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    argv_text = " ".join(sys.argv[1:] if argv is None else argv)
+    if args.from_results is not None:
+        try:
+            runs, records = load_results(args.from_results)
+        except (ValueError, OSError) as err:
+            raise SystemExit(f"fusion_report.py: {err}") from None
+        write_outputs(runs, records, docs_dir=args.docs_dir, artifacts_dir=args.artifacts_dir,
+                      command=f"python scripts/fusion_report.py {argv_text}")
+        return 0
     shapes = args.shapes.split(",") if args.shapes else (["small"] if args.quick else ["small", "record_cpu"])
-    unknown = [s for s in shapes + args.gpu_shapes.split(",") if s not in SHAPES]
-    compilers = [c.strip() for c in args.compilers.split(",") if c.strip()]
-    parts, modes = args.parts.split(","), args.modes.split(",")
-    if (unknown or not compilers or any(c not in ("xla", "inductor") for c in compilers)
+    gpu_shapes = args.gpu_shapes.split(",")
+    compilers = [] if args.compilers == "none" else [c.strip() for c in args.compilers.split(",") if c.strip()]
+    parts = args.parts.split(",") if args.parts else (["qkv"] if args.quick else list(PARTS))
+    modes = args.modes.split(",")
+    unknown = [s for s in shapes + gpu_shapes if s not in SHAPES]
+    if (unknown or any(c not in ("xla", "inductor") for c in compilers)
             or not set(parts) <= set(PARTS) or not set(modes) <= set(MODES)):
         raise SystemExit(f"fusion_report.py: unknown shape(s) {unknown}, compilers {args.compilers!r}, "
                          f"parts {args.parts!r} or modes {args.modes!r}")
-    if args.from_results is not None:
-        try:
-            docs_from_results(args.from_results, args.docs_dir)
-        except ValueError as err:
-            raise SystemExit(f"fusion_report.py: {err}") from None
-        return 0
-    command = "python scripts/fusion_report.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    result = run_study(shapes=shapes, compilers=compilers, parts=parts, modes=modes,
-                       repeats=args.repeats if args.repeats is not None else (2 if args.quick else 5),
-                       threads=args.threads, gpu=args.gpu if args.gpu is not None else not args.quick,
-                       gpu_python=args.gpu_python, gpu_shapes=args.gpu_shapes.split(","), out=args.out,
-                       write_docs=args.write_docs, docs_dir=args.docs_dir, command=command)
+    if args.device == "cpu":
+        os.environ["JAX_PLATFORMS"] = "cpu"  # before jax starts: XLA's CPU, even on a GPU machine
+    else:  # jax and torch share the GPU: no preallocation of most of its memory by jax
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    previous_cores = os.sched_getaffinity(0)
+    cores = pin_threads(args.threads)
+    torch_threads = None
+    if "inductor" in compilers:
+        import torch
+
+        torch_threads = torch.get_num_threads()
+        torch.set_num_threads(args.threads)
+    time_s = args.time_s if args.time_s is not None else (0.5 if args.quick else 3.0)
+    profile = () if args.quick or args.profile_shapes == "none" else tuple(args.profile_shapes.split(","))
+    try:
+        result = run_study(device=args.device, shapes=shapes, compilers=compilers, parts=parts, modes=modes,
+                           timing=Timing(target_s=time_s) if time_s > 0 else None, threads=args.threads, cores=cores,
+                           gpu=args.gpu_aot if args.gpu_aot is not None else not args.quick, gpu_python=args.gpu_python,
+                           gpu_shapes=gpu_shapes, ablation=not args.quick, profile_shapes=profile, out=args.out,
+                           write_docs=args.write_docs, docs_dir=args.docs_dir, artifacts_dir=args.artifacts_dir,
+                           command=f"python scripts/fusion_report.py {argv_text}")
+    finally:  # the caller's process (a test session) keeps its cores and threads
+        os.sched_setaffinity(0, previous_cores)
+        if torch_threads is not None:
+            torch.set_num_threads(torch_threads)
     print(json.dumps(result))
     return 0
 

@@ -54,6 +54,37 @@ def test_hlo_counts_on_a_hand_written_module():
     assert counts["kernel_traffic_bytes"] == 512 + 448 + 128
 
 
+FRAMES_HLO = HLO.replace("%neg = f32[4,8]{1,0} negate(%p0)", "%neg = f32[4,8]{1,0} negate(%p0), metadata={stack_frame_id=2}").replace(
+    "ROOT %cvt = bf16[4,8]{1,0} convert(%dot.1)", "ROOT %cvt = bf16[4,8]{1,0} convert(%dot.1), metadata={stack_frame_id=1}") + """
+FileNames
+1 "jaxgpt/model.py"
+
+FunctionNames
+1 "linear"
+2 "norm"
+
+FileLocations
+1 {file_name_id=1 function_name_id=1 line=116 end_line=116 column=8 end_column=33}
+2 {file_name_id=1 function_name_id=2 line=59 end_line=59 column=28 end_column=77}
+
+StackFrames
+1 {file_location_id=1 parent_frame_id=1}
+2 {file_location_id=2 parent_frame_id=1}
+"""
+
+
+def test_kernel_table_says_what_each_kernel_fuses_and_moves():
+    assert hlo_lib.source_functions(FRAMES_HLO) == {1: "linear", 2: "norm"}
+    transpose, gemm, exp = hlo_lib.kernel_table(FRAMES_HLO)
+    assert (transpose["name"], transpose["kind"], transpose["read"], transpose["written"]) == ("t", "transpose", 256, 256)
+    assert gemm["kind"] == "triton_gemm" and gemm["gemm"] and not exp["gemm"]
+    assert gemm["ops"] == {"convert": 1, "dot": 1, "negate": 1}
+    assert (gemm["prologue"], gemm["epilogue"]) == (["negate"], ["convert"])
+    assert gemm["functions"] == ["linear", "norm"] and exp["functions"] == []
+    assert (gemm["read"], gemm["written"]) == (128 + 256, 64)
+    assert exp["ops"] == {"exponential": 1} and exp["runs"] == 1
+
+
 LOOP_HLO = """HloModule loop
 
 %body (p: (s32[], f32[8])) -> (s32[], f32[8]) {

@@ -169,6 +169,15 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x: Tensor, ve: Tensor | None, mask) -> Tensor:
         """x (1, T, D) normed input, ve (T, D) or None -> (1, T, D) in x's dtype."""
         batch, seq_len, dim = x.shape
+        q, k, v = self.project(x, ve)
+        y = attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), mask)
+        y = y.transpose(1, 2).reshape(batch, seq_len, dim)
+        return self.c_proj(y)
+
+    def project(self, x: Tensor, ve: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+        """(q, k, v), each (B, T, H, Dh) in x's dtype: QKV matmul (one merged or three separate),
+        value mixing with the value embedding, QK-norm and rotary on q and k."""
+        batch, seq_len, _ = x.shape
         if self.qkv_layout == "merged":
             qkv = F.linear(x, self.qkv_w.flatten(end_dim=1).type_as(x))
             q, k, v = qkv.view(batch, seq_len, 3 * self.num_heads, -1).chunk(3, dim=-2)
@@ -179,10 +188,7 @@ class CausalSelfAttention(nn.Module):
             v = self.lambdas[0] * v  # lambdas[1] unused here: its gradient stays 0
         else:
             v = self.lambdas[0] * v + self.lambdas[1] * ve.view_as(v)
-        q, k = self.rotary(norm(q)), self.rotary(norm(k))
-        y = attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), mask)
-        y = y.transpose(1, 2).reshape(batch, seq_len, dim)
-        return self.c_proj(y)
+        return self.rotary(norm(q)), self.rotary(norm(k)), v
 
 
 class MLP(nn.Module):

@@ -1,5 +1,6 @@
-"""jaxgpt_tools.fusion_report (scripts/fusion_report.py) and its Inductor reader: the reader on a small
-hand-written output_code.py, and a tiny run of the whole report on this CPU (the HLO reader: tests/test_hlo.py)."""
+"""jaxgpt_tools.fusion_report (scripts/fusion_report.py), its Inductor reader and its timing: the reader on
+small hand-written output_code.py files, the interleaved timing on counters, and a tiny run of the whole report
+on this CPU (the HLO reader: tests/test_hlo.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 
 import pytest
 
-from jaxgpt_tools.fusion_inductor import read_output_code
+from jaxgpt_tools.fusion_inductor import input_types, launch_table, read_output_code
 
 OUTPUT_CODE = """
 cpp_fused_add_mul_0 = async_compile.cpp_pybinding(['const float*', 'float*'], r'''
@@ -35,7 +36,7 @@ class Runner:
 
 
 def test_read_output_code_counts_launches_and_traffic():
-    counts = read_output_code(OUTPUT_CODE, {"primals_1": 128, "primals_2": 256})
+    counts = read_output_code(OUTPUT_CODE, {"primals_1": (32, 4), "primals_2": (64, 4)})
     assert counts["generated_kernels"] == 2
     assert counts["generated_by_kind"] == {"pointwise": 1, "reduction": 1}
     assert counts["extern_kernels"] == {"mm": 1} and counts["gemm_kernels"] == 1
@@ -45,26 +46,79 @@ def test_read_output_code_counts_launches_and_traffic():
     assert counts["kernel_traffic_bytes"] == 256 + 448 + 192 + 128
 
 
-@pytest.mark.slow  # ~15-20 s: Inductor's first compile in a process dominates
+TRITON_CODE = """
+triton_red_fused_mean_rsqrt_0 = async_compile.triton('triton_red_fused_mean_rsqrt_0', '''
+@triton.jit
+def triton_red_fused_mean_rsqrt_0(in_out_ptr0, in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr):
+    pass
+''', device_str='cuda')
+
+
+class Runner:
+    def call(self, args):
+        primals_1, primals_2 = args
+        buf0 = empty_strided_cuda((4, 8), (8, 1), torch.float32)
+        buf1 = reinterpret_tensor(buf0, (4, 4), (8, 1), 0)  # alias
+        buf2 = empty_strided_cuda((4, ), (1, ), torch.float32)
+        triton_red_fused_mean_rsqrt_0.run(buf1, primals_1, buf2, 4, 8, stream=stream0)
+        return (buf0, )
+
+
+def get_args():
+    from torch._dynamo.testing import rand_strided
+    primals_1 = rand_strided((4, 8), (8, 1), device='cuda:0', dtype=torch.bfloat16)
+    primals_2 = rand_strided((2, ), (1, ), device='cuda:0', dtype=torch.float32)
+"""
+
+
+def test_launch_table_reads_and_writes_by_pointer_names():
+    assert input_types(TRITON_CODE) == {"primals_1": (32, 2), "primals_2": (2, 4)}
+    (launch,) = launch_table(TRITON_CODE, input_types(TRITON_CODE))
+    # in_out_ptr0 is the 4x4 fp32 view (64 B) read and written; in_ptr0 the bf16 input (64 B);
+    # out_ptr0 the (4,) fp32 result (16 B); the sizes after them are not buffers.
+    assert launch == {"name": "triton_red_fused_mean_rsqrt_0", "kind": "reduction", "gemm": False,
+                      "read": 64 + 64, "written": 64 + 16}
+
+
+def test_measure_interleaves_the_programs_it_compares():
+    from jaxgpt_tools.fusion_xla import Timing, measure
+
+    calls = []
+    timings = measure([lambda: calls.append("merged"), lambda: calls.append("separate")],
+                      Timing(target_s=0.0, min_repeats=3, max_repeats=3))
+    # one warm call each, then rounds of one call each: a load change falls on both alike
+    assert calls == ["merged", "separate"] * 4
+    for timing in timings:
+        assert timing["repeats"] == 3 and timing["interleaved_with"] == 1
+        assert timing["min_ms"] <= timing["p25_ms"] <= timing["median_ms"] <= timing["p75_ms"] <= timing["max_ms"]
+        assert len(timing["load_1m"]) == 2
+
+
+@pytest.mark.slow  # ~30-60 s: Inductor's first compile in a process dominates
 def test_fusion_report_tiny_run(tmp_path, capsys):
     from scripts import fusion_report
 
-    docs = tmp_path / "docs"
-    assert fusion_report.main(["--shapes", "tiny", "--no-gpu", "--parts", "attn", "--modes", "fwd", "--repeats", "1",
-                               "--out", str(tmp_path), "--write-docs", "--docs-dir", str(docs)]) == 0
-    result = json.loads(capsys.readouterr().out)
-    rows = result["rows"]
+    docs, artifacts = tmp_path / "docs", tmp_path / "artifacts"
+    assert fusion_report.main(["--shapes", "tiny", "--no-gpu-aot", "--parts", "qkv", "--modes", "fwd", "--time-s", "0.01",
+                               "--out", str(tmp_path / "runs"), "--write-docs", "--docs-dir", str(docs),
+                               "--artifacts-dir", str(artifacts)]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
     assert {(r["compiler"], r["layout"]) for r in rows} == {(c, l) for c in ("xla", "inductor") for l in ("merged", "separate")}
     for row in rows:
-        # Both layouts of the attention layer run at least the QKV projection and c_proj as GEMMs.
-        assert row["gemm_kernels"] >= 2 and row["kernels"] > row["gemm_kernels"]
-        assert row["median_ms"] > 0 and row["flops"] > 0
-        # Reading the arguments and writing the result once is the least any schedule moves.
-        assert row["kernel_traffic_bytes"] >= row["min_bytes"] > 0
-    assert (tmp_path / "cpu" / "xla" / "attn_fwd_merged_tiny.hlo.txt").exists()
-    assert list((tmp_path / "cpu" / "inductor" / "attn_fwd_separate_tiny").rglob("output_code.py"))
-    assert json.loads((tmp_path / "cpu" / "results.json").read_text())["rows"] == rows
+        # Merged: one projection GEMM; separate: three, unless the compiler merges them (none does on a CPU).
+        assert row["gemm_kernels"] == (1 if row["layout"] == "merged" else 3) and row["kernels"] > row["gemm_kernels"]
+        assert row["time"] > 0
+        # Reading the arguments and writing the results once is the least any schedule moves.
+        assert row["bytes"] >= row["min_bytes"] > 0
+    assert (tmp_path / "runs" / "cpu" / "xla" / "qkv_fwd_merged_tiny.hlo.txt").exists()
+    assert list((tmp_path / "runs" / "cpu" / "inductor" / "qkv_fwd_separate_tiny").rglob("output_code.py"))
+    results = json.loads((artifacts / "results.json").read_text())
+    assert {name for r in results["records"] for name in r["files"]} == {
+        "xla_cpu/qkv_fwd_merged_tiny.hlo.txt", "xla_cpu/qkv_fwd_separate_tiny.hlo.txt",
+        "inductor_cpu/qkv_fwd_merged_tiny.inference.output_code.py", "inductor_cpu/qkv_fwd_separate_tiny.inference.output_code.py"}
     page = (docs / "FUSION.md").read_text()
-    assert "| attention layer fwd | " in page and "compiled without a GPU, no autotuning" in page
-    assert (docs / "fusion" / "fusion.png").stat().st_size > 0
-    assert (docs / "fusion" / "xla_cpu_attn_fwd_separate_tiny.hlo.txt").exists()
+    assert "| XLA CPU | QKV path forward | merged |" in page and "no GPU was lent" in page
+    assert (artifacts / "fusion.png").stat().st_size > 0
+    # The page regenerates from the curated results alone.
+    assert fusion_report.main(["--from-results", str(artifacts), "--docs-dir", str(tmp_path / "again"),
+                               "--artifacts-dir", str(tmp_path / "again-artifacts")]) == 0
