@@ -14,9 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from jaxgpt_tools.artifacts import repo_relative_paths
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from jaxgpt_tools.artifacts import REPO_ROOT, repo_relative_paths
 
 
 def stored(path: Path) -> str:

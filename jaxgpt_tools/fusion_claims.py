@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 COMPILER_NAMES = {"xla": "XLA", "inductor": "Inductor"}
 DEVICE_NAMES = {"cpu": "CPU", "h100-compile-only": "H100 (compile only)", "h100": "H100"}
 MODE_NAMES = {"fwd": "forward", "fwdbwd": "forward+backward"}
@@ -82,6 +80,7 @@ class Claim:
     key: str
     text: str
     check: Callable[[], bool] = field(compare=False, repr=False)
+
 
 # Inductor names a generated kernel after the aten ops it fused: the ops that mark a stage.
 INDUCTOR_STAGE_OPS = {"mm": "projection", "addmm": "projection", "rsqrt": "QK norm", "mean": "QK norm",
@@ -164,6 +163,10 @@ def _moved(record: dict[str, Any]) -> float:
     return sum((k["read"] + k["written"]) * k.get("runs", 1) for k in record["kernel_table"])
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _pct(new: float, old: float) -> str:
     """'12% more' / '3% fewer' / 'as many' of new against old."""
     change = (new - old) / old * 100 if old else 0.0
@@ -180,13 +183,18 @@ def _shape(record: dict[str, Any]) -> str:
     return f"D {record['shape']['model_dim']}, T {record['shape']['seq_len']:,}"
 
 
+def _ms(value: float) -> str:
+    """Milliseconds, three significant digits (whole ms from 100 on)."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
 def _time_words(a: dict[str, Any], b: dict[str, Any]) -> str:
     """a's median time against b's: 'x% higher' / 'x% lower', and whether their quartile ranges
     overlap (then the difference is within the run-to-run spread)."""
     change = (a["median_ms"] - b["median_ms"]) / b["median_ms"] * 100
     overlap = a["p25_ms"] <= b["p75_ms"] and b["p25_ms"] <= a["p75_ms"]
     return (f"{abs(change):.0f}% {'higher' if change > 0 else 'lower'} "
-            f"({a['median_ms']:.3g} against {b['median_ms']:.3g} ms; quartile ranges {'overlap' if overlap else 'apart'})")
+            f"({_ms(a['median_ms'])} against {_ms(b['median_ms'])} ms; quartile ranges {'overlap' if overlap else 'apart'})")
 
 
 def _pair(records, compiler: str, device: str, mode: str, shape: str, variant: str = "default"):
@@ -238,7 +246,8 @@ def _merges(records: list[dict[str, Any]], gemms: Callable[[dict[str, Any]], int
                           shape=r["shape"])
             if merged is not None:
                 out.setdefault((r["compiler"], r["device"]), {})[_shape(r)] = gemms(r) == gemms(merged)
-    return out
+    return {key: dict(sorted(by_shape.items(), key=lambda kv: int(kv[0].split("T ")[1].replace(",", ""))))
+            for key, by_shape in out.items()}
 
 
 def merge_claim(records: list[dict[str, Any]]) -> list[Claim]:
@@ -285,9 +294,37 @@ def why_claims(records: list[dict[str, Any]], runs: list[dict[str, Any]]) -> lis
                     f"(default 32 MB), and each projection's GEMM moves {_mb(min(big_moves))}"
                     f"{'-' + _mb(max(big_moves)) if max(big_moves) - min(big_moves) > 1e5 else ''} at T "
                     f"{big_s['shape']['seq_len']:,} (h alone is {_mb(h_bytes)}).")
-            made.append(Claim("why.xla_h100_dot_merger", text, lambda: (
-                (_gemms(small_s) == _gemms(small_m)) == merges_small and (_gemms(big_s) == _gemms(big_m)) == merges_big
-                and all(m > 32 * 2**20 for m in big_moves) == (not merges_big))))
+            made.append(Claim("why.xla_h100_dot_merger", text, lambda sm=small_m, ss=small_s, bm=big_m, bs=big_s,
+                              yes_small=merges_small, yes_big=merges_big, moves=tuple(big_moves): (
+                (_gemms(ss) == _gemms(sm)) == yes_small and (_gemms(bs) == _gemms(bm)) == yes_big
+                and all(m > 32 * 2**20 for m in moves) == (not yes_big))))
+    # XLA for the H100: the weights' cast in the GEMM prologue; XLA:CPU's casts as kernels of their own.
+    for shape in shapes_aot[-1:]:
+        merged, separate = _pair(records, "xla", "h100-compile-only", "fwd", shape)
+        if merged is None or separate is None:
+            continue
+
+        def cast_in_prologue(record):
+            return [k for k in _gemm_rows(record) if "convert" in k.get("prologue", [])]
+
+        def cast_kernels(record):
+            """Kernels that only convert, on the projection's inputs (the second path)."""
+            return [k for k in record["kernel_table"] if not k["gemm"] and set(k.get("ops", {})) == {"convert"}
+                    and kernel_stages(record, k) == ["projection"]]
+
+        cpu = [r for r in (find(records, compiler="xla", device="cpu", part="qkv", mode="fwd", layout=layout,
+                                 shape=max((x["shape"] for x in records if x["device"] == "cpu"), key=lambda sh: sh["seq_len"],
+                                           default={"name": ""}))
+                            for layout in ("merged", "separate")) if r is not None]
+        cpu_casts = ", ".join(f"{len(cast_kernels(r))} {r['layout']}" for r in cpu)
+        text = (f"XLA for the H100 fuses the fp32 weights' cast to bf16 into the Triton GEMMs' prologue (before the dot: "
+                f"convert) in {len(cast_in_prologue(merged))} of {_count(len(_gemm_rows(merged)), 'GEMM')} merged and "
+                f"{len(cast_in_prologue(separate))} of {len(_gemm_rows(separate))} separate at {_shape(separate)}, so no "
+                f"kernel writes a bf16 copy of a weight"
+                + (f"; XLA:CPU instead converts for its YNNPACK GEMMs in loop kernels of their own ({cpu_casts})"
+                   if cpu else "") + ".")
+        made.append(Claim("why.xla_h100_prologue", text, lambda m=merged, s=separate: (
+            not cast_kernels(m) and not cast_kernels(s) and len(cast_in_prologue(m)) == len(_gemm_rows(m)))))
     # XLA for the H100: the value scale in v's GEMM epilogue, separate only.
     for shape in shapes_aot[-1:]:
         merged, separate = _pair(records, "xla", "h100-compile-only", "fwd", shape)
@@ -362,8 +399,8 @@ def why_claims(records: list[dict[str, Any]], runs: list[dict[str, Any]]) -> lis
             # second path: the same kernels by the jaxgpt functions they were traced from (linear and norm)
             by_source = lambda record: [k for k in record["kernel_table"] if k["kind"] == "ynn_fusion"  # noqa: E731
                                         and {"projection", "QK norm"} <= set(kernel_stages(record, k))]
-            made.append(Claim("why.xla_cpu_ynn", text, lambda: by_source(separate) == fused_s and by_source(merged) == fused_m
-                              and _kernels(separate) == separate["kernels"] and _kernels(merged) == merged["kernels"]))
+            made.append(Claim("why.xla_cpu_ynn", text, lambda m=merged, s=separate, fm=fused_m, fs=fused_s: (
+                by_source(s) == fs and by_source(m) == fm and _kernels(s) == s["kernels"] and _kernels(m) == m["kernels"])))
     # Inductor on the CPU.
     ind_shape = max((r["shape"] for r in records if r["compiler"] == "inductor" and r["device"] == "cpu" and r["part"] == "qkv"),
                     key=lambda s: s["seq_len"], default=None)
@@ -380,13 +417,13 @@ def why_claims(records: list[dict[str, Any]], runs: list[dict[str, Any]]) -> lis
                     f"{len(externs(separate))} separate, at {_shape(separate)} forward), so nothing is fused into a GEMM "
                     f"(its C++ GEMM template, which could take a prologue or epilogue, is tried only with `max_autotune`); "
                     f"its scheduler fuses everything between the GEMMs and the attention inputs (split, value mix, QK norm, "
-                    f"rotary) into {len(generated(merged, True))} generated C++ kernel(s) merged and "
+                    f"rotary) into {_count(len(generated(merged, True)), 'generated C++ kernel')} merged and "
                     f"{len(generated(separate, True))} separate, where each GEMM's output feeds its own "
                     f"({', '.join('`' + k['name'] + '`' for k in generated(separate, True))}), and casts the fp32 weights "
-                    f"to bf16 in {len(generated(merged, False))} kernel merged and {len(generated(separate, False))} separate.")
-            made.append(Claim("why.inductor_cpu", text, lambda: all(k["kind"] == "extern" for r in (merged, separate)
-                                                                    for k in externs(r))
-                              and len(externs(separate)) == _gemms(separate) and len(externs(merged)) == _gemms(merged)))
+                    f"to bf16 in {_count(len(generated(merged, False)), 'kernel')} merged and {len(generated(separate, False))} separate.")
+            made.append(Claim("why.inductor_cpu", text, lambda m=merged, s=separate: (
+                all(k["kind"] == "extern" for r in (m, s) for k in externs(r))
+                and len(externs(s)) == _gemms(s) and len(externs(m)) == _gemms(m))))
     if not any(r["compiler"] == "inductor" and r["device"] != "cpu" for r in records):
         made.append(Claim("why.inductor_gpu", "Inductor's H100 code is not in this study: no GPU was lent to the run that "
                           "made it, and its Triton kernels (and their autotuned GEMM templates with epilogue fusion) are "
@@ -462,7 +499,9 @@ def method_claims(records: list[dict[str, Any]], runs: list[dict[str, Any]]) -> 
         text = f"{DEVICE_NAMES.get(device, device)} programs: `{run['command']}` at commit {env.get('commit', 'unknown')} with {versions}"
         mine = [r for r in records if r["device"] == device]
         times = [r["time"] for r in mine if r.get("time")]
-        if device == "h100-compile-only":
+        if run.get("timing") is None and device != "h100-compile-only":
+            text += "; compiled and counted, not timed"
+        elif device == "h100-compile-only":
             text += f"; {run.get('caveat', 'compiled without a GPU, no autotuning')} (jax's CUDA plugin, compile-only devices), so GEMM tiles are XLA's defaults and nothing is timed"
         elif times:
             loads = [x for t in times for x in t["load_1m"]]
@@ -529,14 +568,15 @@ def gap_claims(records: list[dict[str, Any]], part: str) -> list[Claim]:
         (xla_top, xla_share), (ind_top, ind_share) = _top(xla), _top(ind)
         sdpa = "scaled_dot_product" in ind_top
         text = (f"On this {DEVICE_NAMES.get(device, device)} at {_shape(ind)}, Inductor's {PART_NAMES[part]} forward+backward "
-                f"(merged) takes {ratio:.2g}x XLA's time ({ind['time']['median_ms']:,.4g} against "
-                f"{xla['time']['median_ms']:,.4g} ms, on the same core): Inductor's profile puts {ind_share:.0%} of its time in "
-                f"`{ind_top}`"
-                + (" (torch_ref's attention on a CPU is SDPA with a dense (T, T) mask, which computes every query-key "
-                   "pair, while jaxgpt's blocked attention visits only the window's key blocks)" if sdpa else "")
+                f"(merged) takes {ratio:.2g}x XLA's time ({_ms(ind['time']['median_ms'])} against "
+                f"{_ms(xla['time']['median_ms'])} ms, on the same core): Inductor runs {ind['kernels']} launches and its "
+                f"profile puts {ind_share:.0%} of its time in `{ind_top}`"
+                + (" (torch_ref's attention on a CPU: SDPA with a dense (T, T) mask)" if sdpa else "")
                 + (" (the compiled graph's own time: its generated C++ kernels, which the profiler does not split)"
                    if ind_top.startswith("## Call CompiledFxGraph") else "")
-                + f", XLA's puts {xla_share:.0%} in `{xla_top}`.")
+                + f", while XLA's time is spread over {xla['kernels']} kernels"
+                + (f" ({xla['loop_kernels']} of them in the blocked attention's loop)" if xla.get("loop_kernels") else "")
+                + f", the largest, `{xla_top}`, taking {xla_share:.0%}.")
         made.append(Claim(f"{'block' if part == 'block' else 'why'}.gap_{part}_{device}", text, lambda x=xla, i=ind: all(
             [k["ms_per_call"] for k in r["kernel_times"]["kernels"]] == sorted((k["ms_per_call"] for k in r["kernel_times"]["kernels"]),
                                                                               reverse=True) for r in (x, i))))

@@ -21,10 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from jaxgpt.gpu_plan import CAVEAT
-from jaxgpt_tools.artifacts import repo_relative_paths
+from jaxgpt_tools.artifacts import REPO_ROOT, repo_relative_paths
 from jaxgpt_tools.fusion_xla import COMPILE_ONLY, MODES, PARTS, SHAPES, Timing
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 # The ablation: XLA's dot merger merges dots sharing an operand only while one dot's operands and
 # result fit in xla_gpu_dot_merger_threshold_mb (default 32); h alone is 96 MiB at T 65,536.
 DOT_MERGER_FLAG = "xla_gpu_dot_merger_threshold_mb"

@@ -1,4 +1,4 @@
-# AOT ID: ['1_inference']
+# AOT ID: ['9_inference']
 from ctypes import c_void_p, c_long, c_int
 import torch
 import math
@@ -38,14 +38,14 @@ extern "C"  void  kernel(const float* in_ptr0,
     std::atomic<int> inductor_cpu_integer_div_error{0};
     inductor_cpu_integer_div_error_flag = &inductor_cpu_integer_div_error;
     {
-        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(589824L); x0+=static_cast<int64_t>(16L))
+        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(589824L); x0+=static_cast<int64_t>(32L))
         {
             {
                 if(C10_LIKELY(x0 >= static_cast<int64_t>(0) && x0 < static_cast<int64_t>(589824L)))
                 {
-                    auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
+                    auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
                     auto tmp1 = at::vec::convert<at::BFloat16,1,float,2>(tmp0);
-                    tmp1.store(out_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
+                    tmp1.store(out_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
                 }
             }
         }
@@ -72,12 +72,12 @@ extern "C"  void  kernel(const at::BFloat16* in_ptr0,
             {
                 float tmp_acc0 = 0;
                 at::vec::VectorizedN<float,2> tmp_acc0_vec = at::vec::VectorizedN<float,2>(0);
-                for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(128L); x1+=static_cast<int64_t>(16L))
+                for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(128L); x1+=static_cast<int64_t>(32L))
                 {
                     {
                         if(C10_LIKELY(x1 >= static_cast<int64_t>(0) && x1 < static_cast<int64_t>(128L)))
                         {
-                            auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(x1 + 128L*x0), static_cast<int64_t>(16));
+                            auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(x1 + 128L*x0), static_cast<int64_t>(32));
                             auto tmp1 = at::vec::convert<float,2,at::BFloat16,1>(tmp0);
                             auto tmp2 = tmp1 * tmp1;
                             tmp_acc0_vec = tmp_acc0_vec + tmp2;
@@ -90,14 +90,14 @@ extern "C"  void  kernel(const at::BFloat16* in_ptr0,
         }
     }
     {
-        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(589824L); x0+=static_cast<int64_t>(16L))
+        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(589824L); x0+=static_cast<int64_t>(32L))
         {
             {
                 if(C10_LIKELY(x0 >= static_cast<int64_t>(0) && x0 < static_cast<int64_t>(589824L)))
                 {
-                    auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr1 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
+                    auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr1 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
                     auto tmp1 = at::vec::convert<at::BFloat16,1,float,2>(tmp0);
-                    tmp1.store(out_ptr1 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
+                    tmp1.store(out_ptr1 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
                 }
             }
         }
@@ -108,7 +108,7 @@ extern "C"  void  kernel(const at::BFloat16* in_ptr0,
 ''')
 
 
-cpp_fused__to_copy__unsafe_view_add_mean_mul_pow_rsqrt_split_sub_unsqueeze_view_2 = async_compile.cpp_pybinding(['const at::BFloat16*', 'const at::BFloat16*', 'const float*', 'const float*', 'const float*', 'const float*', 'float*', 'float*', 'float*', 'float*', 'float*', 'at::BFloat16*'], r'''
+cpp_fused__to_copy__unsafe_view_add_mean_mul_pow_rsqrt_split_sub_unsqueeze_view_2 = async_compile.cpp_pybinding(['const at::BFloat16*', 'const at::BFloat16*', 'const float*', 'const float*', 'const float*', 'const float*', 'const float*', 'const float*', 'float*', 'float*', 'float*', 'float*', 'float*', 'at::BFloat16*', 'at::BFloat16*', 'at::BFloat16*'], r'''
 #include <torch/csrc/inductor/cpp_prefix.h>
 extern "C"  void  kernel(const at::BFloat16* in_ptr0,
                        const at::BFloat16* in_ptr1,
@@ -116,12 +116,16 @@ extern "C"  void  kernel(const at::BFloat16* in_ptr0,
                        const float* in_ptr3,
                        const float* in_ptr4,
                        const float* in_ptr5,
+                       const float* in_ptr6,
+                       const float* in_ptr7,
                        float* out_ptr0,
                        float* out_ptr1,
                        float* out_ptr2,
                        float* out_ptr3,
                        float* out_ptr4,
-                       at::BFloat16* out_ptr5)
+                       at::BFloat16* out_ptr5,
+                       at::BFloat16* out_ptr6,
+                       at::BFloat16* out_ptr7)
 {
     std::atomic<int> inductor_cpu_integer_div_error{0};
     inductor_cpu_integer_div_error_flag = &inductor_cpu_integer_div_error;
@@ -132,12 +136,12 @@ extern "C"  void  kernel(const at::BFloat16* in_ptr0,
             {
                 float tmp_acc0 = 0;
                 at::vec::VectorizedN<float,2> tmp_acc0_vec = at::vec::VectorizedN<float,2>(0);
-                for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(128L); x1+=static_cast<int64_t>(16L))
+                for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(128L); x1+=static_cast<int64_t>(32L))
                 {
                     {
                         if(C10_LIKELY(x1 >= static_cast<int64_t>(0) && x1 < static_cast<int64_t>(128L)))
                         {
-                            auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(x1 + 128L*x0), static_cast<int64_t>(16));
+                            auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(x1 + 128L*x0), static_cast<int64_t>(32));
                             auto tmp1 = at::vec::convert<float,2,at::BFloat16,1>(tmp0);
                             auto tmp2 = tmp1 * tmp1;
                             tmp_acc0_vec = tmp_acc0_vec + tmp2;
@@ -156,19 +160,19 @@ extern "C"  void  kernel(const at::BFloat16* in_ptr0,
             #pragma GCC ivdep
             for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(6L); x1+=static_cast<int64_t>(1L))
             {
-                for(int64_t x2=static_cast<int64_t>(0L); x2<static_cast<int64_t>(64L); x2+=static_cast<int64_t>(16L))
+                for(int64_t x2=static_cast<int64_t>(0L); x2<static_cast<int64_t>(64L); x2+=static_cast<int64_t>(32L))
                 {
                     {
                         if(C10_LIKELY(x2 >= static_cast<int64_t>(0) && x2 < static_cast<int64_t>(64L)))
                         {
-                            auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr1 + static_cast<int64_t>(x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(16));
+                            auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr1 + static_cast<int64_t>(x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(32));
                             auto tmp2 = in_ptr2[static_cast<int64_t>(x1 + 6L*x0)];
-                            auto tmp11 = at::vec::VectorizedN<float,2>::loadu(in_ptr3 + static_cast<int64_t>(x2 + 64L*x0), static_cast<int64_t>(16));
-                            auto tmp13 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr1 + static_cast<int64_t>(64L + x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(16));
-                            auto tmp17 = at::vec::VectorizedN<float,2>::loadu(in_ptr4 + static_cast<int64_t>(x2 + 64L*x0), static_cast<int64_t>(16));
-                            auto tmp23 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(16));
+                            auto tmp11 = at::vec::VectorizedN<float,2>::loadu(in_ptr3 + static_cast<int64_t>(x2 + 64L*x0), static_cast<int64_t>(32));
+                            auto tmp13 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr1 + static_cast<int64_t>(64L + x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(32));
+                            auto tmp17 = at::vec::VectorizedN<float,2>::loadu(in_ptr4 + static_cast<int64_t>(x2 + 64L*x0), static_cast<int64_t>(32));
+                            auto tmp23 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(32));
                             auto tmp25 = out_ptr0[static_cast<int64_t>(x1 + 6L*x0)];
-                            auto tmp33 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(64L + x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(16));
+                            auto tmp33 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(64L + x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(32));
                             auto tmp1 = at::vec::convert<float,2,at::BFloat16,1>(tmp0);
                             auto tmp3 = static_cast<float>(128.0);
                             auto tmp4 = tmp2 / tmp3;
@@ -214,14 +218,40 @@ extern "C"  void  kernel(const at::BFloat16* in_ptr0,
         }
     }
     {
-        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(589824L); x0+=static_cast<int64_t>(16L))
+        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(1572864L); x0+=static_cast<int64_t>(32L))
+        {
+            {
+                if(C10_LIKELY(x0 >= static_cast<int64_t>(0) && x0 < static_cast<int64_t>(1572864L)))
+                {
+                    auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr5 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
+                    auto tmp1 = at::vec::convert<at::BFloat16,1,float,2>(tmp0);
+                    tmp1.store(out_ptr5 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
+                }
+            }
+        }
+    }
+    {
+        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(1572864L); x0+=static_cast<int64_t>(32L))
+        {
+            {
+                if(C10_LIKELY(x0 >= static_cast<int64_t>(0) && x0 < static_cast<int64_t>(1572864L)))
+                {
+                    auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr6 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
+                    auto tmp1 = at::vec::convert<at::BFloat16,1,float,2>(tmp0);
+                    tmp1.store(out_ptr6 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
+                }
+            }
+        }
+    }
+    {
+        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(589824L); x0+=static_cast<int64_t>(32L))
         {
             {
                 if(C10_LIKELY(x0 >= static_cast<int64_t>(0) && x0 < static_cast<int64_t>(589824L)))
                 {
-                    auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr5 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
+                    auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr7 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
                     auto tmp1 = at::vec::convert<at::BFloat16,1,float,2>(tmp0);
-                    tmp1.store(out_ptr5 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
+                    tmp1.store(out_ptr7 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
                 }
             }
         }
@@ -232,56 +262,24 @@ extern "C"  void  kernel(const at::BFloat16* in_ptr0,
 ''')
 
 
-cpp_fused__scaled_dot_product_flash_attention_for_cpu__to_copy__unsafe_view_add_mul_scalar_tensor_select_transpose_view_where_3 = async_compile.cpp_pybinding(['at::BFloat16*', 'const float*', 'const float*', 'const float*', 'const at::BFloat16*', 'const bool*', 'at::BFloat16*', 'at::BFloat16*', 'at::BFloat16*'], r'''
+cpp_fused__unsafe_view_add_mul_select_view_3 = async_compile.cpp_pybinding(['at::BFloat16*', 'const float*', 'const at::BFloat16*'], r'''
 #include <torch/csrc/inductor/cpp_prefix.h>
 extern "C"  void  kernel(at::BFloat16* in_out_ptr0,
                        const float* in_ptr0,
-                       const float* in_ptr1,
-                       const float* in_ptr2,
-                       const at::BFloat16* in_ptr3,
-                       const bool* in_ptr4,
-                       at::BFloat16* out_ptr0,
-                       at::BFloat16* out_ptr1,
-                       at::BFloat16* out_ptr2)
+                       const at::BFloat16* in_ptr1)
 {
     std::atomic<int> inductor_cpu_integer_div_error{0};
     inductor_cpu_integer_div_error_flag = &inductor_cpu_integer_div_error;
     {
-        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(1572864L); x0+=static_cast<int64_t>(16L))
+        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(1572864L); x0+=static_cast<int64_t>(32L))
         {
             {
                 if(C10_LIKELY(x0 >= static_cast<int64_t>(0) && x0 < static_cast<int64_t>(1572864L)))
                 {
-                    auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
-                    auto tmp1 = at::vec::convert<at::BFloat16,1,float,2>(tmp0);
-                    tmp1.store(out_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
-                }
-            }
-        }
-    }
-    {
-        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(1572864L); x0+=static_cast<int64_t>(16L))
-        {
-            {
-                if(C10_LIKELY(x0 >= static_cast<int64_t>(0) && x0 < static_cast<int64_t>(1572864L)))
-                {
-                    auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr1 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
-                    auto tmp1 = at::vec::convert<at::BFloat16,1,float,2>(tmp0);
-                    tmp1.store(out_ptr1 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
-                }
-            }
-        }
-    }
-    {
-        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(1572864L); x0+=static_cast<int64_t>(16L))
-        {
-            {
-                if(C10_LIKELY(x0 >= static_cast<int64_t>(0) && x0 < static_cast<int64_t>(1572864L)))
-                {
-                    auto tmp0 = in_ptr2[static_cast<int64_t>(0L)];
-                    auto tmp2 = at::vec::Vectorized<at::BFloat16>::loadu(in_out_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
-                    auto tmp6 = in_ptr2[static_cast<int64_t>(1L)];
-                    auto tmp8 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr3 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
+                    auto tmp0 = in_ptr0[static_cast<int64_t>(0L)];
+                    auto tmp2 = at::vec::Vectorized<at::BFloat16>::loadu(in_out_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
+                    auto tmp6 = in_ptr0[static_cast<int64_t>(1L)];
+                    auto tmp8 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr1 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
                     auto tmp1 = c10::convert<float>(tmp0);
                     auto tmp3 = at::vec::convert<float,2,at::BFloat16,1>(tmp2);
                     auto tmp4 = at::vec::VectorizedN<float,2>(tmp1);
@@ -292,25 +290,7 @@ extern "C"  void  kernel(at::BFloat16* in_out_ptr0,
                     auto tmp11 = tmp10 * tmp9;
                     auto tmp12 = tmp5 + tmp11;
                     auto tmp13 = at::vec::convert<at::BFloat16,1,float,2>(tmp12);
-                    tmp13.store(in_out_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
-                }
-            }
-        }
-    }
-    {
-        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(4194304L); x0+=static_cast<int64_t>(16L))
-        {
-            {
-                if(C10_LIKELY(x0 >= static_cast<int64_t>(0) && x0 < static_cast<int64_t>(4194304L)))
-                {
-                    auto tmp0 = at::vec::VecMask<float,2>::from(in_ptr4 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
-                    auto tmp1 = static_cast<float>(0.0);
-                    auto tmp2 = -std::numeric_limits<float>::infinity();
-                    auto tmp3 = at::vec::VectorizedN<float,2>(tmp1);
-                    auto tmp4 = at::vec::VectorizedN<float,2>(tmp2);
-                    auto tmp5 = decltype(tmp3)::blendv(tmp4, tmp3, tmp0.template cast<float,2>());
-                    auto tmp6 = at::vec::convert<at::BFloat16,1,float,2>(tmp5);
-                    tmp6.store(out_ptr2 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
+                    tmp13.store(in_out_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
                 }
             }
         }
@@ -335,7 +315,7 @@ class Runner:
         self.partitions = new_callables
 
     def call(self, args):
-        arg0_1, arg1_1, arg2_1, arg3_1, arg4_1, arg5_1, arg6_1, arg7_1, arg8_1, arg9_1 = args
+        arg0_1, arg1_1, arg2_1, arg3_1, arg4_1, arg5_1, arg6_1, arg7_1 = args
         args.clear()
         assert_size_stride(arg1_1, (768, 768), (768, 1), 'input')
         buf0 = empty_strided_cpu((768, 768), (768, 1), torch.bfloat16)
@@ -353,62 +333,45 @@ class Runner:
         buf4 = empty_strided_cpu((2048, 768), (768, 1), torch.bfloat16)
         # Topologically Sorted Source Nodes: [linear_1, type_as_1], Original ATen: [aten.view, aten._to_copy, aten.t, aten.mm]
         extern_kernels.mm(reinterpret_tensor(arg0_1, (2048, 768), (768, 1), 0), reinterpret_tensor(buf3, (768, 768), (1, 768), 0), out=buf4)
+        del buf3
         buf5 = empty_strided_cpu((1, 2048, 6, 1), (12288, 6, 1, 12288), torch.float32)
         assert_size_stride(arg6_1, (2048, 64), (64, 1), 'input')
         assert_size_stride(arg7_1, (2048, 64), (64, 1), 'input')
         buf8 = empty_strided_cpu((1, 2048, 6, 128), (1572864, 768, 128, 1), torch.float32)
         buf6 = reinterpret_tensor(buf8, (1, 2048, 6, 64), (1572864, 768, 128, 1), 0)  # alias
         buf7 = reinterpret_tensor(buf8, (1, 2048, 6, 64), (1572864, 768, 128, 1), 64)  # alias
-        buf11 = empty_strided_cpu((1, 2048, 6, 128), (1572864, 768, 128, 1), torch.float32)
-        buf9 = reinterpret_tensor(buf11, (1, 2048, 6, 64), (1572864, 768, 128, 1), 0)  # alias
-        buf10 = reinterpret_tensor(buf11, (1, 2048, 6, 64), (1572864, 768, 128, 1), 64)  # alias
+        buf12 = empty_strided_cpu((1, 2048, 6, 128), (1572864, 768, 128, 1), torch.float32)
+        buf10 = reinterpret_tensor(buf12, (1, 2048, 6, 64), (1572864, 768, 128, 1), 0)  # alias
+        buf11 = reinterpret_tensor(buf12, (1, 2048, 6, 64), (1572864, 768, 128, 1), 64)  # alias
+        buf9 = empty_strided_cpu((1, 2048, 6, 128), (1572864, 768, 128, 1), torch.bfloat16)
+        buf13 = empty_strided_cpu((1, 2048, 6, 128), (1572864, 768, 128, 1), torch.bfloat16)
         assert_size_stride(arg3_1, (768, 768), (768, 1), 'input')
-        buf12 = buf3; del buf3  # reuse
-        cpp_fused__to_copy__unsafe_view_add_mean_mul_pow_rsqrt_split_sub_unsqueeze_view_2(buf4, buf1, buf2, arg6_1, arg7_1, arg3_1, buf5, buf6, buf7, buf9, buf10, buf12)
+        buf14 = empty_strided_cpu((768, 768), (768, 1), torch.bfloat16)
+        cpp_fused__to_copy__unsafe_view_add_mean_mul_pow_rsqrt_split_sub_unsqueeze_view_2(buf4, buf1, buf2, arg6_1, arg7_1, buf8, buf12, arg3_1, buf5, buf6, buf7, buf10, buf11, buf9, buf13, buf14)
         del arg3_1
         del arg6_1
         del arg7_1
+        del buf1
         del buf10
+        del buf11
+        del buf12
         del buf2
         del buf5
         del buf6
         del buf7
-        del buf9
-        buf13 = buf4; del buf4  # reuse
+        del buf8
+        buf15 = buf4; del buf4  # reuse
         # Topologically Sorted Source Nodes: [linear_2, type_as_2], Original ATen: [aten.view, aten._to_copy, aten.t, aten.mm]
-        extern_kernels.mm(reinterpret_tensor(arg0_1, (2048, 768), (768, 1), 0), reinterpret_tensor(buf12, (768, 768), (1, 768), 0), out=buf13)
+        extern_kernels.mm(reinterpret_tensor(arg0_1, (2048, 768), (768, 1), 0), reinterpret_tensor(buf14, (768, 768), (1, 768), 0), out=buf15)
         del arg0_1
-        del buf12
-        buf14 = reinterpret_tensor(buf1, (1, 6, 2048, 128), (1572864, 128, 768, 1), 0); del buf1  # reuse
-        buf15 = empty_strided_cpu((1, 6, 2048, 128), (1572864, 128, 768, 1), torch.bfloat16)
+        del buf14
         assert_size_stride(arg5_1, (2, ), (1, ), 'input')
         assert_size_stride(arg4_1, (2048, 768), (768, 1), 'input')
-        buf16 = reinterpret_tensor(buf13, (1, 6, 2048, 128), (1572864, 128, 768, 1), 0); del buf13  # reuse
-        assert_size_stride(arg8_1, (2048, 2048), (2048, 1), 'input')
-        buf17 = empty_strided_cpu((2048, 2048), (2048, 1), torch.bfloat16)
-        cpp_fused__scaled_dot_product_flash_attention_for_cpu__to_copy__unsafe_view_add_mul_scalar_tensor_select_transpose_view_where_3(buf16, buf8, buf11, arg5_1, arg4_1, arg8_1, buf14, buf15, buf17)
+        buf16 = reinterpret_tensor(buf15, (1, 2048, 6, 128), (1572864, 768, 128, 1), 0); del buf15  # reuse
+        cpp_fused__unsafe_view_add_mul_select_view_3(buf16, arg5_1, arg4_1)
         del arg4_1
         del arg5_1
-        del arg8_1
-        del buf11
-        del buf8
-        # Topologically Sorted Source Nodes: [q_1, transpose, k_1, transpose_1, getitem, linear_2, v, mul, getitem_1, view_as, mul_1, v_1, transpose_2, y], Original ATen: [aten._to_copy, aten.transpose, aten.select, aten._unsafe_view, aten.view, aten.mul, aten.add, aten.scalar_tensor, aten.where, aten._scaled_dot_product_flash_attention_for_cpu]
-        buf18 = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default(buf14, buf15, buf16, attn_mask=buf17, scale=0.12)
-        del buf14
-        del buf15
-        del buf17
-        buf19 = buf18[0]
-        assert_size_stride(buf19, (1, 6, 2048, 128), (1572864, 128, 768, 1), 'torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default')
-        assert_alignment(buf19, 16, 'torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default')
-        del buf18
-        assert_size_stride(arg9_1, (768, 768), (768, 1), 'input')
-        buf21 = empty_strided_cpu((768, 768), (768, 1), torch.bfloat16)
-        cpp_fused__to_copy_0(arg9_1, buf21)
-        del arg9_1
-        buf22 = reinterpret_tensor(buf16, (2048, 768), (768, 1), 0); del buf16  # reuse
-        # Topologically Sorted Source Nodes: [transpose_3, y_1, linear_3, type_as_5], Original ATen: [aten.transpose, aten.view, aten._to_copy, aten.t, aten.mm]
-        extern_kernels.mm(reinterpret_tensor(buf19, (2048, 768), (768, 1), 0), reinterpret_tensor(buf21, (768, 768), (1, 768), 0), out=buf22)
-        return (reinterpret_tensor(buf22, (1, 2048, 768), (1572864, 768, 1), 0), )
+        return (buf9, buf13, buf16, )
 
 runner = Runner(partitions=[])
 call = runner.call
@@ -425,9 +388,7 @@ def get_args():
     arg5_1 = rand_strided((2, ), (1, ), device='cpu', dtype=torch.float32)
     arg6_1 = rand_strided((2048, 64), (64, 1), device='cpu', dtype=torch.float32)
     arg7_1 = rand_strided((2048, 64), (64, 1), device='cpu', dtype=torch.float32)
-    arg8_1 = rand_strided((2048, 2048), (2048, 1), device='cpu', dtype=torch.bool)
-    arg9_1 = rand_strided((768, 768), (768, 1), device='cpu', dtype=torch.float32)
-    return [arg0_1, arg1_1, arg2_1, arg3_1, arg4_1, arg5_1, arg6_1, arg7_1, arg8_1, arg9_1]
+    return [arg0_1, arg1_1, arg2_1, arg3_1, arg4_1, arg5_1, arg6_1, arg7_1]
 
 
 def benchmark_compiled_module(args, times=10, repeat=10):
