@@ -1,0 +1,38 @@
+"""Take the Sub3Min record's training script out of its published log, into runs/upstream/ (ignored).
+
+    python scripts/fetch_record.py                      # downloads the log from GitHub
+    python scripts/fetch_record.py --log PATH/TO/1d3bd93b-a69e-4118-aeb8-8184239d7566.txt
+
+The script is the log's top part, up to its first line of '=' characters; it is checked against
+the record's SHA-256 (jaxgpt_tools.upstream_record.SCRIPT_SHA256). gpu_check's `record` leg runs
+it; a GPU machine with no network gets it through the device tool's `carry` (docs/gpu/README.md).
+Its code stays out of git.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from jaxgpt_tools import upstream_record
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--log", type=Path, help="a local copy of the record's log (default: download it)")
+    parser.add_argument("--url", default=upstream_record.LOG_URL, help="where to download the log from")
+    parser.add_argument("--out", type=Path, default=upstream_record.DEFAULT_SCRIPT, help="where the script goes")
+    parser.add_argument("--no-check", action="store_true", help="keep a script whose SHA-256 is not the record's")
+    args = parser.parse_args(argv)
+    try:
+        path = upstream_record.fetch(args.out, log=args.log, url=args.url, check=not args.no_check)
+    except (OSError, ValueError) as error:
+        print(f"fetch_record: {error}", file=sys.stderr)
+        return 1
+    print(f"wrote {path} (SHA-256 {upstream_record.sha256(path.read_text())})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
