@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
 import numpy as np
 from flax import nnx
 
@@ -131,16 +132,33 @@ def head_logits(
 def capped_cross_entropy(logits_NV: jax.Array, targets_N: jax.Array, *, cap: float, temperature: float) -> jax.Array:
     """Sum over N tokens of CE(soft_cap(logits), target) over all Vp classes; fp32 scalar.
 
-    The same arithmetic as optax.softmax_cross_entropy_with_integer_labels (log-sum-exp minus
-    the target logit; tests/test_model.py checks bitwise), but the target logit is picked by a
-    one-hot select instead of a gather: the gather's transpose is a scatter into a zeroed
-    (N, Vp) fp32 buffer, which XLA:GPU writes and reads back in full, while the select's
-    transpose fuses into the softmax gradient.
+    Written so that XLA:GPU reads the (N, Vp) logits in two passes and writes no fp32 (N, Vp)
+    buffer (the compile-only H100 plan before this wrote the capped logits once and read them
+    twice):
+    - log-sum-exp shifted by the cap, not the row max: soft_cap bounds the capped logits to
+      (0, cap), so exp(capped - cap) stays in fp32's normal range with no max pass (the same
+      math; the fp32 sum rounds differently, at the ulp level);
+    - the target logit is picked from the fp32 logits by a one-hot select, then capped: a
+      gather's transpose would be a scatter into a zeroed (N, Vp) buffer, while the select's
+      fuses into the softmax gradient;
+    - under jax.checkpoint, keeping only the two (N,) sums, the backward recomputes the capped
+      logits from the logits inside its own fusion instead of sharing a stored copy.
+    The gradient is summed in fp32 and rounded to the logits' dtype once, as the record's is.
     """
-    capped = soft_cap(logits_NV, cap, temperature)
-    is_target = jnp.arange(capped.shape[-1]) == targets_N[:, None]
-    target_logit = jnp.where(is_target, capped, 0.0).sum(axis=-1)
-    return (jax.nn.logsumexp(capped, axis=-1) - target_logit).sum()
+    if not 0 < cap <= 40:  # exp(-cap) must stay a normal fp32 number for the cap shift
+        raise ValueError(f"soft-cap {cap} outside (0, 40]: the cross-entropy shifts by it")
+    return _capped_cross_entropy(logits_NV, targets_N, cap, temperature)
+
+
+@functools.partial(jax.checkpoint, static_argnums=(2, 3),
+                   policy=jax.checkpoint_policies.save_only_these_names("softmax_denominator", "target_logit"))
+def _capped_cross_entropy(logits_NV: jax.Array, targets_N: jax.Array, cap: float, temperature: float) -> jax.Array:
+    logits_f32 = logits_NV.astype(jnp.float32)  # one convert: both gradient paths meet in fp32
+    is_target = jnp.arange(logits_NV.shape[-1]) == targets_N[:, None]
+    picked = checkpoint_name(jnp.where(is_target, logits_f32, 0.0).sum(axis=-1), "target_logit")
+    sum_exp = checkpoint_name(jnp.exp(soft_cap(logits_f32, cap, temperature) - cap).sum(axis=-1),
+                              "softmax_denominator")
+    return (cap + jnp.log(sum_exp) - soft_cap(picked, cap, temperature)).sum()
 
 
 def head_loss(

@@ -280,9 +280,10 @@ def test_chunked_cross_entropy_equals_unchunked(chunk):
                                atol=1e-5 * np.abs(np.asarray(gw_full)).max())
 
 
-def test_capped_cross_entropy_is_optax_bitwise():
-    """The one-hot select that replaces optax's gather changes neither the loss nor its
-    gradient by a bit (both add exact zeros), only what XLA:GPU makes of the transpose."""
+def test_capped_cross_entropy_matches_optax_to_fp32_rounding():
+    """The cap shift, the select-picked target and the recomputing backward change the loss and
+    its fp32 gradient only at fp32 rounding; the bf16 gradient is rounded once, so it equals
+    optax's max-shifted one except where that rounding falls on a bf16 tie side (one ulp)."""
     k1, k2 = jax.random.split(jax.random.key(3))
     logits = (8 * jax.random.normal(k1, (64, 384), jnp.float32)).astype(jnp.bfloat16)
     targets = jax.random.randint(k2, (64,), 0, 384)
@@ -293,9 +294,18 @@ def test_capped_cross_entropy_is_optax_bitwise():
 
     ours = jax.jit(jax.value_and_grad(lambda z: M.capped_cross_entropy(z, targets, cap=30.0, temperature=7.5)))
     (loss, grad), (want, want_grad) = ours(logits), jax.jit(jax.value_and_grad(with_optax))(logits)
-    np.testing.assert_array_equal(np.asarray(loss), np.asarray(want))
-    np.testing.assert_array_equal(np.asarray(grad, np.float32), np.asarray(want_grad, np.float32))
-    assert np.count_nonzero(np.asarray(grad, np.float32)) > 0.9 * grad.size
+    # fp32 sums of 64 x 384 terms, shifted differently: a few ulps of the total.
+    np.testing.assert_allclose(float(loss), float(want), rtol=1e-6)
+    grad, want_grad = np.asarray(grad, np.float32), np.asarray(want_grad, np.float32)
+    ulp = np.abs(want_grad) * 2.0**-7  # one bf16 ulp is at most 2^-7 of the value
+    assert np.all(np.abs(grad - want_grad) <= ulp)
+    assert np.mean(grad != want_grad) < 1e-3, np.mean(grad != want_grad)  # 1 of 24,576 here
+    assert np.count_nonzero(grad) > 0.9 * grad.size
+
+
+def test_capped_cross_entropy_refuses_a_cap_beyond_its_shift():
+    with pytest.raises(ValueError, match="soft-cap 60.0 outside"):
+        M.capped_cross_entropy(jnp.zeros((2, 8)), jnp.zeros((2,), jnp.int32), cap=60.0, temperature=7.5)
 
 
 @pytest.mark.slow
