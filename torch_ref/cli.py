@@ -66,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--steps", type=int, help="training steps; the LR cooldown and window warm-up follow it")
     parser.add_argument("--seq-len", type=int, help="tokens per packed sequence (a multiple of 128)")
     parser.add_argument("--batch-tokens", type=int, help="global tokens per step (a multiple of devices * seq_len)")
+    parser.add_argument("--cycle-data", action="store_true", default=None,
+                        help="start the training shards over when they run out (default: stop with an error)")
     parser.add_argument("--val-every", type=int, help="validate every K steps (and after the last)")
     parser.add_argument("--val-tokens", type=int, help="validation tokens (a multiple of devices * seq_len)")
     parser.add_argument("--window-max-tokens", type=int, help="attention window at the last step, in tokens (1728 in the record)")
@@ -113,6 +115,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[cfg.Preset, RunOption
         "out_dir": args.out_dir,
         "checkpoint_every": args.checkpoint_every,
         "keep_checkpoints": args.keep_checkpoints,
+        "cycle_data": args.cycle_data,
     }
     train = cfg.replace(preset.train, devices=devices, **{k: v for k, v in train_overrides.items() if v is not None})
     model = preset.model if args.dtype is None else cfg.replace(preset.model, dtype_policy=args.dtype)

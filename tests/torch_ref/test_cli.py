@@ -29,6 +29,7 @@ def test_flags_override_the_preset_and_torchrun_sets_the_devices(monkeypatch):
     assert (preset.train.steps, preset.train.seq_len, preset.train.devices) == (1, 256, 1)
     assert preset.model.dtype_policy == "fp32" and preset.optim == get_preset("record").optim
     assert options.overridden == ("checkpoint_every",)  # a resumed run keeps the saved keep_checkpoints
+    assert not preset.train.cycle_data and cli.parse_args([*ARGS, "--cycle-data"])[0].train.cycle_data
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "4")
     assert cli.parse_args(ARGS)[0].train.devices == 4
