@@ -11,7 +11,15 @@ Parts, each guarded (a failure is recorded and the others still run):
                --quick; `blocked` alone in the dry run) and torch_ref (torch.compile), run one
                after the other, A B A B without --quick; per-step times from their log lines (median of the timed steps, which
                exclude the first 10 and validation, RECORD.md section 9), first-step (compile)
-               time, peak memory, tokens per second, final validation loss
+               time, peak memory, tokens per second, final validation loss; and the record's own
+               script (upstream_record: fetched into runs/upstream/, changed only as listed there,
+               one process), timed the same way from the same lines; skipped with the reason
+               when the script is absent, and prepared but not run on a CPU
+  schedule     (only when asked) the record preset's whole schedule (1,393 steps, validation every
+               125) for each trainer asked, from one initial state written here (torch_ref's seeded
+               init in the record's format, its SHA-256 reported), with a final checkpoint: log
+               lines, wall and training time, peak memory, val losses side by side, and the two
+               metrics files plotted when both are in the same output folder
 The dry run (DRY_SIZES) runs the same code on the CPU at tiny sizes (tiny preset, short sequences,
 no pytest) and writes the same files, so the command itself is tested in CI.
 """
@@ -26,10 +34,11 @@ import subprocess
 import sys
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from jaxgpt_tools import upstream_record
 from jaxgpt_tools.machine import describe
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,13 +62,16 @@ class Sizes:
     torch_device: str
     jax_attention: str
     dtype: str | None  # the trainers' --dtype; None keeps the preset's (the record's bf16/FP8 policy)
+    schedule_steps: int | None  # the schedule part's steps and validation interval; None: the preset's
+    schedule_val_every: int | None
 
 
-# 30 steps: torch_ref does not cycle its shards, and the sample shards hold 31 record batches.
-GPU_SIZES = Sizes("record", 65536, 30, 65536, 8192, 14, "cuda", "cuda", "pallas", None)
+# 30 steps, the shards cycled: the sample shards hold 11 record batches of GPT-2 tokens (31 of the
+# byte tokens a machine without the tokenizer files builds).
+GPU_SIZES = Sizes("record", 65536, 30, 65536, 8192, 14, "cuda", "cuda", "pallas", None, None, None)
 # The dry run tests this script, not the kernel or the policy: on a CPU `pallas` runs in Pallas's
 # interpreter and torch's bf16 is emulated (minutes per torch_ref step); both have their own tests.
-DRY_SIZES = Sizes("tiny", 1024, 4, 2048, 256, 2, "cpu", "cpu", "blocked", "fp32")
+DRY_SIZES = Sizes("tiny", 1024, 4, 2048, 256, 2, "cpu", "cpu", "blocked", "fp32", 4, 2)
 
 
 def say(message: str) -> None:
@@ -166,56 +178,178 @@ def parse_log(text: str) -> dict[str, Any]:
               if s - 1 in cumulative and s != TIMED_FROM_STEP + 1}
     timed = [ms for s, ms in deltas.items() if s > TIMED_FROM_STEP + 1] or list(deltas.values())
     return {"first_step_ms": cumulative.get(1), "step_ms_median": statistics.median(timed) if timed else None,
-            "step_ms": timed, "val_losses": val, "peak_mib": peak, "steps_logged": len(cumulative)}
+            "step_ms": timed, "val_losses": val, "peak_mib": peak, "steps_logged": len(cumulative),
+            "train_time_ms": cumulative[max(cumulative)] if cumulative else None}
+
+
+def trainer_command(framework: str, sizes: Sizes, data: dict[str, str], steps: int | None,
+                    val_every: int | None) -> list[str]:
+    """One trainer's command line on one device, sample shards cycled (output flags added by the caller)."""
+    common = ["--preset", sizes.preset, "--devices", "1", "--batch-tokens", str(sizes.batch_tokens),
+              "--val-tokens", str(sizes.val_tokens), "--train-files", data["train"], "--val-files", data["val"],
+              "--cycle-data"]
+    common += ["--steps", str(steps)] if steps else []
+    common += ["--val-every", str(val_every)] if val_every else []
+    common += ["--dtype", sizes.dtype] if sizes.dtype else []
+    if framework == "jaxgpt":
+        return [sys.executable, "-m", "jaxgpt.train", *common, "--no-progress", "--attention", sizes.jax_attention]
+    return [sys.executable, "-m", "torch_ref.train", *common, "--device", sizes.torch_device]
+
+
+def run_logged(command: list[str], log: Path, timeout_s: float, cwd: Path = ROOT,
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run a command, its stdout and stderr written to `log`; RuntimeError with its last line if it fails."""
+    say("  " + " ".join(command[1:]))
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s)
+    text = done.stdout + done.stderr
+    log.write_text(text)
+    if done.returncode != 0:
+        raise RuntimeError(f"{Path(command[1]).name if command[1] != '-m' else command[2]} exited {done.returncode}: "
+                           f"{text.strip().splitlines()[-1:]} (whole output in {log})")
+    return done
+
+
+def _timed(result: dict[str, Any], batch_tokens: int, command: list[str]) -> dict[str, Any]:
+    if result["step_ms_median"]:
+        result["tokens_per_s"] = round(batch_tokens / (result["step_ms_median"] / 1000))
+    result["command"] = " ".join(command[1:])
+    return result
 
 
 def train_run(framework: str, sizes: Sizes, data: dict[str, str], out: Path, attention: str | None,
               timeout_s: float) -> dict[str, Any]:
     """One trainer's CLI for `sizes.steps` steps; its log lines parsed."""
-    common = ["--preset", sizes.preset, "--devices", "1", "--batch-tokens", str(sizes.batch_tokens),
-              "--steps", str(sizes.steps), "--val-every", str(sizes.steps), "--val-tokens", str(sizes.val_tokens),
-              "--train-files", data["train"], "--val-files", data["val"]]
-    if sizes.dtype:
-        common += ["--dtype", sizes.dtype]
-    if framework == "jaxgpt":
-        command = [sys.executable, "-m", "jaxgpt.train", *common, "--cycle-data", "--no-progress",
-                   "--attention", attention, "--out-dir", str(out / f"jaxgpt_{attention}")]
-    else:
-        command = [sys.executable, "-m", "torch_ref.train", *common, "--device", sizes.torch_device,
-                   "--log-dir", str(out / "torch_ref")]
-    say("  " + " ".join(command[1:]))
-    done = subprocess.run(command, cwd=ROOT, env=child_env(sizes.jax_platform), capture_output=True, text=True,
-                          timeout=timeout_s)
-    text = done.stdout + done.stderr
-    (out / f"{framework}{'_' + attention if attention else ''}.log").write_text(text)
-    if done.returncode != 0:
-        raise RuntimeError(f"{framework} exited {done.returncode}: {text.strip().splitlines()[-1:]}")
+    run_sizes = replace(sizes, jax_attention=attention) if attention else sizes
+    command = trainer_command(framework, run_sizes, data, sizes.steps, sizes.steps)
+    command += (["--out-dir", str(out / f"jaxgpt_{attention}")] if framework == "jaxgpt"
+                else ["--log-dir", str(out / "torch_ref")])
+    done = run_logged(command, out / f"{framework}{'_' + attention if attention else ''}.log", timeout_s,
+                      env=child_env(sizes.jax_platform))
+    return _timed(parse_log(done.stdout), sizes.batch_tokens, command)
+
+
+def record_run(sizes: Sizes, data: dict[str, str], out: Path, script: Path, timeout_s: float) -> dict[str, Any]:
+    """The record's own script, patched as upstream_record lists, one process on one GPU; its
+    step lines parsed as the trainers' (peak memory from its own log file). On a CPU the run
+    folder is prepared and checked, and the run skipped: the script needs CUDA."""
+    run = upstream_record.prepare_run(script, out / "record", upstream_record.RecordRun(
+        sizes.steps, sizes.batch_tokens, sizes.val_tokens), data["train"], data["val"])
+    listed = {"patches": run.patches, "environment_changes": run.environment_changes, "script": str(script)}
+    if sizes.torch_device != "cuda":
+        return {**listed, "skipped": "the record's script needs CUDA (it asserts it at import); patched and "
+                                     f"compiled only, in {run.folder}"}
+    done = run_logged(run.command, out / "record.log", timeout_s, cwd=run.folder, env=run.env)
     result = parse_log(done.stdout)
-    if result["step_ms_median"]:
-        result["tokens_per_s"] = round(sizes.batch_tokens / (result["step_ms_median"] / 1000))
-    result["command"] = " ".join(command[1:])
-    return result
+    result["peak_mib"] = parse_log(upstream_record.log_file_text(done.stdout, run.folder))["peak_mib"]
+    return {**_timed(result, sizes.batch_tokens, run.command), **listed}
 
 
-def train_comparison(sizes: Sizes, data: dict[str, str], out: Path, quick: bool, timeout_s: float) -> dict[str, Any]:
-    runs = [("jaxgpt", sizes.jax_attention), ("torch_ref", None)]
-    if not quick:  # A B A B, and jaxgpt's portable backend for reference
-        runs = runs + runs + [("jaxgpt", "blocked")]
+def train_comparison(sizes: Sizes, data: dict[str, str], out: Path, quick: bool, timeout_s: float,
+                     record_script: Path) -> dict[str, Any]:
+    """jaxgpt, torch_ref and the record's script (when fetched) one after the other (A B C A B C
+    and jaxgpt with `blocked` without --quick); medians of their median steps and the ratios."""
+    runs: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+        ("jaxgpt", lambda: train_run("jaxgpt", sizes, data, out, sizes.jax_attention, timeout_s)),
+        ("torch_ref", lambda: train_run("torch_ref", sizes, data, out, None, timeout_s))]
+    record_skipped = None  # why the record leg timed nothing: {"skipped": reason, ...}
+    if not record_script.is_file():
+        record_skipped = {"skipped": f"no record script at {record_script} (python scripts/fetch_record.py writes "
+                                     "it; a GPU machine gets it through the device tool's carry)"}
+    else:
+        runs.append(("record", lambda: record_run(sizes, data, out, record_script, timeout_s)))
+    if not quick:
+        runs = runs + runs + [("jaxgpt_blocked", lambda: train_run("jaxgpt", sizes, data, out, "blocked", timeout_s))]
     results: dict[str, list[dict[str, Any]]] = {}
-    for framework, attention in runs:
-        key = framework if attention in (None, sizes.jax_attention) else f"{framework}_{attention}"
-        results.setdefault(key, []).append(train_run(framework, sizes, data, out, attention, timeout_s))
+    for key, run in runs:
+        result = run()
+        if "skipped" in result:
+            record_skipped = result
+            continue
+        results.setdefault(key, []).append(result)
     summary: dict[str, Any] = {"runs": results, "jax_attention": sizes.jax_attention}
     medians = {key: statistics.median(r["step_ms_median"] for r in runs_ if r["step_ms_median"])
                for key, runs_ in results.items() if any(r["step_ms_median"] for r in runs_)}
-    summary["jax_step_ms"] = medians.get("jaxgpt")
-    summary["torch_step_ms"] = medians.get("torch_ref")
-    if summary["jax_step_ms"] and summary["torch_step_ms"]:
-        summary["ratio_jax_over_torch"] = round(summary["jax_step_ms"] / summary["torch_step_ms"], 3)
-    summary["jax_peak_mib"] = results["jaxgpt"][0]["peak_mib"]
-    summary["torch_peak_mib"] = results["torch_ref"][0]["peak_mib"]
+    for key, name in (("jaxgpt", "jax"), ("torch_ref", "torch"), ("record", "record")):
+        summary[f"{name}_step_ms"] = medians.get(key)
+        summary[f"{name}_peak_mib"] = results[key][0]["peak_mib"] if key in results else None
+    for a, b in (("jax", "torch"), ("jax", "record"), ("torch", "record")):
+        if summary[f"{a}_step_ms"] and summary[f"{b}_step_ms"]:
+            summary[f"ratio_{a}_over_{b}"] = round(summary[f"{a}_step_ms"] / summary[f"{b}_step_ms"], 3)
+    if record_skipped:
+        summary["record_skipped"] = record_skipped
     summary["plan_peak_mib"] = None  # the compile-only H100 plan, once a tool provides it here
     return summary
+
+
+def initial_state(sizes: Sizes, path: Path) -> str:
+    """torch_ref's seeded init (seed 0, built on the CPU) of the preset's model under the run's dtype
+    policy, saved in the record's format {'model': state_dict}; the SHA-256 of its tensors' bytes
+    in name order (the same on every machine with the same torch, which two calls can compare)."""
+    import hashlib
+
+    import torch
+
+    from torch_ref import config as torch_config
+    from torch_ref import train as torch_train
+
+    model_config = torch_config.get_preset(sizes.preset).model
+    if sizes.dtype:
+        model_config = replace(model_config, dtype_policy=sizes.dtype)
+    state = torch_train.build_model(model_config, sizes.batch_tokens, 0, None, torch.device("cpu")).state_dict()
+    torch.save({"model": state}, path)
+    digest = hashlib.sha256()
+    for name in sorted(state):
+        digest.update(name.encode())
+        digest.update(state[name].contiguous().view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def val_losses(metrics: Path) -> dict[int, float]:
+    """step -> val loss from a trainer's metrics JSONL."""
+    records = (json.loads(line) for line in metrics.read_text().splitlines() if line.strip())
+    return {int(r["step"]): float(r["val_loss"]) for r in records if r.get("kind") == "val"}
+
+
+def schedule(sizes: Sizes, data: dict[str, str], out: Path, scratch: Path, trainers: list[str],
+             timeout_s: float) -> dict[str, Any]:
+    """The preset's whole schedule for each trainer in `trainers`, from one initial state, with a
+    final checkpoint (in `scratch`: large files); logs and metrics in out/schedule/. When both
+    trainers' metrics are there (this call's or an earlier one's), their val losses side by side
+    and plotted (scripts/plot_runs.py)."""
+    folder = out / "schedule"
+    folder.mkdir(parents=True, exist_ok=True)
+    scratch.mkdir(parents=True, exist_ok=True)
+    init = scratch / "init.pt"
+    result: dict[str, Any] = {"init_sha256": initial_state(sizes, init), "runs": {}}
+    for framework in trainers:
+        run_id = f"schedule-{framework}"
+        command = trainer_command(framework, sizes, data, sizes.schedule_steps, sizes.schedule_val_every)
+        command += ["--init-from", str(init), "--run-id", run_id, "--out-dir", str(scratch / framework)]
+        checkpoint = scratch / framework / ("checkpoints" if framework == "jaxgpt" else "final.pt")
+        command += ["--save-checkpoint"] + ([str(checkpoint)] if framework == "torch_ref" else [])
+        start = time.perf_counter()
+        done = run_logged(command, folder / f"{framework}.log", timeout_s, env=child_env(sizes.jax_platform))
+        run = _timed(parse_log(done.stdout), sizes.batch_tokens, command)
+        run["wall_s"] = round(time.perf_counter() - start, 1)
+        for suffix in ("txt", "jsonl"):  # the trainer's own log and metrics, beside this report
+            (folder / f"{framework}.{suffix}").write_text((scratch / framework / "logs" / f"{run_id}.{suffix}").read_text())
+        files = [checkpoint] if checkpoint.is_file() else [p for p in checkpoint.rglob("*") if p.is_file()]
+        run["checkpoint"] = {"path": str(checkpoint), "bytes": sum(p.stat().st_size for p in files)}
+        result["runs"][framework] = run
+    metrics = {name: folder / f"{name}.jsonl" for name in ("jaxgpt", "torch_ref") if (folder / f"{name}.jsonl").is_file()}
+    if len(metrics) == 2:
+        jax_val, torch_val = val_losses(metrics["jaxgpt"]), val_losses(metrics["torch_ref"])
+        steps = sorted(set(jax_val) & set(torch_val))
+        result["val"] = {"steps": steps, "jaxgpt": [jax_val[s] for s in steps], "torch_ref": [torch_val[s] for s in steps],
+                         "max_abs_diff": max((abs(jax_val[s] - torch_val[s]) for s in steps), default=None)}
+        plot = [sys.executable, str(ROOT / "scripts" / "plot_runs.py"), str(metrics["jaxgpt"]), str(metrics["torch_ref"]),
+                "--out", str(folder / "val_curves.png")]
+        try:
+            run_logged(plot, folder / "plot.log", timeout_s)
+            result["plot"] = str(folder / "val_curves.png")
+        except RuntimeError as error:  # e.g. no matplotlib on the GPU machine: plot where the files come back
+            result["plot"] = f"not drawn: {error}"
+    return result
 
 
 # ---------------------------------------------------------------------------------------------
@@ -229,11 +363,21 @@ def markdown(report: dict[str, Any]) -> str:
     if report["dry_run"]:
         lines += ["**Dry run on the CPU at tiny sizes: these numbers say nothing about a GPU.**", ""]
     lines += ["## Environment", "", "```", json.dumps({k: v for k, v in env.items() if k != "ok"}, indent=1), "```", ""]
-    tests = report["gpu_tests"]
-    lines += ["## gpu-marked tests", "", f"- {tests.get('summary') or tests.get('error', 'skipped')}"]
-    lines += [f"- {line}" for line in tests.get("failed", [])] + [""]
-    par = report["parity"]
-    lines += ["## Parity (fp32 policy, eval, same weights and tokens)", ""]
+    if "gpu_tests" in report:
+        tests = report["gpu_tests"]
+        lines += ["## gpu-marked tests", "", f"- {tests.get('summary') or tests.get('error', 'skipped')}"]
+        lines += [f"- {line}" for line in tests.get("failed", [])] + [""]
+    if "parity" in report:
+        lines += parity_markdown(report["parity"])
+    if "train" in report:
+        lines += train_markdown(report["train"])
+    if "schedule" in report:
+        lines += schedule_markdown(report["schedule"])
+    return "\n".join(lines) + "\n"
+
+
+def parity_markdown(par: dict[str, Any]) -> list[str]:
+    lines = ["## Parity (fp32 policy, eval, same weights and tokens)", ""]
     if par.get("ok"):
         lines += [f"T = {par['seq_len']}, window {par['window_blocks']} blocks: torch_ref loss {par['torch_loss']:.6f}, "
                   f"jaxgpt loss {par['jax_loss']:.6f} (rel diff {par['loss_rel_diff']:.2e}); max |logit diff| "
@@ -241,8 +385,11 @@ def markdown(report: dict[str, Any]) -> str:
                   f"{par['argmax_agreement']:.4f}", ""]
     else:
         lines += [f"FAILED: {par.get('error')}", ""]
-    train = report["train"]
-    lines += ["## Training step, one device (record preset, 1 x 65,536 tokens per step)", ""]
+    return lines
+
+
+def train_markdown(train: dict[str, Any]) -> list[str]:
+    lines = ["## Training step, one device (record preset, 1 x 65,536 tokens per step)", ""]
     if train.get("ok"):
         lines += ["| run | median step ms | first step (compile) ms | peak MiB | tokens/s | final val loss |",
                   "|---|---|---|---|---|---|"]
@@ -251,17 +398,58 @@ def markdown(report: dict[str, Any]) -> str:
                 final_val = list(run["val_losses"].values())[-1] if run["val_losses"] else None
                 lines.append(f"| {key} | {run['step_ms_median']} | {run['first_step_ms']} | {run['peak_mib']} | "
                              f"{run.get('tokens_per_s')} | {final_val} |")
-        lines += ["", f"jax_step_ms {train['jax_step_ms']}, torch_step_ms {train['torch_step_ms']}, ratio "
-                  f"{train.get('ratio_jax_over_torch')} (jaxgpt with attention `{train.get('jax_attention')}`; torch_ref compiled)", ""]
+        lines += ["", f"jax_step_ms {train['jax_step_ms']}, torch_step_ms {train['torch_step_ms']}, record_step_ms "
+                  f"{train['record_step_ms']}; jaxgpt / torch_ref {train.get('ratio_jax_over_torch')}, jaxgpt / record "
+                  f"{train.get('ratio_jax_over_record')} (jaxgpt with attention `{train.get('jax_attention')}`; torch_ref "
+                  "compiled; record: its own script, one process)", ""]
+        record = (train["runs"].get("record") or [train.get("record_skipped") or {}])[0]
+        if "skipped" in record:
+            lines += [f"The record's script was not timed: {record['skipped']}", ""]
+        if record.get("patches"):
+            lines += ["The record's script as run, changed only here (line numbers of the unpatched script):", ""]
+            lines += [f"- line {p['line']}: `{p['name']}`: {p['reason']}" for p in record["patches"]]
+            lines += [f"- environment: {change}" for change in record["environment_changes"]] + [""]
     else:
         lines += [f"FAILED: {train.get('error')}", ""]
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def schedule_markdown(part: dict[str, Any]) -> list[str]:
+    lines = ["## Whole schedule, one device (both trainers from one initial state)", ""]
+    if not part.get("ok"):
+        return lines + [f"FAILED: {part.get('error')}", ""]
+    lines += [f"Initial state SHA-256 (tensor bytes): `{part['init_sha256']}`", "",
+              "| trainer | steps | wall s | train time ms | median step ms | peak MiB | final val loss | checkpoint bytes |",
+              "|---|---|---|---|---|---|---|---|"]
+    for name, run in part["runs"].items():
+        final_val = list(run["val_losses"].values())[-1] if run["val_losses"] else None
+        lines.append(f"| {name} | {run['steps_logged']} | {run['wall_s']} | {run['train_time_ms']} | "
+                     f"{run['step_ms_median']} | {run['peak_mib']} | {final_val} | {run['checkpoint']['bytes']} |")
+    if "val" in part:
+        val = part["val"]
+        lines += ["", "| step | " + " | ".join(map(str, val["steps"])) + " |", "|---" * (len(val["steps"]) + 1) + "|",
+                  "| jaxgpt | " + " | ".join(f"{v:.4f}" for v in val["jaxgpt"]) + " |",
+                  "| torch_ref | " + " | ".join(f"{v:.4f}" for v in val["torch_ref"]) + " |",
+                  "", f"Largest val-loss difference: {val['max_abs_diff']}; plot: {part.get('plot')}"]
+    return lines + [""]
+
+
+PARTS = ("gpu_tests", "train", "parity", "schedule")
+DEFAULT_PARTS = ("gpu_tests", "train", "parity")
+DEFAULT_RECORD_SCRIPT = ROOT / upstream_record.DEFAULT_SCRIPT
 
 
 def run_check(*, out: Path | None, quick: bool, dry_run: bool, train_files: str, val_files: str, timeout_s: float,
-              command: str) -> int:
-    """Every part, then gpu_check.json and gpu_check.md in `out` (default runs/gpu_check/<device
-    name>); 0 when every part passed, else 1."""
+              command: str, parts: tuple[str, ...] = DEFAULT_PARTS, record_script: Path = DEFAULT_RECORD_SCRIPT,
+              schedule_trainers: tuple[str, ...] = ("jaxgpt", "torch_ref"), scratch: Path | None = None) -> int:
+    """The asked parts (`environment` always), then gpu_check.json and gpu_check.md in `out`
+    (default runs/gpu_check/<device name>); 0 when every part run passed, else 1. `scratch` holds
+    the schedule's large files (initial state, checkpoints; default out/scratch)."""
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        raise ValueError(f"unknown parts {sorted(unknown)}; choose from {PARTS}")
+    if not schedule_trainers or set(schedule_trainers) - {"jaxgpt", "torch_ref"}:
+        raise ValueError(f"schedule trainers must be jaxgpt and/or torch_ref, got {list(schedule_trainers)}")
     sizes = DRY_SIZES if dry_run else GPU_SIZES
     os.environ["JAX_PLATFORMS"] = sizes.jax_platform  # before jax is imported by a part
     # JAX would otherwise reserve 75% of the GPU in this process and starve the trainers it starts.
@@ -274,13 +462,20 @@ def run_check(*, out: Path | None, quick: bool, dry_run: bool, train_files: str,
     data = {"train": train_files, "val": val_files}
     report: dict[str, Any] = {"command": command, "started": started, "dry_run": dry_run, "quick": quick,
                               "environment": env}
-    report["gpu_tests"] = ({"ok": True, "summary": "skipped (dry run)"} if dry_run
-                           else guarded("gpu_tests", lambda: gpu_tests(timeout_s)))
+    if "gpu_tests" in parts:
+        report["gpu_tests"] = ({"ok": True, "summary": "skipped (dry run)"} if dry_run
+                               else guarded("gpu_tests", lambda: gpu_tests(timeout_s)))
     # The trainers run before this process puts models on the GPU (parity), so they find it empty.
-    report["train"] = guarded("train", lambda: train_comparison(sizes, data, out, quick or dry_run, timeout_s))
-    report["parity"] = guarded("parity", lambda: parity(sizes, val_files))
+    if "train" in parts:
+        report["train"] = guarded("train", lambda: train_comparison(sizes, data, out, quick or dry_run, timeout_s,
+                                                                    record_script))
+    if "schedule" in parts:
+        report["schedule"] = guarded("schedule", lambda: schedule(sizes, data, out, scratch or out / "scratch",
+                                                                  list(schedule_trainers), timeout_s))
+    if "parity" in parts:
+        report["parity"] = guarded("parity", lambda: parity(sizes, val_files))
     report["total_seconds"] = round(time.perf_counter() - start, 1)
     (out / "gpu_check.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
     (out / "gpu_check.md").write_text(markdown(report))
     say(f"wrote {out / 'gpu_check.json'} and {out / 'gpu_check.md'}")
-    return 0 if all(report[part].get("ok") for part in ("environment", "gpu_tests", "parity", "train")) else 1
+    return 0 if all(report[part].get("ok") for part in ("environment", *parts)) else 1

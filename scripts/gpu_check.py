@@ -5,9 +5,11 @@ Run from the repository root on a CUDA machine (no installs needed there):
     PYTHONPATH=. python3 scripts/build_sample_data.py --out data/sample
     PYTHONPATH=. python3 scripts/gpu_check.py --quick --out runs/gpu_check/h100
 
-The parts (environment, gpu-marked tests, parity, the two trainers' steps) are described in
-jaxgpt_tools/gpu_check.py. `--dry-run` runs the same code on the CPU at tiny sizes and writes the
-same files, so the command itself is tested in CI.
+The parts (environment, gpu-marked tests, parity, the two trainers' and the record's own steps,
+and on request the whole schedule) are described in jaxgpt_tools/gpu_check.py. The record's
+script is timed only when `python scripts/fetch_record.py` has put it in runs/upstream/.
+`--dry-run` runs the same code on the CPU at tiny sizes and writes the same files, so the command
+itself is tested in CI. The exact calls for a lent GPU: docs/gpu/README.md.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from jaxgpt_tools.gpu_check import run_check
+from jaxgpt_tools import gpu_check
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -27,14 +29,31 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--train-files", default="data/sample/sample_train_*.bin")
     parser.add_argument("--val-files", default="data/sample/sample_val_*.bin")
     parser.add_argument("--timeout", type=float, default=600, help="seconds allowed per subprocess")
+    parser.add_argument("--only", type=parts, default=gpu_check.DEFAULT_PARTS,
+                        help=f"comma-separated parts of {','.join(gpu_check.PARTS)} (default: all but schedule)")
+    parser.add_argument("--record-script", type=Path, default=gpu_check.DEFAULT_RECORD_SCRIPT,
+                        help="the record's own training script (scripts/fetch_record.py writes the default)")
+    parser.add_argument("--schedule-trainers", type=parts, default=("jaxgpt", "torch_ref"),
+                        help="which trainers the schedule part runs (one per call fits a 10-minute limit)")
+    parser.add_argument("--scratch", type=Path, help="the schedule's initial state and checkpoints (default OUT/scratch)")
     return parser.parse_args(argv)
+
+
+def parts(text: str) -> tuple[str, ...]:
+    return tuple(p.strip() for p in text.split(",") if p.strip())
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     command = " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])])
-    return run_check(out=args.out, quick=args.quick, dry_run=args.dry_run, train_files=args.train_files,
-                     val_files=args.val_files, timeout_s=args.timeout, command=command)
+    try:
+        return gpu_check.run_check(
+            out=args.out, quick=args.quick, dry_run=args.dry_run, train_files=args.train_files,
+            val_files=args.val_files, timeout_s=args.timeout, command=command, parts=args.only,
+            record_script=args.record_script, schedule_trainers=args.schedule_trainers, scratch=args.scratch)
+    except ValueError as error:
+        print(f"gpu_check: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import fields
 from pathlib import Path
 
 from jaxgpt_tools import hlo_schedule, projection
 
-SCHEDULES = Path("docs/gpu/h100_plan_schedules.json")
-GPU_CHECKS = ["docs/gpu/*gpu_check*.json", "runs/gpu_check/**/gpu_check.json"]
+ROOT = Path(__file__).resolve().parents[1]
+SCHEDULES = ROOT / "docs" / "gpu" / "h100_plan_schedules.json"
+GPU_CHECKS = [str(ROOT / "docs" / "gpu" / "*gpu_check*.json"), str(ROOT / "runs" / "gpu_check" / "**" / "gpu_check.json")]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,7 +41,9 @@ def main(argv: list[str] | None = None) -> int:
         schedules = {"caveat": "compiled without a GPU, no autotuning; compute in roofline ms",
                      "one_device": hlo_schedule.collective_schedule(args.from_hlo[0].read_text()),
                      "n_devices": hlo_schedule.collective_schedule(args.from_hlo[1].read_text()),
-                     "hlo": [path.name for path in args.from_hlo]}
+                     "hlo": [path.name for path in args.from_hlo],
+                     "made_by": "scripts/gpu_plan.py --preset record --devices 1 and --devices 8 (their HLO), then "
+                                "scripts/project_8gpu.py --from-hlo"}
         args.schedules.write_text(json.dumps(schedules, indent=1) + "\n")
     if not args.schedules.is_file():
         parser.error(f"no schedules at {args.schedules}: make them with --from-hlo")
@@ -50,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         step_ms, source = projection.newest_measured_step(GPU_CHECKS)
     assumptions = projection.Assumptions(**{f.name: getattr(args, f.name) for f in fields(projection.Assumptions)})
     result = projection.project(schedules["one_device"], schedules["n_devices"], step_ms, assumptions)
-    result["measured_step_source"] = source
-    result["schedules"] = str(args.schedules)
+    result["measured_step_source"] = os.path.relpath(source, ROOT) if Path(source).is_file() else source
+    result["schedules"] = os.path.relpath(args.schedules, ROOT)
     if args.json:
         print(json.dumps(result))
     else:

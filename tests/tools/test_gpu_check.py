@@ -10,21 +10,27 @@ import pytest
 
 from jaxgpt.data import write_shard
 from jaxgpt.testing import synthetic_tokens
-from jaxgpt_tools import gpu_check
+from jaxgpt_tools import gpu_check, upstream_record
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
-def test_gpu_check_dry_run_writes_the_report(tmp_path):
+def test_gpu_check_dry_run_writes_the_report(tmp_path, stand_in):
     # GPT-2's EOT id, since the dry run trains the tiny preset (GPT-2 vocabulary).
     write_shard(tmp_path / "train_000.bin", synthetic_tokens(20_000, seed=0, eot_id=50256))
     write_shard(tmp_path / "val_000.bin", synthetic_tokens(4_096, seed=1, eot_id=50256))
     out = tmp_path / "check"
+    # The record's code is never committed: a stand-in with its setting names takes the patches
+    # (the record leg only prepares its run on a CPU; tests/tools/test_upstream_record.py patches
+    # the real script when it was fetched).
+    record_script = tmp_path / "train_gpt.py"
+    record_script.write_text(stand_in)
     done = subprocess.run(
-        [sys.executable, "scripts/gpu_check.py", "--dry-run", "--out", str(out),
+        [sys.executable, "scripts/gpu_check.py", "--dry-run", "--out", str(out), "--only", "train,parity,schedule",
+         "--record-script", str(record_script), "--scratch", str(tmp_path / "scratch"),
          "--train-files", str(tmp_path / "train_*.bin"), "--val-files", str(tmp_path / "val_*.bin")],
-        cwd=ROOT, capture_output=True, text=True, timeout=900,
+        cwd=ROOT, capture_output=True, text=True, timeout=1500,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads((out / "gpu_check.json").read_text())
@@ -38,9 +44,40 @@ def test_gpu_check_dry_run_writes_the_report(tmp_path):
         run = train["runs"][key][0]
         assert run["steps_logged"] == 4 and run["step_ms_median"] > 0 and run["val_losses"]
     assert train["ratio_jax_over_torch"] > 0
+    # The record leg: patched into its run folder and compiled, not run without CUDA.
+    record = train["record_skipped"]
+    assert "needs CUDA" in record["skipped"] and train["record_step_ms"] is None
+    assert [p["name"] for p in record["patches"]][:3] == ['train_files = "shards/train/*.bin"',
+                                                          'val_files = "shards/val/*.bin"', "num_iterations = 4"]
+    assert (out / "record" / upstream_record.PATCHED_NAME).is_file()
+    assert sorted(p.name for p in (out / "record" / "shards" / "train").iterdir()) == ["train_000.bin"]
+    # The schedule: both trainers from one initial state, to the end, a final checkpoint each.
+    schedule = report["schedule"]
+    assert schedule["ok"] and len(schedule["init_sha256"]) == 64
+    for key in ("jaxgpt", "torch_ref"):
+        run = schedule["runs"][key]
+        assert run["steps_logged"] == 4 and set(run["val_losses"]) == {"0", "2", "4"} and run["checkpoint"]["bytes"] > 0
+        assert (out / "schedule" / f"{key}.jsonl").is_file() and (out / "schedule" / f"{key}.txt").is_file()
+    # Same initial state: the step-0 validations agree to fp32 rounding.
+    assert schedule["val"]["steps"] == [0, 2, 4]
+    assert abs(schedule["val"]["jaxgpt"][0] - schedule["val"]["torch_ref"][0]) < 1e-4
+    assert schedule["plot"].endswith("val_curves.png") and (out / "schedule" / "val_curves.png").stat().st_size > 0
     text = (out / "gpu_check.md").read_text()
     assert report["total_seconds"] > 0
     assert "Dry run on the CPU" in text and "| jaxgpt |" in text and "| torch_ref |" in text
+    assert "`num_iterations = 4`: step count" in text and "Whole schedule" in text
+
+
+def test_train_comparison_skips_the_record_leg_with_its_reason(tmp_path, monkeypatch):
+    """Without the fetched script the record leg is skipped and said why; the ratios come from the
+    runs there are (the trainers stand in here: their runs are tested end to end above)."""
+    steps = {"jaxgpt": 200.0, "torch_ref": 160.0}
+    monkeypatch.setattr(gpu_check, "train_run", lambda framework, *args: {
+        "step_ms_median": steps[framework], "peak_mib": 1, "val_losses": {}})
+    summary = gpu_check.train_comparison(gpu_check.GPU_SIZES, {}, tmp_path, True, 1, tmp_path / "absent.py")
+    assert "no record script at" in summary["record_skipped"]["skipped"] and "fetch_record.py" in summary["record_skipped"]["skipped"]
+    assert (summary["jax_step_ms"], summary["torch_step_ms"], summary["record_step_ms"]) == (200.0, 160.0, None)
+    assert summary["ratio_jax_over_torch"] == 1.25 and "ratio_jax_over_record" not in summary
 
 
 def test_gpu_check_reads_step_times_from_the_record_log_lines():

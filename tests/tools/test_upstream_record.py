@@ -1,7 +1,8 @@
 """jaxgpt_tools.upstream_record: the record's script out of its log, the listed changes, the run folder.
 
-The record's code is never committed, so these tests patch a stand-in written here with the same
-setting names; the real script is patched too when it was fetched into runs/upstream/ (ignored)."""
+The record's code is never committed, so these tests patch a stand-in with the same setting names
+(the `stand_in` fixture, tests/tools/conftest.py); the real script is patched too when it was
+fetched into runs/upstream/ (ignored)."""
 
 import ast
 from pathlib import Path
@@ -12,23 +13,6 @@ from jaxgpt_tools import upstream_record as ur
 
 ROOT = Path(__file__).resolve().parents[2]
 
-STAND_IN = '''import sys
-from pathlib import Path
-
-class Hyperparameters:
-    train_files = "somewhere/train_*.bin"  # a note
-    val_files = "somewhere/val_*.bin"
-    val_tokens = 10 * 1024
-    batch_size = 8*64*1024 # another note
-    num_iterations = 1393
-    val_loss_every = 125
-
-def shards(pattern):
-    local_batch_size = Hyperparameters.batch_size // 8
-    files = sorted(Path.cwd().glob(pattern))
-    file_iter = iter(files)
-    return file_iter
-'''
 
 
 def settings(source: str) -> dict[str, object]:
@@ -38,17 +22,17 @@ def settings(source: str) -> dict[str, object]:
             for node in cls.body if isinstance(node, ast.Assign)}
 
 
-def test_script_from_log_takes_the_part_above_the_first_rule():
-    log = STAND_IN + "\n" + "=" * 100 + "\nRunning Python 3.12\n" + "=" * 100 + "\nstep:0/10 val_loss:10.8\n"
-    assert ur.script_from_log(log) == STAND_IN
+def test_script_from_log_takes_the_part_above_the_first_rule(stand_in):
+    log = stand_in + "\n" + "=" * 100 + "\nRunning Python 3.12\n" + "=" * 100 + "\nstep:0/10 val_loss:10.8\n"
+    assert ur.script_from_log(log) == stand_in
     with pytest.raises(ValueError, match="no line of '='"):
         ur.script_from_log("step:0/10 val_loss:10.8\n")
     with pytest.raises(ValueError, match="no source above it"):
         ur.script_from_log("\n" + "=" * 100 + "\n")
 
 
-def test_patches_change_only_the_listed_settings_each_matching_once():
-    patched, applied = ur.patch_script(STAND_IN, ur.record_patches(ur.RecordRun(steps=30, val_tokens=65536)))
+def test_patches_change_only_the_listed_settings_each_matching_once(stand_in):
+    patched, applied = ur.patch_script(stand_in, ur.record_patches(ur.RecordRun(steps=30, val_tokens=65536)))
     assert settings(patched) == {"train_files": "shards/train/*.bin", "val_files": "shards/val/*.bin",
                                  "val_tokens": 65536, "batch_size": 65536, "num_iterations": 30,
                                  "val_loss_every": 125}
@@ -57,15 +41,15 @@ def test_patches_change_only_the_listed_settings_each_matching_once():
     assert "# a note" in patched and "# another note" in patched
     compile(patched, "patched", "exec")
     # Line numbers are the unpatched script's: the import goes in last.
-    assert {a["name"]: a["line"] for a in applied}["num_iterations = 30"] == STAND_IN.splitlines().index(
+    assert {a["name"]: a["line"] for a in applied}["num_iterations = 30"] == stand_in.splitlines().index(
         "    num_iterations = 1393") + 1
     assert all(a["reason"] for a in applied)
 
 
-def test_a_patch_that_does_not_match_once_names_itself():
+def test_a_patch_that_does_not_match_once_names_itself(stand_in):
     with pytest.raises(ValueError, match="'num_iterations = 30' matched 0 times"):
-        ur.patch_script(STAND_IN.replace("num_iterations", "iterations"), ur.record_patches(ur.RecordRun(30)))
-    doubled = STAND_IN.replace("    val_loss_every = 125", "    batch_size = 1")
+        ur.patch_script(stand_in.replace("num_iterations", "iterations"), ur.record_patches(ur.RecordRun(30)))
+    doubled = stand_in.replace("    val_loss_every = 125", "    batch_size = 1")
     with pytest.raises(ValueError, match="'batch_size = 65536' matched 2 times"):
         ur.patch_script(doubled, ur.record_patches(ur.RecordRun(30)))
 
@@ -84,18 +68,18 @@ def test_the_real_record_script_takes_every_patch():
     assert len(applied) == len(ur.record_patches(ur.RecordRun(30)))
 
 
-def test_fetch_from_a_local_log_checks_the_record_hash(tmp_path):
+def test_fetch_from_a_local_log_checks_the_record_hash(tmp_path, stand_in):
     log = tmp_path / "log.txt"
-    log.write_text(STAND_IN + "=" * 100 + "\n")
+    log.write_text(stand_in + "=" * 100 + "\n")
     with pytest.raises(ValueError, match="not the Sub3Min record's"):
         ur.fetch(tmp_path / "out" / "train_gpt.py", log=log)
     out = ur.fetch(tmp_path / "out" / "train_gpt.py", log=log, check=False)
-    assert out.read_text() == STAND_IN and not list(out.parent.glob("*.partial"))
+    assert out.read_text() == stand_in and not list(out.parent.glob("*.partial"))
 
 
-def test_prepare_run_lays_out_the_folder_and_the_one_process_environment(tmp_path):
+def test_prepare_run_lays_out_the_folder_and_the_one_process_environment(tmp_path, stand_in):
     script = tmp_path / "train_gpt.py"
-    script.write_text(STAND_IN)
+    script.write_text(stand_in)
     for name in ("train_000.bin", "train_001.bin", "val_000.bin"):
         (tmp_path / name).write_bytes(b"")
     empty_path = tmp_path / "no_tools"
