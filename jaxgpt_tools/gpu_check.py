@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from jaxgpt_tools import upstream_record
+from jaxgpt_tools import plot_runs, upstream_record
 from jaxgpt_tools.machine import describe
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -315,7 +315,7 @@ def schedule(sizes: Sizes, data: dict[str, str], out: Path, scratch: Path, train
     """The preset's whole schedule for each trainer in `trainers`, from one initial state, with a
     final checkpoint (in `scratch`: large files); logs and metrics in out/schedule/. When both
     trainers' metrics are there (this call's or an earlier one's), their val losses side by side
-    and plotted (scripts/plot_runs.py)."""
+    and plotted (jaxgpt_tools.plot_runs)."""
     folder = out / "schedule"
     folder.mkdir(parents=True, exist_ok=True)
     scratch.mkdir(parents=True, exist_ok=True)
@@ -342,12 +342,10 @@ def schedule(sizes: Sizes, data: dict[str, str], out: Path, scratch: Path, train
         steps = sorted(set(jax_val) & set(torch_val))
         result["val"] = {"steps": steps, "jaxgpt": [jax_val[s] for s in steps], "torch_ref": [torch_val[s] for s in steps],
                          "max_abs_diff": max((abs(jax_val[s] - torch_val[s]) for s in steps), default=None)}
-        plot = [sys.executable, str(ROOT / "scripts" / "plot_runs.py"), str(metrics["jaxgpt"]), str(metrics["torch_ref"]),
-                "--out", str(folder / "val_curves.png")]
         try:
-            run_logged(plot, folder / "plot.log", timeout_s)
-            result["plot"] = str(folder / "val_curves.png")
-        except RuntimeError as error:  # e.g. no matplotlib on the GPU machine: plot where the files come back
+            runs = [plot_runs.read_run(metrics["jaxgpt"]), plot_runs.read_run(metrics["torch_ref"])]
+            result["plot"] = str(plot_runs.plot_runs(runs, folder / "val_curves.png"))
+        except ImportError as error:  # no matplotlib on the GPU machine: plot where the files come back
             result["plot"] = f"not drawn: {error}"
     return result
 

@@ -200,7 +200,7 @@ def prepare_run(script: Path, folder: Path, run: RecordRun, train_files: str, va
     script = Path(script)
     if not script.is_file():
         raise FileNotFoundError(f"no record script at {script}: run `python scripts/fetch_record.py` "
-                                "(it writes runs/upstream/, which must travel with the run: see docs/gpu/README.md)")
+                                "(it writes runs/upstream/, which must travel with the run: see artifacts/gpu/README.md)")
     folder.mkdir(parents=True, exist_ok=True)
     source, applied = patch_script(script.read_text(), record_patches(run))
     compile(source, str(folder / PATCHED_NAME), "exec")  # a patch that broke the syntax fails here, not on the GPU

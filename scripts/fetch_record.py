@@ -5,7 +5,7 @@
 
 The script is the log's top part, up to its first line of '=' characters; it is checked against
 the record's SHA-256 (jaxgpt_tools.upstream_record.SCRIPT_SHA256). gpu_check's `record` leg runs
-it; a GPU machine with no network gets it through the device tool's `carry` (docs/gpu/README.md).
+it; a GPU machine with no network gets it through the device tool's `carry` (artifacts/gpu/README.md).
 Its code stays out of git.
 """
 

@@ -9,7 +9,7 @@ The parts (environment, gpu-marked tests, parity, the two trainers' and the reco
 and on request the whole schedule) are described in jaxgpt_tools/gpu_check.py. The record's
 script is timed only when `python scripts/fetch_record.py` has put it in runs/upstream/.
 `--dry-run` runs the same code on the CPU at tiny sizes and writes the same files, so the command
-itself is tested in CI. The exact calls for a lent GPU: docs/gpu/README.md.
+itself is tested in CI. The exact calls for a lent GPU: artifacts/gpu/README.md.
 """
 
 from __future__ import annotations

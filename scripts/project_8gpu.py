@@ -21,8 +21,8 @@ from pathlib import Path
 from jaxgpt_tools import hlo_schedule, projection
 
 ROOT = Path(__file__).resolve().parents[1]
-SCHEDULES = ROOT / "docs" / "gpu" / "h100_plan_schedules.json"
-GPU_CHECKS = [str(ROOT / "docs" / "gpu" / "*gpu_check*.json"), str(ROOT / "runs" / "gpu_check" / "**" / "gpu_check.json")]
+SCHEDULES = ROOT / "artifacts" / "gpu" / "h100_plan_schedules.json"
+GPU_CHECKS = [str(ROOT / "artifacts" / "gpu" / "**" / "*gpu_check*.json"), str(ROOT / "runs" / "gpu_check" / "**" / "gpu_check.json")]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,8 @@ from jaxgpt_tools import hlo_schedule, projection
 ROOT = Path(__file__).resolve().parents[2]
 
 # A scheduled module in XLA:GPU's text form: an async all-reduce with one GEMM fusion between its
-# start and done, then a while loop of 4 trips around an elementwise fusion.
+# start and done, then a while loop of 4 trips around an elementwise fusion, then an all-gather
+# whose start has a tuple type (operand, result) and nothing between start and done.
 HLO = """HloModule step, is_scheduled=true
 
 %fused_dot (p0: bf16[64,32], p1: bf16[32,16]) -> bf16[64,16] {
@@ -44,7 +45,9 @@ ENTRY %main (a: bf16[64,32], b: bf16[32,16], g: f32[1024], w: (s32[], f32[256]))
   %gemm = bf16[64,16]{1,0} fusion(%a, %b), kind=kCustom, calls=%fused_dot
   %ard = f32[1024]{0} all-reduce-done(%ars)
   %loop = (s32[], f32[256]{0}) while(%w), condition=%cond, body=%body, backend_config={"known_trip_count":{"n":"4"}}
-  ROOT %out = f32[1024]{0} copy(%ard)
+  %out = f32[1024]{0} copy(%ard)
+  %ags = (bf16[1,16]{1,0}, bf16[8,16]{1,0}) all-gather-start(%gemm), dimensions={0}
+  ROOT %agd = bf16[8,16]{1,0} all-gather-done(%ags)
 }
 """
 
@@ -60,19 +63,13 @@ def test_schedule_places_each_collective_among_the_compute():
     loop = 4 * roofline_ms(0, 2 * 4 * 256)  # body: one fusion reading and writing f32[256], 4 trips
     copy = roofline_ms(0, 2 * 4 * 1024)
     assert schedule["compute_ms"] == pytest.approx(gemm + loop + copy, rel=1e-3)
-    (collective,) = schedule["collectives"]
-    assert (collective["kind"], collective["bytes"], collective["asynchronous"]) == ("all-reduce", 4096, True)
-    assert collective["compute_before_ms"] == 0
-    assert collective["compute_between_ms"] == pytest.approx(gemm, rel=1e-3)
-    assert collective["compute_after_ms"] == pytest.approx(loop + copy, rel=1e-3)
-
-
-def test_parse_instruction_reads_tuple_types_and_operands():
-    inst = hlo_schedule.parse_instruction(
-        "  %ags = (bf16[2,1,768]{2,1,0}, bf16[2,8,768]{2,1,0}) all-gather-start(%x.1), dimensions={1}")
-    assert (inst.name, inst.opcode, inst.operands) == ("ags", "all-gather-start", ("x.1",))
-    assert inst.type.startswith("(bf16[2,1,768]") and "dimensions={1}" in inst.attributes
-    assert hlo_schedule.parse_instruction("}") is None
+    reduce, gather = schedule["collectives"]
+    assert (reduce["kind"], reduce["bytes"], reduce["asynchronous"]) == ("all-reduce", 4096, True)
+    assert reduce["compute_before_ms"] == 0
+    assert reduce["compute_between_ms"] == pytest.approx(gemm, rel=1e-3)
+    assert reduce["compute_after_ms"] == pytest.approx(loop + copy, rel=1e-3)
+    assert (gather["name"], gather["kind"], gather["bytes"]) == ("ags", "all-gather", 2 * 8 * 16)  # the done's result
+    assert gather["compute_between_ms"] == 0 and gather["compute_before_ms"] == pytest.approx(gemm + loop + copy, rel=1e-3)
 
 
 def schedules(between_ms: float):
