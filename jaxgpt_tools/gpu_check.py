@@ -300,7 +300,7 @@ def initial_state(sizes: Sizes, path: Path) -> str:
     digest = hashlib.sha256()
     for name in sorted(state):
         digest.update(name.encode())
-        digest.update(state[name].contiguous().view(torch.uint8).numpy().tobytes())
+        digest.update(state[name].contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()
 
 
