@@ -1,8 +1,10 @@
-"""bench.py suite `attention_gpu`: the record's attention on one GPU, three implementations.
+"""bench.py suite `attention_gpu`: the record's attention on one GPU, four implementations.
 
 At the record's shapes (B 1, T 65,536, H 6, Dh 128, bf16; documents of FineWeb-like lengths,
 ~1,000 tokens on average) and windows of 1..14 blocks, forward and forward+backward time of
-  pallas   jaxgpt's block-sparse Pallas kernel (jaxgpt.kernels.flash_attention)
+  pallas   jaxgpt's block-sparse Pallas kernel (Triton; jaxgpt.kernels.flash_attention)
+  mosaic   the same walk as Hopper kernels in Pallas Mosaic GPU (jaxgpt.kernels.mosaic_attention);
+           not yet run on a GPU, so an error there is reported in the JSON, not raised
   blocked  jaxgpt's portable backend (every block of the static window, masked; a lax.scan)
   flex     torch_ref's compiled flex_attention with the record's BlockMask
 each the median of timed repeats after warm-up (jax: block_until_ready; torch: CUDA events).
@@ -51,7 +53,11 @@ def _median_ms(run: Callable[[], Any], sync: Callable[[Any], Any], repeats: int)
     return time_calls(lambda: sync(run()), repeats, warmup=1)["median_ms"]
 
 
-def jax_times(tokens: np.ndarray, windows: list[int], repeats: int) -> dict[str, dict[int, dict[str, float]]]:
+JAX_BACKENDS = ("pallas", "mosaic", "blocked")
+
+
+def jax_times(tokens: np.ndarray, windows: list[int], repeats: int, backend: str) -> dict[int, dict[str, float]]:
+    """{window: {"fwd_ms", "fwd_bwd_ms"}} of one jaxgpt attention backend."""
     import jax
     import jax.numpy as jnp
 
@@ -61,21 +67,20 @@ def jax_times(tokens: np.ndarray, windows: list[int], repeats: int) -> dict[str,
     q, k, v = (jnp.asarray(rng.standard_normal((1, SEQ_LEN, HEADS, HEAD_DIM)), jnp.bfloat16) for _ in range(3))
     doc_ids = masks.document_ids(jnp.asarray(tokens)[None])
     cotangent = jnp.asarray(rng.standard_normal((1, SEQ_LEN, HEADS, HEAD_DIM)), jnp.bfloat16)
-    results: dict[str, dict[int, dict[str, float]]] = {}
-    for backend in ("pallas", "blocked"):
-        def forward(q, k, v, window, backend=backend):
-            return attention.attention(q, k, v, doc_ids, window, backend=backend)
 
-        fwd = jax.jit(forward)
-        fwd_bwd = jax.jit(jax.grad(lambda q, k, v, w: jnp.vdot(forward(q, k, v, w), cotangent).astype(jnp.float32),
-                                   argnums=(0, 1, 2)))
-        results[backend] = {}
-        for window in windows:
-            w = jnp.int32(window)  # traced: one compile for every window, as in training
-            results[backend][window] = {
-                "fwd_ms": _median_ms(lambda: fwd(q, k, v, w), jax.block_until_ready, repeats),
-                "fwd_bwd_ms": _median_ms(lambda: fwd_bwd(q, k, v, w), jax.block_until_ready, repeats),
-            }
+    def forward(q, k, v, window):
+        return attention.attention(q, k, v, doc_ids, window, backend=backend)
+
+    fwd = jax.jit(forward)
+    fwd_bwd = jax.jit(jax.grad(lambda q, k, v, w: jnp.vdot(forward(q, k, v, w), cotangent).astype(jnp.float32),
+                               argnums=(0, 1, 2)))
+    results = {}
+    for window in windows:
+        w = jnp.int32(window)  # traced: one compile for every window, as in training
+        results[window] = {
+            "fwd_ms": _median_ms(lambda: fwd(q, k, v, w), jax.block_until_ready, repeats),
+            "fwd_bwd_ms": _median_ms(lambda: fwd_bwd(q, k, v, w), jax.block_until_ready, repeats),
+        }
     return results
 
 
@@ -120,7 +125,14 @@ def bench_attention_gpu(*, quick: bool, repeats: int = 10, mean_doc_tokens: int 
         raise SystemExit("bench.py attention_gpu: needs a CUDA GPU (set JAX_PLATFORMS=cuda on a GPU machine)")
     windows = [1, 4, 14] if quick else [1, 2, 4, 7, 10, 14]
     tokens = document_tokens(SEQ_LEN, mean_doc_tokens)
-    timings = jax_times(tokens, windows, repeats)
+    timings: dict[str, Any] = {}
+    for backend in JAX_BACKENDS:
+        try:
+            timings[backend] = jax_times(tokens, windows, repeats, backend)
+        except Exception as error:  # noqa: BLE001 - only the kernel no GPU has run yet may fail here
+            if backend != "mosaic":
+                raise
+            timings[backend] = {"error": f"{type(error).__name__}: {error}"}
     try:
         timings["flex"] = flex_times(tokens, windows, repeats)
     except Exception as error:  # noqa: BLE001 - the jax columns stand on their own
@@ -137,12 +149,15 @@ def bench_attention_gpu(*, quick: bool, repeats: int = 10, mean_doc_tokens: int 
             row[f"{name}_fwd_bwd_ms"] = round(t["fwd_bwd_ms"], 3)
             row[f"{name}_fwd_tflops"] = round(fwd_flops / t["fwd_ms"] / 1e9, 1)
             row[f"{name}_fwd_bwd_tflops"] = round(3.5 * fwd_flops / t["fwd_bwd_ms"] / 1e9, 1)
-        if "flex_fwd_bwd_ms" in row:
-            row["pallas_over_flex_fwd_bwd"] = round(row["pallas_fwd_bwd_ms"] / row["flex_fwd_bwd_ms"], 3)
+        for kernel in ("pallas", "mosaic"):
+            if f"{kernel}_fwd_bwd_ms" in row and "flex_fwd_bwd_ms" in row:
+                row[f"{kernel}_over_flex_fwd_bwd"] = round(row[f"{kernel}_fwd_bwd_ms"] / row["flex_fwd_bwd_ms"], 3)
+        if "mosaic_fwd_bwd_ms" in row:
+            row["mosaic_over_pallas_fwd_bwd"] = round(row["mosaic_fwd_bwd_ms"] / row["pallas_fwd_bwd_ms"], 3)
         row["blocked_over_pallas_fwd_bwd"] = round(row["blocked_fwd_bwd_ms"] / row["pallas_fwd_bwd_ms"], 2)
         rows.append(row)
     documents = int((tokens == EOT_ID).sum())
     return {"shape": {"batch": 1, "seq_len": SEQ_LEN, "heads": HEADS, "head_dim": HEAD_DIM, "dtype": "bfloat16",
                       "documents": documents, "mean_doc_tokens": round(SEQ_LEN / documents)},
             "device": str(jax.devices()[0].device_kind), "repeats": repeats, "rows": rows,
-            "flex_error": timings["flex"].get("error") if isinstance(timings["flex"], dict) else None}
+            **{f"{name}_error": timings[name].get("error") for name in ("flex", "mosaic")}}

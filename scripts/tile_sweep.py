@@ -2,8 +2,9 @@
 
 On a GPU (the sweep stops after --budget-s = 210 s; then the combination and the exit, within 5 minutes):
     JAX_PLATFORMS=cuda PYTHONPATH=. python3 scripts/tile_sweep.py --out $OUT/tile_sweep.jsonl
-With no GPU, on a CPU with the jax CUDA plugin (which settings Triton accepts for an H100; no
-timings, "compiled without a GPU, no autotuning"):
+    JAX_PLATFORMS=cuda PYTHONPATH=. python3 scripts/tile_sweep.py --implementation mosaic --out $OUT/mosaic_sweep.jsonl
+With no GPU, on a CPU with the jax CUDA plugin (which settings the compiler accepts for an H100;
+no timings, "compiled without a GPU, no autotuning"):
     PYTHONPATH=. python scripts/tile_sweep.py --compile-only --out runs/tile_sweep_compile.jsonl
 
 What is swept and timed: jaxgpt_tools/tile_sweep.py.
@@ -14,11 +15,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from jaxgpt_tools.tile_sweep import KERNELS, sweep
+from jaxgpt_tools.tile_sweep import IMPLEMENTATIONS, KERNELS, sweep
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--implementation", choices=IMPLEMENTATIONS, default="pallas",
+                        help="pallas: the Triton kernels (flash_attention); mosaic: the Mosaic GPU kernels (Hopper)")
     parser.add_argument("--kernels", nargs="+", choices=KERNELS, default=list(KERNELS), help="kernels to sweep")
     parser.add_argument("--windows", nargs="+", type=int, default=[4, 14], help="windows in 128-token blocks")
     parser.add_argument("--seq-len", type=int, default=65536)
@@ -39,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
 
         gpu_plan.compile_only_environment()  # before jax initialises its backends
     sweep(kernels=args.kernels, windows=args.windows, seq_len=args.seq_len, repeats=args.repeats, limit=args.limit,
-          budget_s=args.budget_s, compile_only=args.compile_only, out_path=args.out)
+          budget_s=args.budget_s, compile_only=args.compile_only, out_path=args.out, implementation=args.implementation)
     return 0
 
 

@@ -199,3 +199,18 @@ def test_mosaic_on_gpu_matches_dense_at_8192_and_blocked_at_65536():
             got = _value_and_grads(lambda q, k, v: mosaic_attention(q, k, v, ids, window), q, k, v)
             want = _value_and_grads(lambda q, k, v, reference=reference: reference(q, k, v, ids, window), q, k, v)
             _assert_bf16_close(got, want, [(f"T {seq_len}", window)])
+
+
+@needs_plugin
+@pytest.mark.slow  # the record step's compile: about 40 s of CPU (130 s on this loaded machine) and 6.4 GB
+def test_mosaic_record_step_compiles_for_an_h100():
+    """The record's training step (one device, one 65,536-token sequence) with `--attention
+    mosaic`: three Mosaic GPU kernels per attention layer and no Triton attention kernel."""
+    from jaxgpt import config as cfg
+
+    preset = cfg.get_preset("record")
+    preset = cfg.Preset(model=cfg.replace(preset.model, attention_backend="mosaic"), optim=preset.optim,
+                        train=cfg.replace(preset.train, batch_tokens=preset.train.seq_len, devices=1))
+    plan = gpu_plan.plan_train_step(preset, "h100", 1)
+    layers = sum(preset.model.has_attention(layer) for layer in range(preset.model.num_layers))
+    assert plan.custom_calls == {"mosaic_gpu_v2": 3 * layers}
