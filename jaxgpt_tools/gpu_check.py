@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from jaxgpt_tools import plot_runs, upstream_record
+from jaxgpt_tools.artifacts import repo_relative_paths
 from jaxgpt_tools.machine import describe
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -434,11 +435,10 @@ def schedule_markdown(part: dict[str, Any]) -> list[str]:
 
 PARTS = ("gpu_tests", "train", "parity", "schedule")
 DEFAULT_PARTS = ("gpu_tests", "train", "parity")
-DEFAULT_RECORD_SCRIPT = ROOT / upstream_record.DEFAULT_SCRIPT
 
 
 def run_check(*, out: Path | None, quick: bool, dry_run: bool, train_files: str, val_files: str, timeout_s: float,
-              command: str, parts: tuple[str, ...] = DEFAULT_PARTS, record_script: Path = DEFAULT_RECORD_SCRIPT,
+              command: str, parts: tuple[str, ...] = DEFAULT_PARTS, record_script: Path = upstream_record.DEFAULT_SCRIPT,
               schedule_trainers: tuple[str, ...] = ("jaxgpt", "torch_ref"), scratch: Path | None = None) -> int:
     """The asked parts (`environment` always), then gpu_check.json and gpu_check.md in `out`
     (default runs/gpu_check/<device name>); 0 when every part run passed, else 1. `scratch` holds
@@ -473,7 +473,8 @@ def run_check(*, out: Path | None, quick: bool, dry_run: bool, train_files: str,
     if "parity" in parts:
         report["parity"] = guarded("parity", lambda: parity(sizes, val_files))
     report["total_seconds"] = round(time.perf_counter() - start, 1)
-    (out / "gpu_check.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
-    (out / "gpu_check.md").write_text(markdown(report))
+    # Paths inside the repository written from its root: the report may be committed as it is.
+    (out / "gpu_check.json").write_text(repo_relative_paths(json.dumps(report, indent=1, default=str)) + "\n")
+    (out / "gpu_check.md").write_text(repo_relative_paths(markdown(report)))
     say(f"wrote {out / 'gpu_check.json'} and {out / 'gpu_check.md'}")
     return 0 if all(report[part].get("ok") for part in ("environment", *parts)) else 1

@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from glob import glob
 from pathlib import Path
 
+from jaxgpt_tools.artifacts import REPO_ROOT
+
 RECORD_NAME = "2025-01-16_Sub3Min"
 LOG_NAME = "1d3bd93b-a69e-4118-aeb8-8184239d7566.txt"
 LOG_URL = ("https://raw.githubusercontent.com/KellerJordan/modded-nanogpt/master/records/track_1_short/"
@@ -43,7 +45,7 @@ LOG_URL = ("https://raw.githubusercontent.com/KellerJordan/modded-nanogpt/master
 # The script taken from that log, as `script_from_log` returns it: byte for byte the repository's
 # train_gpt.py at commit 02bf097e (checked when this was written), 29,557 bytes.
 SCRIPT_SHA256 = "dc277ccfcc6e10e9154b53e817cff9a8eb21173ccc1d4b5d5d3c1b4f1a4caa03"
-DEFAULT_SCRIPT = Path("runs") / "upstream" / RECORD_NAME / "train_gpt.py"
+DEFAULT_SCRIPT = REPO_ROOT / "runs" / "upstream" / RECORD_NAME / "train_gpt.py"  # runs/ is git-ignored
 PATCHED_NAME = "train_gpt_patched.py"
 # A line of only '=' ends the source in the log (the script prints 100 of them).
 _RULE = re.compile(r"={20,}")

@@ -18,7 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from jaxgpt_tools import gpu_check
+from jaxgpt_tools import gpu_check, upstream_record
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -31,7 +31,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=600, help="seconds allowed per subprocess")
     parser.add_argument("--only", type=parts, default=gpu_check.DEFAULT_PARTS,
                         help=f"comma-separated parts of {','.join(gpu_check.PARTS)} (default: all but schedule)")
-    parser.add_argument("--record-script", type=Path, default=gpu_check.DEFAULT_RECORD_SCRIPT,
+    parser.add_argument("--record-script", type=Path, default=upstream_record.DEFAULT_SCRIPT,
                         help="the record's own training script (scripts/fetch_record.py writes the default)")
     parser.add_argument("--schedule-trainers", type=parts, default=("jaxgpt", "torch_ref"),
                         help="which trainers the schedule part runs (one per call fits a 10-minute limit)")

@@ -5,14 +5,10 @@ The record's code is never committed, so these tests patch a stand-in with the s
 fetched into runs/upstream/ (ignored)."""
 
 import ast
-from pathlib import Path
 
 import pytest
 
 from jaxgpt_tools import upstream_record as ur
-
-ROOT = Path(__file__).resolve().parents[2]
-
 
 
 def settings(source: str) -> dict[str, object]:
@@ -54,11 +50,11 @@ def test_a_patch_that_does_not_match_once_names_itself(stand_in):
         ur.patch_script(doubled, ur.record_patches(ur.RecordRun(30)))
 
 
-@pytest.mark.skipif(not (ROOT / ur.DEFAULT_SCRIPT).is_file(),
+@pytest.mark.skipif(not ur.DEFAULT_SCRIPT.is_file(),
                     reason=f"the record's script is not fetched ({ur.DEFAULT_SCRIPT} absent; scripts/fetch_record.py "
                            "writes it); the stand-in tests above still run")
 def test_the_real_record_script_takes_every_patch():
-    source = (ROOT / ur.DEFAULT_SCRIPT).read_text()
+    source = ur.DEFAULT_SCRIPT.read_text()
     assert ur.sha256(source) == ur.SCRIPT_SHA256
     patched, applied = ur.patch_script(source, ur.record_patches(ur.RecordRun(steps=30)))
     compile(patched, "patched", "exec")
