@@ -50,7 +50,8 @@ from jaxgpt.kernels.block_lists import KernelBlockLists, check_kernel_lists, ker
 from jaxgpt.kernels.flash_attention import default_interpret, softmax_backward_rows
 from jaxgpt.masks import check_attention_inputs
 
-SUPPORTED_HEAD_DIMS = (64, 128)  # rows of 128 bytes (bf16 x 64) for the 128-byte swizzle; 256 would not fit 2 stages
+# Multiples of 64 (128-byte rows of 16-bit values for the 128-byte swizzle); 256 would not fit 2 stages.
+SUPPORTED_HEAD_DIMS = (64, 128)
 SUPPORTED_DTYPES = (jnp.bfloat16, jnp.float16)  # wgmma's 16-bit operand types
 MASK_BLOCK = 128  # the CTA's rows: one mask block
 WARPGROUP_ROWS = 64  # wgmma's M per warpgroup
@@ -86,7 +87,7 @@ class MosaicTiles:
     """Pipelines of the `forward`, `dq` and `dkdv` kernels (MosaicKernelTiles).
 
     The defaults compile for an H100 at D 128 within its shared memory and registers with
-    little spilling (ptxas for sm_90a, compile-only: docs/BENCHMARKS.md, "Mosaic GPU kernel");
+    little spilling (ptxas for sm_90a, compile-only: docs/BENCHMARKS.md, "Mosaic GPU attention kernel");
     no GPU has timed them yet. The backward kernels walk 64 tokens per step: a compute
     warpgroup holds its dQ (or dK and dV) accumulators beside S and dP, and 128-token steps
     spilled (dQ 272 bytes per thread, dK/dV 1,024). The forward fits 3 stages in shared memory."""
@@ -166,8 +167,8 @@ class _Interpreted(_Compiled):
 
     @staticmethod
     def mma(acc: jax.Array | None, a: Any, b: Any, transpose_b: bool = False) -> jax.Array:
-        a = a if isinstance(a, jax.Array) and not hasattr(a, "at") else a[...]
-        b = b[...].T if transpose_b else b[...]
+        a, b = a[...], b[...]  # `[...]` reads a ref and leaves a register value as it is
+        b = b.T if transpose_b else b
         product = jnp.dot(a, b, preferred_element_type=jnp.float32)
         return product if acc is None else acc + product
 
@@ -188,10 +189,6 @@ class _Interpreted(_Compiled):
     @staticmethod
     def iota(shape: tuple[int, int], dimension: int) -> jax.Array:
         return lax.broadcasted_iota(jnp.int32, shape, dimension)
-
-    @staticmethod
-    def set_registers(count: int, increase: bool) -> None:
-        del count, increase  # no registers to split on a CPU
 
     @staticmethod
     def release(free: Any, loaded: bool) -> None:
