@@ -159,6 +159,10 @@ def _gemms(record: dict[str, Any]) -> int:
     return sum(k.get("runs", 1) for k in record["kernel_table"] if k["gemm"])
 
 
+def _gemm_rows(record: dict[str, Any]) -> list[dict[str, Any]]:
+    return [k for k in record["kernel_table"] if k["gemm"]]
+
+
 def _moved(record: dict[str, Any]) -> float:
     return sum((k["read"] + k["written"]) * k.get("runs", 1) for k in record["kernel_table"])
 
@@ -189,11 +193,12 @@ def _ms(value: float) -> str:
 
 
 def _time_words(a: dict[str, Any], b: dict[str, Any]) -> str:
-    """a's median time against b's: 'x% higher' / 'x% lower', and whether their quartile ranges
+    """a's median time against b's: 'x% higher' / 'x% lower' / 'the same', and whether their quartile ranges
     overlap (then the difference is within the run-to-run spread)."""
     change = (a["median_ms"] - b["median_ms"]) / b["median_ms"] * 100
     overlap = a["p25_ms"] <= b["p75_ms"] and b["p25_ms"] <= a["p75_ms"]
-    return (f"{abs(change):.0f}% {'higher' if change > 0 else 'lower'} "
+    word = "the same" if abs(change) < 0.5 else f"{abs(change):.0f}% {'higher' if change > 0 else 'lower'}"
+    return (f"{word} "
             f"({_ms(a['median_ms'])} against {_ms(b['median_ms'])} ms; quartile ranges {'overlap' if overlap else 'apart'})")
 
 
@@ -218,11 +223,23 @@ def answer_claims(records: list[dict[str, Any]]) -> list[Claim]:
         bwd_m, bwd_s = _pair(records, compiler, device, "fwdbwd", shape)
         if None in (fwd_m, fwd_s, bwd_m, bwd_s):
             continue
+        # Where the forward's bytes differ: h read once per GEMM; the merged GEMM's result written in fp32.
+        tokens, dim = fwd_m["shape"]["seq_len"], fwd_m["shape"]["model_dim"]
+        h_bytes = 2 * tokens * dim
+        why = []
+        extra = fwd_s["gemm_kernels"] - fwd_m["gemm_kernels"]
+        if extra > 0:
+            why.append(f"each of separate's {extra} extra GEMMs reads h again, {_mb(h_bytes)}")
+        fp32_out = [k for k in _gemm_rows(fwd_m) if k["written"] == 4 * tokens * 3 * dim]
+        if fp32_out:
+            why.append(f"merged's one GEMM writes its (T, 3D) result in fp32, {_mb(fp32_out[0]['written'])}, then "
+                       "converts and slices it before the norm")
         text = (f"{label(compiler, device)}, {_shape(fwd_m)}: merged, the QKV path is {fwd_m['kernels']} kernels forward "
                 f"({fwd_m['gemm_kernels']} GEMM{'s' if fwd_m['gemm_kernels'] != 1 else ''}) and {bwd_m['kernels']} "
                 f"forward+backward ({bwd_m['gemm_kernels']} GEMMs); separate, {fwd_s['kernels']} ({fwd_s['gemm_kernels']}) "
                 f"and {bwd_s['kernels']} ({bwd_s['gemm_kernels']}); separate moves {_pct(fwd_s['kernel_traffic_bytes'], fwd_m['kernel_traffic_bytes'])} "
-                f"bytes forward ({_mb(fwd_s['kernel_traffic_bytes'])} against {_mb(fwd_m['kernel_traffic_bytes'])}) and "
+                f"bytes forward ({_mb(fwd_s['kernel_traffic_bytes'])} against {_mb(fwd_m['kernel_traffic_bytes'])}"
+                + (": " + "; ".join(why) if why else "") + ") and "
                 f"{_pct(bwd_s['kernel_traffic_bytes'], bwd_m['kernel_traffic_bytes'])} forward+backward")
         if all(r.get("time") for r in (fwd_m, fwd_s, bwd_m, bwd_s)):
             text += (f"; its median time is {_time_words(fwd_s['time'], fwd_m['time'])} forward and "
@@ -230,9 +247,10 @@ def answer_claims(records: list[dict[str, Any]]) -> list[Claim]:
         elif device == "h100-compile-only":
             text += " (compiled without a GPU: no time)"
         progs = (fwd_m, fwd_s, bwd_m, bwd_s)
-        made.append(Claim(f"answer.{compiler}_{device}", text + ".",
-                          lambda progs=progs: all(_kernels(r) == r["kernels"] and _gemms(r) == r["gemm_kernels"]
-                                                  and abs(_moved(r) - r["kernel_traffic_bytes"]) < 1 for r in progs)))
+        made.append(Claim(f"answer.{compiler}_{device}", text + ".", lambda progs=progs, h=h_bytes: (
+            all(_kernels(r) == r["kernels"] and _gemms(r) == r["gemm_kernels"] and abs(_moved(r) - r["kernel_traffic_bytes"]) < 1
+                for r in progs)
+            and all(k["read"] >= h for k in _gemm_rows(progs[1])))))
     return made
 
 
@@ -266,10 +284,6 @@ def merge_claim(records: list[dict[str, Any]]) -> list[Claim]:
             "count, the layout changes which neighbours each compiler fuses into the projection, which is what moves "
             "the kernel counts and bytes above; the reasons per compiler follow.")
     return [Claim("answer.merging", text, lambda: _merges(records, _gemms) == merges)]
-
-
-def _gemm_rows(record):
-    return [k for k in record["kernel_table"] if k["gemm"]]
 
 
 def why_claims(records: list[dict[str, Any]], runs: list[dict[str, Any]]) -> list[Claim]:
@@ -367,8 +381,9 @@ def why_claims(records: list[dict[str, Any]], runs: list[dict[str, Any]]) -> lis
                                                     if {"reduce", "rsqrt"} & set(k.get("ops", {}))] == n)
         if parts:
             made.append(Claim("why.xla_h100_norm", f"On the H100 at {_shape(find(records, shape=shape))}, "
-                              "XLA keeps the QK norm out of the GEMM: " + "; ".join(parts) + " (Triton normalization "
-                              "fusions are XLA's block-level `triton` kind; the norm's reduction cannot be a GEMM epilogue).",
+                              "XLA keeps the QK norm out of the GEMM: " + "; ".join(parts) + " (XLA's Triton GEMM "
+                              "fusions take elementwise epilogues only; the norm's row reduction runs in a Triton "
+                              "normalization fusion, XLA's block-level `triton` kind).",
                               lambda checks=checks: all(c() for c in checks)))
     # XLA:CPU: YNNPACK fusions.
     cpu_shape = max((r["shape"] for r in records if r["compiler"] == "xla" and r["device"] == "cpu" and r["part"] == "qkv"),
@@ -428,7 +443,8 @@ def why_claims(records: list[dict[str, Any]], runs: list[dict[str, Any]]) -> lis
         made.append(Claim("why.inductor_gpu", "Inductor's H100 code is not in this study: no GPU was lent to the run that "
                           "made it, and its Triton kernels (and their autotuned GEMM templates with epilogue fusion) are "
                           "generated only on a GPU; that column stays empty rather than estimated. On an H100, "
-                          "`python scripts/fusion_report.py --device cuda --shapes small,record_gpu --no-gpu-aot --out runs/fusion-gpu` "
+                          "`python scripts/fusion_report.py --device cuda --shapes small,record_gpu --profile-shapes small,record_gpu "
+                          "--no-gpu-aot --out runs/fusion-gpu` "
                           "compiles and times both compilers there with each kernel's time from the profilers, and "
                           "`python scripts/fusion_report.py --from-results artifacts/fusion runs/fusion-gpu --write-docs` "
                           "adds it to this page.",

@@ -205,18 +205,18 @@ def plot(records: list[dict[str, Any]], path: Path) -> None:
             if not ax.patches:
                 ax.set_yticks([])
                 ax.text(0.5, 0.5, "not timed: compiled without a GPU", transform=ax.transAxes, ha="center", fontsize=8)
-            elif row_index == 0 and not any(c == "inductor" for c, _ in groups):
-                ax.text(0.98, 0.5, "Inductor: not run\n(needs the GPU)", transform=ax.transAxes, ha="right", fontsize=7)
             ax.set_xticks(ticks)
             ax.set_xticklabels(tick_labels, fontsize=6)
             ax.set_ylabel(ylabel, fontsize=8)
             ax.grid(axis="y", alpha=0.3)
             if row_index == 0:
                 row = find(table, shape=shape)
-                ax.set_title(f"QKV path, {shape_text(row)}", fontsize=9)
+                missing = "" if any(c == "inductor" for c, _ in groups) else " (Inductor: needs a GPU, not run)"
+                ax.set_title(f"QKV path, {shape_text(row)}{missing}", fontsize=9)
             handles, names = ax.get_legend_handles_labels()
-            unique = dict(zip(names, handles))
-            ax.legend(unique.values(), unique.keys(), fontsize=6)
+            if handles:
+                unique = dict(zip(names, handles))
+                ax.legend(unique.values(), unique.keys(), fontsize=6)
     fig.suptitle("The QKV path merged vs separate: CPU compiled and timed here; H100 compiled without a GPU (no timing)",
                  fontsize=9)
     fig.tight_layout()

@@ -79,7 +79,7 @@ def environment() -> dict[str, Any]:
 def run_local(device: str, shapes: list[str], compilers: list[str], out: Path, timing: Timing | None,
               parts=PARTS, modes=MODES, profile_shapes: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """Both compilers on this machine ("cpu", or "cuda": jax's GPU and torch's CUDA device),
-    timed; the block programs at `profile_shapes` also profiled per kernel."""
+    timed; the programs at `profile_shapes` also profiled per kernel."""
     records = []
     profile_dir = out / "profiles"
     for compiler in compilers:

@@ -4,8 +4,8 @@
     python scripts/fusion_report.py --write-docs     # the study: small + the record's width (T 2048) on this CPU,
                                                      #   XLA for an H100 (compile only) at T 256 and 65,536 with the
                                                      #   dot-merger ablation -> artifacts/fusion/, docs/FUSION.md
-    python scripts/fusion_report.py --device cuda --shapes small,record_gpu --no-gpu-aot --out runs/fusion-gpu
-                                                     # on a GPU machine: both compilers on its GPU, timed per kernel
+    python scripts/fusion_report.py --device cuda --shapes small,record_gpu --profile-shapes small,record_gpu \
+        --no-gpu-aot --out runs/fusion-gpu           # on a GPU machine: both compilers on its GPU, timed per kernel
     python scripts/fusion_report.py --from-results artifacts/fusion runs/fusion-gpu --write-docs
                                                      # compile nothing: the page from earlier runs' results
 
