@@ -345,23 +345,28 @@ def softmax_backward_rows(out: jax.Array, d_out: jax.Array) -> jax.Array:
     return jnp.einsum("bthd,bthd->bht", d_out.astype(jnp.float32), out.astype(jnp.float32))
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _attention(static: _Static, q, k, v, doc_ids, lists):
-    return _forward(static, q, k, v, doc_ids, lists)[0]
+def kernel_attention_vjp(forward, backward):
+    """attention(static, q, k, v, masking, lists) -> out, differentiable in q, k, v, from a
+    kernel pair: forward(static, q, k, v, masking, lists) -> (out, lse) and backward(static, q,
+    k, v, masking, lists, out, lse, d_out) -> (dq, dk, dv). `static` is hashable; `masking`
+    (what the kernels mask with) and `lists` are integers, so they get no cotangent."""
+
+    @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+    def attention(static, q, k, v, masking, lists):
+        return forward(static, q, k, v, masking, lists)[0]
+
+    def attention_fwd(static, q, k, v, masking, lists):
+        out, lse = forward(static, q, k, v, masking, lists)
+        return out, (q, k, v, masking, lists, out, lse)
+
+    def attention_bwd(static, residuals, d_out):
+        return (*backward(static, *residuals, d_out), None, None)
+
+    attention.defvjp(attention_fwd, attention_bwd)
+    return attention
 
 
-def _attention_fwd(static: _Static, q, k, v, doc_ids, lists):
-    out, lse = _forward(static, q, k, v, doc_ids, lists)
-    return out, (q, k, v, doc_ids, lists, out, lse)
-
-
-def _attention_bwd(static: _Static, residuals, d_out):
-    q, k, v, doc_ids, lists, out, lse = residuals
-    d_q, d_k, d_v = _backward(static, q, k, v, doc_ids, lists, out, lse, d_out)
-    return d_q, d_k, d_v, None, None  # doc ids and lists are integers: no cotangent
-
-
-_attention.defvjp(_attention_fwd, _attention_bwd)
+_attention = kernel_attention_vjp(_forward, _backward)
 
 
 def _check_kernel_limits(q, v, mask_block: int, tiles: Tiles) -> None:

@@ -47,7 +47,7 @@ from jax.experimental.pallas import mosaic_gpu as plgpu
 from jaxgpt import compat
 from jaxgpt.config import BLOCK_SIZE
 from jaxgpt.kernels.block_lists import KernelBlockLists, check_kernel_lists, kernel_block_lists
-from jaxgpt.kernels.flash_attention import default_interpret, softmax_backward_rows
+from jaxgpt.kernels.flash_attention import default_interpret, kernel_attention_vjp, softmax_backward_rows
 from jaxgpt.masks import check_attention_inputs
 
 # Multiples of 64 (128-byte rows of 16-bit values for the 128-byte swizzle); 256 would not fit 2 stages.
@@ -313,36 +313,47 @@ class _Static:
         return _Compiled if self.interpret is None else _Interpreted
 
 
-def _grid_position():
-    return lax.axis_index("batch"), lax.axis_index("heads"), lax.axis_index("blocks"), lax.axis_index("wg")
+def _token_stream(ref, batch, head, step: int, buffers, ready, free) -> _Stream:
+    """`step` tokens of one head of a (B, T, H, D) operand per pipeline step."""
+    return _Stream(lambda start: ref.at[batch, pl.ds(start, step), head], buffers, ready, free)
+
+
+def _row_stream(ref, batch, head, step: int, buffers, ready, free) -> _Stream:
+    """`step` tokens of one head of a (B, H, T) per-query statistic per pipeline step."""
+    return _Stream(lambda start: ref.at[batch, head, pl.ds(start, step)], buffers, ready, free)
+
+
+def _specialise(ops, walk: _Walk, stages: int, streams: list[_Stream], compute: Callable) -> None:
+    """Warp specialisation: the memory warpgroup streams `streams` along `walk`; each compute
+    warpgroup runs compute(warpgroup, first), `first` the first of its 64 rows (tokens)."""
+    warpgroup = lax.axis_index("wg")
+
+    @pl.when(warpgroup == MEMORY_WARPGROUP)
+    def _memory():
+        ops.set_registers(MEMORY_REGISTERS, increase=False)
+        _produce(walk, stages, streams)
+
+    @pl.when(warpgroup < COMPUTE_WARPGROUPS)
+    def _compute():
+        ops.set_registers(COMPUTE_REGISTERS, increase=True)
+        compute(warpgroup, lax.axis_index("blocks") * MASK_BLOCK + warpgroup * WARPGROUP_ROWS)
 
 
 def _forward_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, start_ref, o_ref, lse_ref,
                     q_smem, start_smem, lse_smem, k_smem, v_smem, own_bars, k_ready, v_ready, k_free, v_free,
                     *, static: _Static):
     ops, launch = static.ops, static.tiles.forward
-    batch, head, row, warpgroup = _grid_position()
-    walk = _Walk((pc_ref, pi_ref, fc_ref, fi_ref), batch, row, launch.step)
+    batch, head = lax.axis_index("batch"), lax.axis_index("heads")
+    walk = _Walk((pc_ref, pi_ref, fc_ref, fi_ref), batch, lax.axis_index("blocks"), launch.step)
     c = static.scale * LOG2E  # scores to base-2 exponents
+    shape = (WARPGROUP_ROWS, launch.step)
 
-    @pl.when(warpgroup == MEMORY_WARPGROUP)
-    def _memory():
-        ops.set_registers(MEMORY_REGISTERS, increase=False)
-        _produce(walk, launch.stages, [
-            _Stream(lambda s: k_ref.at[batch, pl.ds(s, launch.step), head], k_smem, k_ready, k_free),
-            _Stream(lambda s: v_ref.at[batch, pl.ds(s, launch.step), head], v_smem, v_ready, v_free),
-        ])
-
-    @pl.when(warpgroup < COMPUTE_WARPGROUPS)
-    def _compute():
-        ops.set_registers(COMPUTE_REGISTERS, increase=True)
-        first = row * MASK_BLOCK + warpgroup * WARPGROUP_ROWS
+    def compute(warpgroup, first):
         rows = pl.ds(first, WARPGROUP_ROWS)
         q_tile, start_tile, lse_tile = q_smem.at[warpgroup], start_smem.at[warpgroup], lse_smem.at[warpgroup]
         _load_own([(q_ref.at[batch, rows, head], q_tile), (start_ref.at[batch, rows], start_tile)],
                   own_bars, 2 * warpgroup)
         doc_start = ops.load_rows(start_tile)
-        shape = (WARPGROUP_ROWS, launch.step)
 
         def step(masked, i, carry):
             acc, m, l = carry
@@ -371,27 +382,21 @@ def _forward_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, start_r
         lse_tile[...] = m + jnp.log(l) * LOG2E
         _store_own([(q_tile, o_ref.at[batch, rows, head]), (lse_tile, lse_ref.at[batch, head, rows])])
 
+    streams = [_token_stream(k_ref, batch, head, launch.step, k_smem, k_ready, k_free),
+               _token_stream(v_ref, batch, head, launch.step, v_smem, v_ready, v_free)]
+    _specialise(ops, walk, launch.stages, streams, compute)
+
 
 def _dq_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, start_ref,
                dq_ref, q_smem, do_smem, lse_smem, delta_smem, start_smem, k_smem, v_smem,
                own_bars, k_ready, v_ready, k_free, v_free, *, static: _Static):
     ops, launch = static.ops, static.tiles.dq
-    batch, head, row, warpgroup = _grid_position()
-    walk = _Walk((pc_ref, pi_ref, fc_ref, fi_ref), batch, row, launch.step)
+    batch, head = lax.axis_index("batch"), lax.axis_index("heads")
+    walk = _Walk((pc_ref, pi_ref, fc_ref, fi_ref), batch, lax.axis_index("blocks"), launch.step)
     c = static.scale * LOG2E
+    shape = (WARPGROUP_ROWS, launch.step)
 
-    @pl.when(warpgroup == MEMORY_WARPGROUP)
-    def _memory():
-        ops.set_registers(MEMORY_REGISTERS, increase=False)
-        _produce(walk, launch.stages, [
-            _Stream(lambda s: k_ref.at[batch, pl.ds(s, launch.step), head], k_smem, k_ready, k_free),
-            _Stream(lambda s: v_ref.at[batch, pl.ds(s, launch.step), head], v_smem, v_ready, v_free),
-        ])
-
-    @pl.when(warpgroup < COMPUTE_WARPGROUPS)
-    def _compute():
-        ops.set_registers(COMPUTE_REGISTERS, increase=True)
-        first = row * MASK_BLOCK + warpgroup * WARPGROUP_ROWS
+    def compute(warpgroup, first):
         rows = pl.ds(first, WARPGROUP_ROWS)
         q_tile, do_tile = q_smem.at[warpgroup], do_smem.at[warpgroup]
         lse_tile, delta_tile, start_tile = lse_smem.at[warpgroup], delta_smem.at[warpgroup], start_smem.at[warpgroup]
@@ -399,7 +404,6 @@ def _dq_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, do_ref, lse_
                    (lse_ref.at[batch, head, rows], lse_tile), (delta_ref.at[batch, head, rows], delta_tile),
                    (start_ref.at[batch, rows], start_tile)], own_bars, 5 * warpgroup)
         lse, delta, doc_start = ops.load_rows(lse_tile), ops.load_rows(delta_tile), ops.load_rows(start_tile)
-        shape = (WARPGROUP_ROWS, launch.step)
 
         def step(masked, i, dq):
             slot = lax.rem(i, launch.stages)
@@ -420,36 +424,28 @@ def _dq_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, do_ref, lse_
         q_tile[...] = (dq * static.scale).astype(dq_ref.dtype)
         _store_own([(q_tile, dq_ref.at[batch, rows, head])])
 
+    streams = [_token_stream(k_ref, batch, head, launch.step, k_smem, k_ready, k_free),
+               _token_stream(v_ref, batch, head, launch.step, v_smem, v_ready, v_free)]
+    _specialise(ops, walk, launch.stages, streams, compute)
+
 
 def _dkdv_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, end_ref,
                  dk_ref, dv_ref, k_smem, v_smem, end_smem, q_smem, do_smem, lse_smem, delta_smem,
                  own_bars, q_ready, do_ready, lse_ready, delta_ready, q_free, do_free, lse_free, delta_free,
                  *, static: _Static):
     ops, launch = static.ops, static.tiles.dkdv
-    batch, head, row, warpgroup = _grid_position()  # row: this CTA's key block
-    walk = _Walk((pc_ref, pi_ref, fc_ref, fi_ref), batch, row, launch.step)
+    batch, head = lax.axis_index("batch"), lax.axis_index("heads")
+    # This CTA's block is a key block; the lists are the q-side ones.
+    walk = _Walk((pc_ref, pi_ref, fc_ref, fi_ref), batch, lax.axis_index("blocks"), launch.step)
     c = static.scale * LOG2E
+    shape = (WARPGROUP_ROWS, launch.step)  # keys by queries: the transposed scores
 
-    @pl.when(warpgroup == MEMORY_WARPGROUP)
-    def _memory():
-        ops.set_registers(MEMORY_REGISTERS, increase=False)
-        _produce(walk, launch.stages, [
-            _Stream(lambda s: q_ref.at[batch, pl.ds(s, launch.step), head], q_smem, q_ready, q_free),
-            _Stream(lambda s: lse_ref.at[batch, head, pl.ds(s, launch.step)], lse_smem, lse_ready, lse_free),
-            _Stream(lambda s: do_ref.at[batch, pl.ds(s, launch.step), head], do_smem, do_ready, do_free),
-            _Stream(lambda s: delta_ref.at[batch, head, pl.ds(s, launch.step)], delta_smem, delta_ready, delta_free),
-        ])
-
-    @pl.when(warpgroup < COMPUTE_WARPGROUPS)
-    def _compute():
-        ops.set_registers(COMPUTE_REGISTERS, increase=True)
-        first = row * MASK_BLOCK + warpgroup * WARPGROUP_ROWS
+    def compute(warpgroup, first):
         rows = pl.ds(first, WARPGROUP_ROWS)
         k_tile, v_tile, end_tile = k_smem.at[warpgroup], v_smem.at[warpgroup], end_smem.at[warpgroup]
         _load_own([(k_ref.at[batch, rows, head], k_tile), (v_ref.at[batch, rows, head], v_tile),
                    (end_ref.at[batch, rows], end_tile)], own_bars, 3 * warpgroup)
         doc_end = ops.load_rows(end_tile)
-        shape = (WARPGROUP_ROWS, launch.step)  # keys by queries: the transposed scores
 
         def step(masked, i, carry):
             dk, dv = carry
@@ -479,6 +475,12 @@ def _dkdv_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, do_ref, ls
         k_tile[...] = (dk * static.scale).astype(dk_ref.dtype)
         v_tile[...] = dv.astype(dv_ref.dtype)
         _store_own([(k_tile, dk_ref.at[batch, rows, head]), (v_tile, dv_ref.at[batch, rows, head])])
+
+    streams = [_token_stream(q_ref, batch, head, launch.step, q_smem, q_ready, q_free),
+               _row_stream(lse_ref, batch, head, launch.step, lse_smem, lse_ready, lse_free),
+               _token_stream(do_ref, batch, head, launch.step, do_smem, do_ready, do_free),
+               _row_stream(delta_ref, batch, head, launch.step, delta_smem, delta_ready, delta_free)]
+    _specialise(ops, walk, launch.stages, streams, compute)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -567,23 +569,7 @@ def document_bounds(doc_ids: jax.Array) -> DocumentBounds:
     return DocumentBounds(start, end)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _attention(static: _Static, q, k, v, bounds, lists):
-    return _forward(static, q, k, v, bounds, lists)[0]
-
-
-def _attention_fwd(static: _Static, q, k, v, bounds, lists):
-    out, lse = _forward(static, q, k, v, bounds, lists)
-    return out, (q, k, v, bounds, lists, out, lse)
-
-
-def _attention_bwd(static: _Static, residuals, d_out):
-    q, k, v, bounds, lists, out, lse = residuals
-    d_q, d_k, d_v = _backward(static, q, k, v, bounds, lists, out, lse, d_out)
-    return d_q, d_k, d_v, None, None  # document bounds and lists are integers: no cotangent
-
-
-_attention.defvjp(_attention_fwd, _attention_bwd)
+_attention = kernel_attention_vjp(_forward, _backward)
 
 
 def _check_kernel_limits(q, v, block_size: int, tiles: MosaicTiles) -> None:
