@@ -21,7 +21,8 @@ import pytest
 
 from jaxgpt import attention, compat, gpu_plan, masks
 from jaxgpt.kernels.block_lists import kernel_block_lists
-from jaxgpt.kernels.mosaic_attention import MosaicKernelTiles, MosaicTiles, document_bounds, mosaic_attention
+from jaxgpt.kernels.mosaic_attention import (MosaicKernelTiles, MosaicTiles, check_hopper, document_bounds,
+                                             mosaic_attention)
 
 T, HEADS, DIM, CAP = 512, 1, 64, 3
 LAYOUTS = {  # EOT positions
@@ -146,6 +147,14 @@ def test_mosaic_bad_input_gets_a_clear_error():
     other = jax.eval_shape(lambda: kernel_block_lists(jnp.zeros((3, 1024), jnp.int32), 1))  # only shapes are read
     with pytest.raises(ValueError, match=r"block list kv.kv_num_blocks has shape \(3, 8\); T=512 needs \(B, N\)"):
         mosaic_attention(q, k, v, ids, 1, lists=other)
+
+
+def test_mosaic_refuses_a_gpu_other_than_hopper_by_name():
+    for hopper in ("9.0", None):  # an H100 or H200; no GPU device (compile-only, interpreted)
+        check_hopper(hopper)
+    for other in ("8.0", "10.0"):  # A100; Blackwell (tcgen05, no wgmma)
+        with pytest.raises(ValueError, match=f"needs a Hopper GPU .* this one has {other}; use --attention pallas"):
+            check_hopper(other)
 
 
 def _record_shaped_fwd_bwd(seq_len, heads, tiles=MosaicTiles(), sharding=None):

@@ -587,6 +587,14 @@ def _check_kernel_limits(q, v, block_size: int, tiles: MosaicTiles) -> None:
     tiles.check()
 
 
+def check_hopper(compute_capability: str | None) -> None:
+    """ValueError unless a GPU of this compute capability runs the kernels: wgmma is Hopper's
+    alone (sm_90a; Blackwell's tensor cores take tcgen05). None (no GPU device) passes."""
+    if compute_capability is not None and not str(compute_capability).startswith("9."):
+        raise ValueError(f"the mosaic attention kernel needs a Hopper GPU (compute capability 9.x, wgmma), "
+                         f"this one has {compute_capability}; use --attention pallas")
+
+
 def mosaic_attention(
     q: jax.Array, k: jax.Array, v: jax.Array, doc_ids: jax.Array, window_blocks: int | jax.Array, *,
     scale: float = 0.12, block_size: int = BLOCK_SIZE, max_window_blocks: int = 14,
@@ -613,5 +621,7 @@ def mosaic_attention(
         interpret = compat.gpu_interpret_params()
     if interpret:
         compat.cache_gpu_interpreter_compiles()
+    elif jax.default_backend() == "gpu":
+        check_hopper(getattr(jax.devices()[0], "compute_capability", None))
     static = _Static(float(scale), tiles, interpret or None)
     return _attention(static, q, k, v, document_bounds(doc_ids.astype(jnp.int32)), lists)
