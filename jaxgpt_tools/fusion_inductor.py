@@ -11,9 +11,10 @@ AOTAutograd splits off, both compiled by Inductor, for fixed random output cotan
 
 Inductor's code comes from `torch._inductor.config.trace` (what TORCH_COMPILE_DEBUG=1 turns
 on): one folder per compiled graph with output_code.py, fx_graph_readable.py and the IR
-before and after fusion. Counts are read from output_code.py's `call` function: generated
-kernels (by kind and by the ops their names say they fused), extern kernels (GEMMs) and aten
-fallbacks, each launch counted.
+before and after fusion. Each launch in output_code.py's `call` function is one row of the
+launch table (launch_table): a generated kernel (named after the aten ops it fused), an extern
+kernel (GEMMs) or an aten fallback, with the bytes it reads and writes; the graph's input sizes
+come from the same file's `get_args`.
 """
 
 from __future__ import annotations
@@ -165,9 +166,9 @@ def launch_table(code: str, input_types: dict[str, tuple[float, float]]) -> list
 
 
 def read_output_code(code: str, input_types: dict[str, tuple[float, float]]) -> dict[str, Any]:
-    """Counts of one Inductor output_code.py, from its launch_table: generated kernel launches by
-    kind, the ops each kernel's name says it fused, extern launches, aten fallbacks, GEMMs, and
-    the bytes every launch reads and writes once."""
+    """Counts of one Inductor output_code.py, from its launch_table (kept as `launches`):
+    generated kernel launches by kind, extern launches, aten fallbacks, GEMMs, and the bytes
+    every launch reads and writes once."""
     launches = launch_table(code, input_types)
     generated = [row for row in launches if row["kind"] not in ("extern", "fallback")]
     return {
@@ -178,7 +179,6 @@ def read_output_code(code: str, input_types: dict[str, tuple[float, float]]) -> 
         "extern_kernels": dict(Counter(row["name"] for row in launches if row["kind"] == "extern")),
         "gemm_kernels": sum(row["gemm"] for row in launches),
         "aten_fallbacks": dict(Counter(row["name"] for row in launches if row["kind"] == "fallback")),
-        "fused_kernel_names": [row["name"] for row in generated],
         "kernel_traffic_bytes": sum(row["read"] + row["written"] for row in launches),
         "launches": launches,
     }
@@ -218,7 +218,6 @@ def _merge_counts(graphs: list[dict[str, Any]]) -> dict[str, Any]:
     for graph in graphs:
         for key in ("kernels", "generated_kernels", "gemm_kernels", "kernel_traffic_bytes"):
             total[key] += graph[key]
-    total["fused_kernel_names"] = [name for graph in graphs for name in graph["fused_kernel_names"]]
     total["kernel_table"] = [{**row, "graph": graph["graph"]} for graph in graphs for row in graph["launches"]]
     return total
 
