@@ -165,3 +165,13 @@ def vary_like(x: jax.Array, like: jax.Array) -> jax.Array:
     shard_map's check then refuses; the values are already per-device."""
     missing = _varying_axes(like) - _varying_axes(x)
     return jax.lax.pcast(x, tuple(sorted(missing)), to="varying") if missing else x
+
+
+def mosaic_gpu_load(ref: Any, layout: Any) -> jax.Array:
+    """`plgpu.load` of a whole SMEM ref into registers of `layout`: jax 0.10 takes the index as a
+    required argument (`()` for the whole ref), jax 0.11 deprecates passing it at all."""
+    from jax.experimental.pallas import mosaic_gpu as plgpu
+
+    if inspect.signature(plgpu.load).parameters["idx"].default is inspect.Parameter.empty:
+        return plgpu.load(ref, (), layout=layout)
+    return plgpu.load(ref, layout=layout)

@@ -136,12 +136,12 @@ class _Compiled:
     @staticmethod
     def load_rows(ref: Any) -> jax.Array:
         """A (M,) SMEM vector as one value per accumulator row."""
-        return plgpu.load(ref, (), layout=plgpu.Layout.WGMMA.reduce(1))
+        return compat.mosaic_gpu_load(ref, plgpu.Layout.WGMMA.reduce(1))
 
     @staticmethod
     def load_columns(ref: Any) -> jax.Array:
         """A (N,) SMEM vector as one value per accumulator column."""
-        return plgpu.load(ref, (), layout=plgpu.Layout.WGMMA.reduce(0))
+        return compat.mosaic_gpu_load(ref, plgpu.Layout.WGMMA.reduce(0))
 
     @staticmethod
     def iota(shape: tuple[int, int], dimension: int) -> jax.Array:
