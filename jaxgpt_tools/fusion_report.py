@@ -11,6 +11,7 @@ OUT/<device>/; `write_docs` curates the QKV programs and the results into artifa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -18,7 +19,7 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from jaxgpt.gpu_plan import CAVEAT
 from jaxgpt_tools.artifacts import REPO_ROOT, repo_relative_paths
@@ -46,6 +47,33 @@ def pin_threads(threads: int) -> list[int]:
         raise SystemExit(f"fusion_report.py: --threads {threads} but this process may use only {len(cores)} cores")
     os.sched_setaffinity(0, cores)
     return cores
+
+
+@contextlib.contextmanager
+def study_threads(threads: int, *, torch_too: bool) -> Iterator[list[int]]:
+    """This process on `threads` cores (`pin_threads`) and, with `torch_too`, torch's intra-op
+    threads set to as many, while the study runs; yields the cores. The caller's cores and torch
+    threads come back afterwards (a test session that runs the study in-process keeps its own)."""
+    previous_cores = os.sched_getaffinity(0)
+    torch_threads = None
+    try:
+        cores = pin_threads(threads)
+        if torch_too:
+            import torch
+
+            torch_threads = torch.get_num_threads()
+            torch.set_num_threads(threads)
+        yield cores
+    finally:
+        os.sched_setaffinity(0, previous_cores)
+        if torch_threads is not None:
+            torch.set_num_threads(torch_threads)
+
+
+def unknown_names(shapes: list[str], compilers: list[str], parts: list[str], modes: list[str]) -> list[str]:
+    """The names among these that the study does not know (empty when all are known)."""
+    known = [(shapes, SHAPES), (compilers, ("xla", "inductor")), (parts, PARTS), (modes, MODES)]
+    return [name for names, allowed in known for name in names if name not in allowed]
 
 
 def git_commit() -> str:

@@ -23,7 +23,7 @@ import os
 import sys
 from pathlib import Path
 
-from jaxgpt_tools.fusion_report import REPO_ROOT, load_results, pin_threads, run_study, write_outputs
+from jaxgpt_tools.fusion_report import REPO_ROOT, load_results, run_study, study_threads, unknown_names, write_outputs
 from jaxgpt_tools.fusion_xla import MODES, PARTS, SHAPES, Timing
 
 # The venv `make gpu-plan` builds (jax with its CUDA plugin), unless the environment names another.
@@ -76,36 +76,22 @@ def main(argv: list[str] | None = None) -> int:
     compilers = [] if args.compilers == "none" else [c.strip() for c in args.compilers.split(",") if c.strip()]
     parts = args.parts.split(",") if args.parts else (["qkv"] if args.quick else list(PARTS))
     modes = args.modes.split(",")
-    unknown = [s for s in shapes + gpu_shapes if s not in SHAPES]
-    if (unknown or any(c not in ("xla", "inductor") for c in compilers)
-            or not set(parts) <= set(PARTS) or not set(modes) <= set(MODES)):
-        raise SystemExit(f"fusion_report.py: unknown shape(s) {unknown}, compilers {args.compilers!r}, "
-                         f"parts {args.parts!r} or modes {args.modes!r}")
+    unknown = unknown_names(shapes + gpu_shapes, compilers, parts, modes)
+    if unknown:
+        raise SystemExit(f"fusion_report.py: unknown shape, compiler, part or mode: {', '.join(unknown)}")
     if args.device == "cpu":
         os.environ["JAX_PLATFORMS"] = "cpu"  # before jax starts: XLA's CPU, even on a GPU machine
     else:  # jax and torch share the GPU: no preallocation of most of its memory by jax
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    previous_cores = os.sched_getaffinity(0)
-    cores = pin_threads(args.threads)
-    torch_threads = None
-    if "inductor" in compilers:
-        import torch
-
-        torch_threads = torch.get_num_threads()
-        torch.set_num_threads(args.threads)
     time_s = args.time_s if args.time_s is not None else (0.5 if args.quick else 3.0)
     profile = () if args.quick or args.profile_shapes == "none" else tuple(args.profile_shapes.split(","))
-    try:
+    with study_threads(args.threads, torch_too="inductor" in compilers) as cores:
         result = run_study(device=args.device, shapes=shapes, compilers=compilers, parts=parts, modes=modes,
                            timing=Timing(target_s=time_s) if time_s > 0 else None, threads=args.threads, cores=cores,
                            gpu=args.gpu_aot if args.gpu_aot is not None else not args.quick, gpu_python=args.gpu_python,
                            gpu_shapes=gpu_shapes, ablation=not args.quick, profile_shapes=profile, out=args.out,
                            write_docs=args.write_docs, docs_dir=args.docs_dir, artifacts_dir=args.artifacts_dir,
                            command=f"python scripts/fusion_report.py {argv_text}")
-    finally:  # the caller's process (a test session) keeps its cores and threads
-        os.sched_setaffinity(0, previous_cores)
-        if torch_threads is not None:
-            torch.set_num_threads(torch_threads)
     print(json.dumps(result))
     return 0
 

@@ -126,3 +126,12 @@ def test_fusion_report_tiny_run(tmp_path, capsys):
     # The page regenerates from the curated results alone.
     assert fusion_report.main(["--from-results", str(artifacts), "--docs-dir", str(tmp_path / "again"),
                                "--artifacts-dir", str(tmp_path / "again-artifacts")]) == 0
+
+
+def test_unknown_names_are_refused_by_name():
+    from jaxgpt_tools.fusion_report import unknown_names
+    from scripts import fusion_report
+
+    assert unknown_names(["small", "huge"], ["xla", "tvm"], ["qkv"], ["fwd"]) == ["huge", "tvm"]
+    with pytest.raises(SystemExit, match="unknown shape, compiler, part or mode: huge"):
+        fusion_report.main(["--shapes", "huge", "--no-gpu-aot"])
