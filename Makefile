@@ -59,7 +59,7 @@ test-compat: $(COMPAT_VENV)/.installed $(SAMPLE)
 $(GPU_STAMP): $(VENV)/.installed
 	test -x $(GPU_VENV)/bin/python || $(PYTHON) -m venv $(GPU_VENV)
 	$(GPU_VENV)/bin/pip install --quiet "jax[cuda13]==$$($(PY) -c 'import jax; print(jax.__version__)')" "$(TORCH_SPEC)"
-	$(GPU_VENV)/bin/pip install --quiet -e ".[gpu-aot]"
+	$(GPU_VENV)/bin/pip install --quiet -e ".[gpu-aot,test]"  # test: the plugin tests run with its pytest
 	touch $@
 
 gpu-plan: $(GPU_STAMP)
