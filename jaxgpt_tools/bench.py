@@ -15,13 +15,11 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Sequence
 
+from jaxgpt_tools.artifacts import REPO_ROOT
 from jaxgpt_tools.machine import describe
 from jaxgpt_tools.timing import time_calls
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 MIB = 1024 * 1024
 SUITES = ("attention", "newton_schulz", "train_step", "torch_ref", "parity_step")

@@ -39,10 +39,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from jaxgpt_tools import plot_runs, upstream_record
-from jaxgpt_tools.artifacts import repo_relative_paths
+from jaxgpt_tools.artifacts import REPO_ROOT, repo_relative_paths
 from jaxgpt_tools.machine import describe
 
-ROOT = Path(__file__).resolve().parents[1]
 STEP_LINE = re.compile(r"^step:(\d+)/(\d+) train_time:(\d+)ms")
 VAL_LINE = re.compile(r"^step:(\d+)/(\d+) val_loss:([0-9.naninf]+)")
 PEAK_LINE = re.compile(r"^peak memory allocated: (\d+) MiB")
@@ -99,7 +98,7 @@ def child_env(jax_platform: str) -> dict[str, str]:
     env.pop("XLA_PYTHON_CLIENT_PREALLOCATE", None)  # the trainers keep JAX's default (this process's is off)
     if jax_platform == "cpu":  # the dry run: torch's worker threads spin against other work on a small CPU
         env.setdefault("OMP_NUM_THREADS", "1")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH", "")]))
     return env
 
 
@@ -109,7 +108,7 @@ def child_env(jax_platform: str) -> dict[str, str]:
 
 def gpu_tests(timeout_s: float) -> dict[str, Any]:
     command = [sys.executable, "-m", "pytest", "tests", "parity_tests", "-m", "gpu", "-q", "-p", "no:cacheprovider"]
-    done = subprocess.run(command, cwd=ROOT, env=child_env("cuda"), capture_output=True, text=True, timeout=timeout_s)
+    done = subprocess.run(command, cwd=REPO_ROOT, env=child_env("cuda"), capture_output=True, text=True, timeout=timeout_s)
     lines = (done.stdout + done.stderr).strip().splitlines()
     summary = next((line for line in reversed(lines) if re.search(r"\d+ (passed|failed|error)", line)),
                    lines[-1] if lines else "")
@@ -197,7 +196,7 @@ def trainer_command(framework: str, sizes: Sizes, data: dict[str, str], steps: i
     return [sys.executable, "-m", "torch_ref.train", *common, "--device", sizes.torch_device]
 
 
-def run_logged(command: list[str], log: Path, timeout_s: float, cwd: Path = ROOT,
+def run_logged(command: list[str], log: Path, timeout_s: float, cwd: Path = REPO_ROOT,
                env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run a command, its stdout and stderr written to `log`; RuntimeError with its last line if it fails."""
     say("  " + " ".join(command[1:]))
@@ -455,7 +454,7 @@ def run_check(*, out: Path | None, quick: bool, dry_run: bool, train_files: str,
     started, start = time.strftime("%Y-%m-%d %H:%M:%S %Z"), time.perf_counter()
     env = guarded("environment", describe)
     device_name = re.sub(r"[^A-Za-z0-9._-]+", "_", env.get("gpu") or "cpu")
-    out = out or ROOT / "runs" / "gpu_check" / device_name
+    out = out or REPO_ROOT / "runs" / "gpu_check" / device_name
     out.mkdir(parents=True, exist_ok=True)
     data = {"train": train_files, "val": val_files}
     report: dict[str, Any] = {"command": command, "started": started, "dry_run": dry_run, "quick": quick,

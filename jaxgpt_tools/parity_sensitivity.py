@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from jaxgpt_tools.artifacts import REPO_ROOT
 from jaxgpt_tools.machine import cpu_flags, torch_threads
 from jaxgpt_tools.parity_checks import torch_ref_norm
 
@@ -33,9 +34,8 @@ def sensitivity_preset(folder: Path, steps: int):
     from jaxgpt import config as cfg
 
     tiny = cfg.get_preset("tiny")
-    root = Path(__file__).resolve().parents[1]
     train = cfg.replace(
-        tiny.train, train_files=str(root / tiny.train.train_files), val_files=str(root / tiny.train.val_files),
+        tiny.train, train_files=str(REPO_ROOT / tiny.train.train_files), val_files=str(REPO_ROOT / tiny.train.val_files),
         steps=steps, val_every=5, val_tokens=4 * 1024, devices=2, out_dir=str(folder / "out"),
     )
     return cfg.Preset(model=cfg.replace(tiny.model, dtype_policy="fp32"), optim=tiny.optim, train=train)

@@ -17,10 +17,11 @@ import argparse  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+from jaxgpt_tools.artifacts import REPO_ROOT  # noqa: E402
 from jaxgpt_tools.parity_checks import CHECKS  # noqa: E402
 from jaxgpt_tools.parity_report import run_report  # noqa: E402
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOCS = REPO_ROOT / "docs"
 
 
 def main(argv: list[str] | None = None) -> int:

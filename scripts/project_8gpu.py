@@ -19,10 +19,10 @@ from dataclasses import fields
 from pathlib import Path
 
 from jaxgpt_tools import hlo_schedule, projection
+from jaxgpt_tools.artifacts import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-SCHEDULES = ROOT / "artifacts" / "gpu" / "h100_plan_schedules.json"
-GPU_CHECKS = [str(ROOT / "artifacts" / "gpu" / "**" / "*gpu_check*.json"), str(ROOT / "runs" / "gpu_check" / "**" / "gpu_check.json")]
+SCHEDULES = REPO_ROOT / "artifacts" / "gpu" / "h100_plan_schedules.json"
+GPU_CHECKS = [str(REPO_ROOT / "artifacts" / "gpu" / "**" / "*gpu_check*.json"), str(REPO_ROOT / "runs" / "gpu_check" / "**" / "gpu_check.json")]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         step_ms, source = projection.newest_measured_step(GPU_CHECKS)
     assumptions = projection.Assumptions(**{f.name: getattr(args, f.name) for f in fields(projection.Assumptions)})
     result = projection.project(schedules["one_device"], schedules["n_devices"], step_ms, assumptions)
-    result["measured_step_source"] = os.path.relpath(source, ROOT) if Path(source).is_file() else source
-    result["schedules"] = os.path.relpath(args.schedules, ROOT)
+    result["measured_step_source"] = os.path.relpath(source, REPO_ROOT) if Path(source).is_file() else source
+    result["schedules"] = os.path.relpath(args.schedules, REPO_ROOT)
     if args.json:
         print(json.dumps(result))
     else:
