@@ -2,6 +2,7 @@
 CPU at tiny sizes), and its log reader."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,11 +27,14 @@ def test_gpu_check_dry_run_writes_the_report(tmp_path, stand_in):
     # the real script when it was fetched).
     record_script = tmp_path / "train_gpt.py"
     record_script.write_text(stand_in)
+    # jaxgpt's train leg and its schedule compile the same step: one compilation cache in tmp_path
+    # serves both (on a GPU machine they share the user's cache, the command line's default).
+    env = {**os.environ, "JAXGPT_COMPILE_CACHE": str(tmp_path / "compile_cache")}
     done = subprocess.run(
         [sys.executable, "scripts/gpu_check.py", "--dry-run", "--out", str(out), "--only", "train,parity,schedule",
          "--record-script", str(record_script), "--scratch", str(tmp_path / "scratch"),
          "--train-files", str(tmp_path / "train_*.bin"), "--val-files", str(tmp_path / "val_*.bin")],
-        cwd=ROOT, capture_output=True, text=True, timeout=1500,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads((out / "gpu_check.json").read_text())
