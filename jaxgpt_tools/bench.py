@@ -141,24 +141,37 @@ def bench_ns_suite(*, scale: int, repeats: int, split_devices: int | None) -> di
 # train step: the tiny preset's compiled step on 1 device; record-size compile memory
 
 
-def _tiny_step_setup(seq_len: int, sequences: int):
-    """The tiny preset's mesh train step (jaxgpt.train helpers) on device 0, random tokens."""
+def one_device_step(preset):
+    """The trainer's compiled steps (jaxgpt.train's helpers) on a mesh of device 0 from the
+    preset's fresh init: (preset as built, CompiledSteps, params and optimizer state on the mesh,
+    the initial params {record name: host array}). The train step donates params and optimizer
+    state: each call takes the previous call's outputs."""
     import jax
     import numpy as np
     from jax.sharding import Mesh
 
-    from jaxgpt import config as cfg
     from jaxgpt import train as train_lib
 
-    preset = cfg.get_preset("tiny")
-    preset = cfg.Preset(model=preset.model, optim=preset.optim,
-                        train=cfg.replace(preset.train, seq_len=seq_len, batch_tokens=seq_len * sequences, devices=1))
     mesh = Mesh(np.array(jax.devices()[:1]), (train_lib.AXIS,))
     preset, graph, host_params = train_lib.build_model(preset, train_lib.RunOptions(), num_devices=1)
     optimizer = train_lib.make_optimizer(preset)
     steps = train_lib.compile_steps(mesh, graph, optimizer)
     params = train_lib.replicate(host_params, steps.replicated)
     opt_state = jax.jit(optimizer.init, out_shardings=steps.replicated)(params)
+    return preset, steps, params, opt_state, host_params
+
+
+def _tiny_step_setup(seq_len: int, sequences: int):
+    """The tiny preset's mesh train step on device 0 (one_device_step), random tokens."""
+    import jax
+    import numpy as np
+
+    from jaxgpt import config as cfg
+
+    preset = cfg.get_preset("tiny")
+    preset = cfg.Preset(model=preset.model, optim=preset.optim,
+                        train=cfg.replace(preset.train, seq_len=seq_len, batch_tokens=seq_len * sequences, devices=1))
+    preset, steps, params, opt_state, _ = one_device_step(preset)
     tokens = np.random.default_rng(0).integers(0, preset.model.vocab_size, (sequences, seq_len + 1), dtype=np.int32)
     inputs = jax.device_put(tokens[:, :-1], steps.batch)
     targets = jax.device_put(tokens[:, 1:], steps.batch)

@@ -88,16 +88,11 @@ def jax_step(preset, batches) -> tuple[Step, dict[str, Any]]:
     The returned step consumes the next batch and blocks until the loss is ready."""
     import jax
     import numpy as np
-    from jax.sharding import Mesh
 
-    from jaxgpt import train as train_lib
+    from jaxgpt_tools.bench import one_device_step
 
-    mesh = Mesh(np.array(jax.devices()[:1]), (train_lib.AXIS,))
-    preset, graph, host_params = train_lib.build_model(preset, train_lib.RunOptions(), num_devices=1)
-    optimizer = train_lib.make_optimizer(preset)
-    steps = train_lib.compile_steps(mesh, graph, optimizer)
-    state = {"params": train_lib.replicate(host_params, steps.replicated)}
-    state["opt"] = jax.jit(optimizer.init, out_shardings=steps.replicated)(state["params"])
+    preset, steps, params, opt_state, host_params = one_device_step(preset)
+    state = {"params": params, "opt": opt_state}
     window = np.int32(preset.model.max_window_blocks)
     feed = iter(batches)
 
