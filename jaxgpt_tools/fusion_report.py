@@ -24,6 +24,7 @@ from typing import Any, Iterator
 from jaxgpt.gpu_plan import CAVEAT
 from jaxgpt_tools.artifacts import REPO_ROOT, repo_relative_paths
 from jaxgpt_tools.fusion_xla import COMPILE_ONLY, MODES, PARTS, SHAPES, Timing
+from jaxgpt_tools.machine import torch_threads
 
 # The ablation: XLA's dot merger merges dots sharing an operand only while one dot's operands and
 # result fit in xla_gpu_dot_merger_threshold_mb (default 32); h alone is 96 MiB at T 65,536.
@@ -55,19 +56,12 @@ def study_threads(threads: int, *, torch_too: bool) -> Iterator[list[int]]:
     threads set to as many, while the study runs; yields the cores. The caller's cores and torch
     threads come back afterwards (a test session that runs the study in-process keeps its own)."""
     previous_cores = os.sched_getaffinity(0)
-    torch_threads = None
     try:
         cores = pin_threads(threads)
-        if torch_too:
-            import torch
-
-            torch_threads = torch.get_num_threads()
-            torch.set_num_threads(threads)
-        yield cores
+        with torch_threads(threads) if torch_too else contextlib.nullcontext():
+            yield cores
     finally:
         os.sched_setaffinity(0, previous_cores)
-        if torch_threads is not None:
-            torch.set_num_threads(torch_threads)
 
 
 def unknown_names(shapes: list[str], compilers: list[str], parts: list[str], modes: list[str]) -> list[str]:
