@@ -16,6 +16,7 @@ scatter, ...) are not kernels.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -147,9 +148,7 @@ def shape_bytes(shape: str) -> int:
     '(bf16[2,8]{1,0}, f32[4]{0})' -> 48; sub-byte arrays round up to whole bytes."""
     total = 0
     for dtype, dims in re.findall(r"(\w+)\[([\d,]*)\]", shape):
-        count = 1
-        for dim in filter(None, dims.split(",")):
-            count *= int(dim)
+        count = math.prod(int(dim) for dim in dims.split(",") if dim)
         total += -(-count * element_bits(dtype) // 8)
     return total
 

@@ -20,6 +20,7 @@ come from the same file's `get_args`.
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections import Counter
 from dataclasses import asdict
@@ -35,10 +36,8 @@ TORCH_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "bool": 1, "int64": 8,
 
 
 def _numel(dims: str) -> int:
-    count = 1
-    for dim in filter(None, (d.strip() for d in dims.split(","))):
-        count *= int(dim)
-    return count
+    """Elements of a tensor whose sizes are written "4, 8" (empty: a scalar, 1)."""
+    return math.prod(int(d) for d in dims.split(",") if d.strip())
 
 
 def _call_body(code: str) -> list[str]:

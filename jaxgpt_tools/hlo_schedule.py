@@ -13,6 +13,7 @@ without a GPU, no autotuning: they rank and place work, they are not timings.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -23,13 +24,6 @@ from jaxgpt.gpu_plan import PEAKS
 def _dims(shape: str) -> list[int]:
     match = re.search(r"\[([\d,]*)\]", shape)
     return [int(d) for d in match.group(1).split(",") if d] if match else []
-
-
-def _product(values: list[int]) -> int:
-    total = 1
-    for value in values:
-        total *= value
-    return total
 
 
 def _collective(inst: hlo.Instruction) -> str | None:
@@ -55,8 +49,8 @@ class CostModel:
             if inst.opcode == "dot" and inst.operands:
                 contracting = re.search(r"lhs_contracting_dims=\{([\d,]*)\}", inst.attrs)
                 lhs = _dims(self.shapes.get(inst.operands[0], ""))
-                k = _product([lhs[int(d)] for d in contracting.group(1).split(",") if d]) if contracting and lhs else 1
-                total += 2.0 * _product(_dims(inst.shape)) * k
+                k = math.prod([lhs[int(d)] for d in contracting.group(1).split(",") if d]) if contracting and lhs else 1
+                total += 2.0 * math.prod(_dims(inst.shape)) * k
             total += sum(self.dot_flops(called) for called in inst.called("calls"))
         return total
 
