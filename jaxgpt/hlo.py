@@ -20,7 +20,7 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -78,6 +78,14 @@ class Instruction:
 class Module:
     computations: dict[str, list[Instruction]] = field(default_factory=dict)
     entry: str = ""
+
+    def instructions(self) -> list[Instruction]:
+        """Every instruction of every computation."""
+        return [inst for insts in self.computations.values() for inst in insts]
+
+    def shapes(self) -> dict[str, str]:
+        """Instruction name -> its result type, over the whole module."""
+        return {inst.name: inst.shape for inst in self.instructions()}
 
 
 def _split_shape(text: str) -> tuple[str, str]:
@@ -177,6 +185,15 @@ def kernel_computations(module: Module) -> dict[str, int]:
             for key in ("body", "condition", "to_apply", "branch_computations", "true_computation", "false_computation"):
                 todo += [(called, inner) for called in inst.called(key)]
     return runs
+
+
+def kernels(module: Module) -> Iterator[tuple[str, Instruction, int]]:
+    """(computation, instruction, runs per call) of every kernel: the instructions that do work
+    in the computations `kernel_computations` finds, in program order."""
+    for name, times in kernel_computations(module).items():
+        for inst in module.computations[name]:
+            if inst.opcode not in FREE_OPCODES and inst.opcode not in CONTROL_OPCODES:
+                yield name, inst, times
 
 
 def _fused_ops(module: Module, fusion: Instruction) -> list[Instruction]:
@@ -302,24 +319,21 @@ def kernel_table(hlo: str) -> list[dict[str, Any]]:
     each, from the source tables); bytes `read` and `written` (kernel_read_write)."""
     module = parse_module(hlo)
     frames = source_functions(hlo)
-    shapes = {inst.name: inst.shape for insts in module.computations.values() for inst in insts}
+    shapes = module.shapes()
     rows = []
-    for name, times in kernel_computations(module).items():
-        for inst in module.computations[name]:
-            if inst.opcode in FREE_OPCODES or inst.opcode in CONTROL_OPCODES:
-                continue
-            inside = _fused_ops(module, inst) if inst.opcode == "fusion" else [inst]
-            ops = Counter(i.opcode for i in inside if i.opcode not in DATA_MOVEMENT)
-            ids = {int(m.group(1)) for i in inside + [inst] if i.opcode not in FREE_OPCODES
-                   for m in [re.search(r"stack_frame_id=(\d+)", i.attrs)] if m}
-            read, written = kernel_read_write(module, inst, shapes)
-            row = {"name": inst.name, "kind": inst.fusion_kind or inst.custom_call_target or inst.opcode, "runs": times,
-                   "ops": dict(sorted(ops.items())), "functions": sorted({frames[i] for i in ids if frames.get(i)}),
-                   "read": read, "written": written, "gemm": _is_gemm(inst) or any(_is_gemm(i) for i in inside)}
-            split = gemm_prologue_epilogue(module, inst) if inst.opcode == "fusion" else None
-            if split is not None:
-                row.update(split)
-            rows.append(row)
+    for _, inst, times in kernels(module):
+        inside = _fused_ops(module, inst) if inst.opcode == "fusion" else [inst]
+        ops = Counter(i.opcode for i in inside if i.opcode not in DATA_MOVEMENT)
+        ids = {int(m.group(1)) for i in inside + [inst] if i.opcode not in FREE_OPCODES
+               for m in [re.search(r"stack_frame_id=(\d+)", i.attrs)] if m}
+        read, written = kernel_read_write(module, inst, shapes)
+        row = {"name": inst.name, "kind": inst.fusion_kind or inst.custom_call_target or inst.opcode, "runs": times,
+               "ops": dict(sorted(ops.items())), "functions": sorted({frames[i] for i in ids if frames.get(i)}),
+               "read": read, "written": written, "gemm": _is_gemm(inst) or any(_is_gemm(i) for i in inside)}
+        split = gemm_prologue_epilogue(module, inst) if inst.opcode == "fusion" else None
+        if split is not None:
+            row.update(split)
+        rows.append(row)
     return rows
 
 
@@ -334,33 +348,30 @@ def hlo_counts(hlo: str) -> dict[str, Any]:
     fusions: Counter[str] = Counter()
     custom_calls: Counter[str] = Counter()
     kernels_by_op: Counter[str] = Counter()
-    gemm_kernels, kernels, traffic = 0, 0, 0.0
+    gemm_kernels, kernel_runs, traffic = 0, 0, 0.0
     gemm_fusions = []
-    shapes = {inst.name: inst.shape for insts in module.computations.values() for inst in insts}
+    shapes = module.shapes()
     static, in_loops = 0, 0
-    for name, times in kernel_computations(module).items():
-        for inst in module.computations[name]:
-            if inst.opcode in FREE_OPCODES or inst.opcode in CONTROL_OPCODES:
-                continue
-            static += 1
-            kernels += times
-            in_loops += times if name != module.entry else 0
-            kernels_by_op[inst.opcode] += times
-            traffic += times * kernel_bytes(module, inst, shapes)
-            if inst.opcode == "fusion":
-                fusions[inst.fusion_kind] += times
-                split = gemm_prologue_epilogue(module, inst)
-                if split is not None:
-                    gemm_kernels += times
-                    gemm_fusions.append({"fusion": inst.name, "kind": inst.fusion_kind, "runs": times, **split})
-            elif _is_gemm(inst):
+    for name, inst, times in kernels(module):
+        static += 1
+        kernel_runs += times
+        in_loops += times if name != module.entry else 0
+        kernels_by_op[inst.opcode] += times
+        traffic += times * kernel_bytes(module, inst, shapes)
+        if inst.opcode == "fusion":
+            fusions[inst.fusion_kind] += times
+            split = gemm_prologue_epilogue(module, inst)
+            if split is not None:
                 gemm_kernels += times
-            if inst.custom_call_target:
-                custom_calls[inst.custom_call_target] += times
-    all_insts = [inst for insts in module.computations.values() for inst in insts]
+                gemm_fusions.append({"fusion": inst.name, "kind": inst.fusion_kind, "runs": times, **split})
+        elif _is_gemm(inst):
+            gemm_kernels += times
+        if inst.custom_call_target:
+            custom_calls[inst.custom_call_target] += times
+    all_insts = module.instructions()
     dots = [inst for inst in all_insts if inst.opcode in ("dot", "scaled-dot")]
     return {
-        "kernels": kernels,
+        "kernels": kernel_runs,
         "static_kernels": static,
         "loop_kernels": in_loops,
         "fusions": dict(fusions),
@@ -390,8 +401,7 @@ def plan_counts(hlo: str) -> dict[str, Any]:
     by target, while loops. An FP8 GEMM here is one whose operands reach the kernel as FP8;
     inside a Triton GEMM fusion XLA may still convert them before the dot."""
     module = parse_module(hlo)
-    instructions = [inst for insts in module.computations.values() for inst in insts]
-    shapes = {inst.name: inst.shape for inst in instructions}
+    instructions, shapes = module.instructions(), module.shapes()
     fusions: Counter[str] = Counter()
     collectives: Counter[str] = Counter()
     collective_bytes: Counter[str] = Counter()

@@ -40,7 +40,7 @@ class CostModel:
         self.module = hlo.parse_module(hlo_text)
         if not self.module.entry:
             raise ValueError("no ENTRY computation in the HLO text")
-        self.shapes = {i.name: i.shape for insts in self.module.computations.values() for i in insts}
+        self.shapes = self.module.shapes()
 
     def dot_flops(self, computation: str) -> float:
         """FLOPs of the dots in a computation and the fusions it calls (2 x output x contraction)."""
