@@ -159,6 +159,12 @@ def clamp_counts(lists: BlockLists) -> BlockLists:
     )
 
 
+def window_block_lists(doc_ids: jax.Array, window_blocks: WindowBlocks, block_size: int = BLOCK_SIZE) -> BlockLists:
+    """The lists attention reads at a window: `block_lists` of (T,) document ids cut by
+    `truncate_to_window`, counts clamped at 0 (`clamp_counts`)."""
+    return clamp_counts(truncate_to_window(block_lists(doc_ids, block_size), window_blocks))
+
+
 def _selected_blocks(counts: jax.Array, indices: jax.Array) -> jax.Array:
     """(N, N) bool: key block j is among the first counts[i] entries of row i of indices."""
     n = indices.shape[0]
@@ -228,8 +234,7 @@ def dense_mask(
     tokens = jnp.asarray(tokens)
     _check_sequence(tokens, "tokens", block_size)
     doc_ids = document_ids(tokens, eot_id)
-    lists = clamp_counts(truncate_to_window(block_lists(doc_ids, block_size), window_blocks))
-    partial_blocks, full_blocks = listed_blocks(lists)
+    partial_blocks, full_blocks = listed_blocks(window_block_lists(doc_ids, window_blocks, block_size))
 
     def to_tokens(block_matrix: jax.Array) -> jax.Array:
         return jnp.repeat(jnp.repeat(block_matrix, block_size, axis=0), block_size, axis=1)

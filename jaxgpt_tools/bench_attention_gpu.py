@@ -44,7 +44,7 @@ def listed_blocks(tokens: np.ndarray, window: int) -> int:
 
     from jaxgpt import masks
 
-    lists = masks.clamp_counts(masks.truncate_to_window(masks.block_lists(masks.document_ids(jnp.asarray(tokens))), window))
+    lists = masks.window_block_lists(masks.document_ids(jnp.asarray(tokens)), window)
     return int(np.asarray(lists.kv_num_blocks).sum() + np.asarray(lists.full_kv_num_blocks).sum())
 
 

@@ -1,9 +1,9 @@
 """A picture of the record's block mask for real tokens (`scripts/plot_masks.py`).
 
-For one sequence of tokens, the block lists the model builds (`jaxgpt.masks.block_lists`,
-truncated to a window and clamped as the model does) are expanded into a query-block by
-key-block grid: full blocks (attended whole), partial blocks (the document-causal mask
-applies inside), and blocks never visited. One panel per window, the long and the short
+For one sequence of tokens, the block lists the model builds at a window
+(`jaxgpt.masks.window_block_lists`: truncated to the window and clamped as the model does) are
+expanded into a query-block by key-block grid: full blocks (attended whole), partial blocks (the
+document-causal mask applies inside), and blocks never visited. One panel per window, the long and the short
 (W_long // 2); each document's blocks are outlined on the diagonal, and the window's edge (W
 blocks back from the query block) is drawn dashed.
 """
@@ -39,7 +39,7 @@ def block_grid(tokens: np.ndarray, window_blocks: int, *, block_size: int = BLOC
     """(N, N) int8 grid of `tokens` (T,) under the window: FULL / PARTIAL where the truncated
     lists name the key block, NOT_VISITED elsewhere."""
     doc_ids = masks.document_ids(jnp.asarray(tokens.astype(np.int32)), eot_id)
-    lists = masks.clamp_counts(masks.truncate_to_window(masks.block_lists(doc_ids, block_size), window_blocks))
+    lists = masks.window_block_lists(doc_ids, window_blocks, block_size)
     partial, full = (np.asarray(matrix) for matrix in masks.listed_blocks(lists))
     return np.where(full, FULL, np.where(partial, PARTIAL, NOT_VISITED)).astype(np.int8)
 

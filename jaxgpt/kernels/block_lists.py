@@ -57,7 +57,7 @@ def kernel_block_lists(
     width = list_width(max_window_blocks)
 
     def one_sequence(ids: jax.Array) -> KernelBlockLists:
-        kv = masks.clamp_counts(masks.truncate_to_window(masks.block_lists(ids, block_size), window))
+        kv = masks.window_block_lists(ids, window, block_size)
         return KernelBlockLists(kv=_cut(kv, width), q=_cut(masks.transpose_block_lists(kv), width))
 
     return jax.vmap(one_sequence)(doc_ids.astype(jnp.int32))
