@@ -22,13 +22,15 @@ from typing import Any
 import jax
 import orbax.checkpoint as ocp
 
-from jaxgpt import convert
+from jaxgpt import compat, convert
 from jaxgpt.config import Preset, TrainConfig, replace
 from jaxgpt.data import DataPosition
 
-# Fields that only say where and how often to write output; changing them cannot change the
-# trajectory of a resumed run, so they may differ between the saved run and the resumed one.
-RESUME_IGNORED_FIELDS = frozenset({"train.out_dir", "train.checkpoint_every", "train.keep_checkpoints"})
+# Fields that may differ between the saved run and the resumed one: where and how often output
+# is written, and how many devices share the global batch (the batches, the optimizer state and
+# the schedules do not depend on it; only the order of the fp32 sums across devices does, so a
+# run saved on 1 device continues on 2 within the parity suite's reordering noise, and back).
+RESUME_IGNORED_FIELDS = frozenset({"train.out_dir", "train.checkpoint_every", "train.keep_checkpoints", "train.devices"})
 
 
 def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -83,12 +85,43 @@ def leftover_tmp_dirs(directory: Path) -> list[Path]:
     return sorted(path for path in directory.iterdir() if path.is_dir() and TMP_MARKER in path.name)
 
 
+class CheckpointSaveError(Exception):
+    """A save that failed (no space, permission lost, any error of orbax's writer). The run
+    stops on it: the previous complete checkpoint is untouched and the failed save's files stay
+    in a `*-tmp` folder that is never restored."""
+
+    def __init__(self, step: int | None, directory: Path, cause: BaseException) -> None:
+        first_line = (str(cause).strip().splitlines() or [""])[0][:300]
+        at_step = f"of step {step} " if step is not None else ""
+        super().__init__(f"saving the checkpoint {at_step}into {directory} failed ({type(cause).__name__}: {first_line}). "
+                         f"{where_to_resume(directory)}")
+
+
+def completed_steps(directory: Path) -> list[int]:
+    """Steps whose save finished in `directory`, read from disk (orbax's own list is not kept
+    up to date after a failed save)."""
+    return sorted(ocp.utils.checkpoint_steps(directory)) if directory.is_dir() else []
+
+
+def where_to_resume(directory: Path | None) -> str:
+    """One sentence naming the newest complete checkpoint in `directory` (None: the run saves
+    none), as the errors that stop a run end."""
+    if directory is None:
+        return "This run writes no checkpoint."
+    steps = completed_steps(directory)
+    if not steps:
+        return f"No checkpoint was completed in {directory}."
+    return f"The newest complete checkpoint is step {steps[-1]} in {directory} (continue with --resume {directory})."
+
+
 class Checkpointer:
     """Saves and restores training state in one directory, keeping the newest `max_to_keep`.
 
     Saving is asynchronous where orbax supports it: `save` returns once the arrays are copied
     off the devices and the files are written in a background thread; `wait` blocks until the
-    last save is on disk (call it before reading the directory or exiting).
+    last save is on disk (call it before reading the directory or exiting). A save that fails
+    raises CheckpointSaveError naming its step: from `save` itself, or, when the background
+    write fails, from the first `poll`, `save`, `wait` or `close` after it.
     """
 
     def __init__(self, directory: str | Path, *, max_to_keep: int = 3, async_save: bool = True) -> None:
@@ -100,6 +133,7 @@ class Checkpointer:
         )
         self._manager = ocp.CheckpointManager(self.directory, options=options)
         self._closed = False
+        self._pending: int | None = None  # the step whose asynchronous save may still be running
 
     def latest_step(self) -> int | None:
         return self._manager.latest_step()
@@ -110,13 +144,24 @@ class Checkpointer:
     def save(self, step: int, state: Any, *, data_position: dict[str, Any], config: dict[str, Any]) -> None:
         """Save `state` (a pytree of jax arrays) after `step` updates, with the loader position
         and config as JSON. A step that is already saved is left as it is."""
+        self.wait()  # orbax would wait for the previous save too; this names its step if it failed
         if step in self._manager.all_steps():
             return
         meta = {"step": int(step), "data_position": data_position, "config": config}
-        self._manager.save(
-            step,
-            args=ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)),
-        )
+        try:
+            self._manager.save(
+                step,
+                args=ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)),
+            )
+        except Exception as error:  # noqa: BLE001 - OSError, tensorstore's and orbax's errors alike
+            raise CheckpointSaveError(step, self.directory, error) from error
+        self._pending = step
+
+    def poll(self) -> None:
+        """Raise CheckpointSaveError when the save in flight has ended in a failure; a host-side
+        check without waiting (the loop calls it every step)."""
+        if self._pending is not None and compat.save_has_ended(self._manager):
+            self.wait()
 
     def read_meta(self, step: int | None = None) -> dict[str, Any]:
         """The JSON item of `step` (default: the newest step)."""
@@ -158,15 +203,23 @@ class Checkpointer:
             raise CorruptCheckpointError(self.directory / str(step), error) from error
 
     def wait(self) -> None:
-        self._manager.wait_until_finished()
+        """Block until the save in flight is on disk; CheckpointSaveError when it failed."""
+        pending, self._pending = self._pending, None
+        try:
+            self._manager.wait_until_finished()
+        except Exception as error:  # noqa: BLE001 - whatever the background writer raised
+            raise CheckpointSaveError(pending, self.directory, error) from error
 
     def close(self) -> None:
-        """Wait for the save in flight, then release orbax's threads. Safe to call twice."""
+        """Wait for the save in flight, then release orbax's threads. Safe to call twice;
+        CheckpointSaveError when the save in flight failed (the threads are released anyway)."""
         if self._closed:
             return
         self._closed = True
-        self._manager.wait_until_finished()
-        self._manager.close()
+        try:
+            self.wait()
+        finally:
+            self._manager.close()
 
     def _require_step(self, step: int | None) -> int:
         if step is None:

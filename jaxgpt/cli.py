@@ -36,6 +36,7 @@ class RunOptions:
     head_dim: int | None = None  # --init-from: heads = model_dim / head_dim (None: the preset's)
     debug: bool = False  # show tracebacks instead of one-line errors
     sync: bool = False  # wait for every step before dispatching the next (debugging; the record's loop shape)
+    allow_nonfinite_loss: bool = False  # train on through a NaN / inf loss instead of stopping with exit 1
     profile: tuple[int, int] | None = None  # trace steps START..STOP (train-line numbers) with jax.profiler
     compile_cache: str | None = None  # JAX's persistent compilation cache folder (None: none)
     tensorboard: str | None = None  # also write the metrics as TensorBoard events into <tensorboard>/<run_id>
@@ -163,6 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="on an error, show the full traceback instead of one line")
     parser.add_argument("--sync", action="store_true", help="wait for each step and log it before dispatching the next "
                         "(debugging; same losses and log lines, the device idles between steps)")
+    parser.add_argument("--allow-nonfinite-loss", action="store_true",
+                        help="train on through a NaN or infinite loss (by default the run stops within two steps "
+                        "of one, exit 1, and saves nothing after it)")
     parser.add_argument("--profile", metavar="START:STOP", type=parse_profile_window,
                         help="trace the steps whose train lines read step:START .. step:STOP with jax.profiler "
                         "into OUT_DIR/profile/RUN_ID (TensorBoard/XProf, Perfetto; scripts/trace_kernels.py ranks its kernels)")
@@ -204,8 +208,8 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[cfg.Preset, RunOption
         init_from=args.init_from, resume=args.resume, export_torch=args.export_torch, run_id=args.run_id,
         progress=not args.no_progress, save_checkpoint=args.save_checkpoint, coordinator=args.coordinator,
         num_processes=args.num_processes, process_id=args.process_id, head_dim=args.head_dim,
-        debug=args.debug, sync=args.sync, profile=args.profile, compile_cache=compile_cache.resolve(args.compile_cache),
-        tensorboard=args.tensorboard,
+        debug=args.debug, sync=args.sync, allow_nonfinite_loss=args.allow_nonfinite_loss, profile=args.profile,
+        compile_cache=compile_cache.resolve(args.compile_cache), tensorboard=args.tensorboard,
         overridden=tuple(sorted(overridden)),
     )
     return preset, options

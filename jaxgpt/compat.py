@@ -175,3 +175,24 @@ def mosaic_gpu_load(ref: Any, layout: Any) -> jax.Array:
     if inspect.signature(plgpu.load).parameters["idx"].default is inspect.Parameter.empty:
         return plgpu.load(ref, (), layout=layout)
     return plgpu.load(ref, layout=layout)
+
+
+def distributed_client() -> Any:
+    """The jax.distributed client of this process (its key-value store reaches every process
+    through the coordinator), None before `jax.distributed.initialize`. jax 0.10 and 0.11 keep
+    it private."""
+    from jax._src import distributed
+
+    return distributed.global_state.client
+
+
+def save_has_ended(manager: Any) -> bool:
+    """Whether an orbax CheckpointManager's last asynchronous save has ended (written or failed),
+    found without waiting or asking the other processes: its finalize thread is gone. orbax's
+    public `is_saving_in_progress` synchronises the processes; the thread is private in orbax
+    0.11 and 0.12. False when this orbax keeps it elsewhere (the failure then surfaces at the
+    next save or at the end instead)."""
+    thread = getattr(manager, "_finalize_thread", None)
+    if thread is None or not hasattr(thread, "map"):
+        return False
+    return bool(thread.map(lambda t: t is None or not t.is_alive()))

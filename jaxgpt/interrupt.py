@@ -1,9 +1,16 @@
 """Interruptions of a training run: SIGINT / SIGTERM stop it between steps, never inside a save.
 
-`StopRequest` turns the two signals into a flag the loop reads between steps; the loop then
-saves the state it has (when checkpointing is on) and raises `Interrupted`, which
-`jaxgpt.train.main` turns into exit code 128 + the signal (130 for SIGINT, 143 for SIGTERM),
-as torch_ref.train does. docs/RELIABILITY.md describes what is left on disk.
+`StopRequest` turns the two signals into a flag; every process of the run must stop at the same
+step (a process that stops alone leaves the others waiting in the next collective), and a
+scheduler that preempts a job signals its processes at slightly different moments. So the flag
+travels with the training step: each process feeds its own flag (0 or the signal number) to
+the step, which takes the maximum over all devices beside its gradient all-reduce, and the loop
+reads the result together with the step's loss, one step late as it reads the loss. `agree`
+records the first signal so read; every process has then read the same steps' results, so they
+all stop at the top of the same step, save the state they have (when checkpointing is on) and
+raise `Interrupted`, which `jaxgpt.train.main` turns into exit code 128 + the signal (130 for
+SIGINT, 143 for SIGTERM), as torch_ref.train does. No host synchronisation is added: a signal
+stops the run one to two steps after it arrives. docs/RELIABILITY.md describes what is left on disk.
 """
 
 from __future__ import annotations
@@ -17,6 +24,10 @@ from typing import Any
 # Test hook (tests/test_failures.py): deliver SIGINT to this process right after the save of the
 # given step was started, so the signal arrives while the asynchronous write is in flight.
 TEST_INTERRUPT_AFTER_SAVE = "JAXGPT_TEST_INTERRUPT_AFTER_SAVE"
+# Test hook (tests/test_train_multihost.py): "STEP:SIGNAL" (e.g. "2:SIGTERM", "3:SIGKILL")
+# delivers SIGNAL to this process at the top of STEP, so that the processes of one run receive a
+# signal at different steps, or one of them dies at a known step.
+TEST_SIGNAL_AT_STEP = "JAXGPT_TEST_SIGNAL_AT_STEP"
 
 
 class Interrupted(Exception):
@@ -37,15 +48,19 @@ def interrupted(signum: int, step: int, saved_in: str | None) -> Interrupted:
 
 class StopRequest:
     """While active (a `with` block on the main thread), SIGINT and SIGTERM only record that a
-    stop was asked for; the loop checks `signum` between steps, saves and exits cleanly. A
+    stop was asked for (`signum`); the loop feeds `flag()` to each step, records the step's
+    agreed flag with `agree`, and stops on `agreed` between steps, saves and exits cleanly. A
     second SIGINT falls back to Python's KeyboardInterrupt (the save in flight is still waited for)."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self) -> None:
-        self.signum: int | None = None
+        self.signum: int | None = None  # the signal this process received
+        self.agreed: int | None = None  # the signal every process stops on, once a step carried it
         self._previous: dict[int, Any] = {}
         self._interrupt_after_save = int(os.environ.get(TEST_INTERRUPT_AFTER_SAVE, -1))
+        at_step, _, name = os.environ.get(TEST_SIGNAL_AT_STEP, "-1:SIGTERM").partition(":")
+        self._signal_at_step = (int(at_step), signal.Signals[name])
 
     def _handle(self, signum: int, frame: Any) -> None:
         self.signum = signum
@@ -53,10 +68,24 @@ class StopRequest:
         print(f"\n{signal.Signals(signum).name}: stopping after this step (Ctrl-C again to abandon it)",
               file=sys.stderr, flush=True)
 
+    def flag(self) -> int:
+        """This process's contribution to the next step's agreement: 0, or the signal number."""
+        return self.signum or 0
+
+    def agree(self, flag: int) -> None:
+        """Record a step's agreed flag (the maximum over every process's `flag`)."""
+        if flag and self.agreed is None:
+            self.agreed = flag
+
     def saved(self, step: int) -> None:
         """Called once the save of `step` has started: the test hook's moment to send SIGINT."""
         if step == self._interrupt_after_save:
             os.kill(os.getpid(), signal.SIGINT)
+
+    def starting(self, step: int) -> None:
+        """Called at the top of every step: the other test hook's moment to send its signal."""
+        if step == self._signal_at_step[0]:
+            os.kill(os.getpid(), self._signal_at_step[1])
 
     def __enter__(self) -> StopRequest:
         if threading.current_thread() is threading.main_thread():

@@ -19,7 +19,7 @@ from typing import Any
 
 import jax
 
-from jaxgpt import checkpoint, compile_cache, convert, data
+from jaxgpt import checkpoint, compile_cache, convert, data, peers
 from jaxgpt import config as cfg
 from jaxgpt.cli import RunOptions
 from jaxgpt.data import DataPosition
@@ -164,7 +164,7 @@ def maybe_initialize_distributed(options: RunOptions) -> None:
     kwargs = distributed_arguments(options)
     if kwargs is None:
         return
-    jax.distributed.initialize(**kwargs)
+    jax.distributed.initialize(**kwargs, heartbeat_timeout_seconds=peers.HEARTBEAT_TIMEOUT_S)
     launcher = cluster_launcher()
     if launcher is not None and jax.process_index() == 0:
         print(f"note: joined {jax.process_count()} processes from the {'SLURM' if launcher == 'slurm' else 'Open MPI'} "

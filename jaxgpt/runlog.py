@@ -58,6 +58,19 @@ def train_line(step: int, total: int, train_time_ms: float, loss: float, clock_r
     return f"step:{step + 1}/{total} train_time:{train_time_ms:.0f}ms step_avg:{avg:.2f}ms train_loss:{loss:.4f}"
 
 
+class NonFiniteError(ValueError):
+    """A NaN or infinite loss (or state): the run stops before saving anything after it."""
+
+
+def nonfinite_loss(kind: str, step: int, total: int, loss: float, checkpoints: str) -> NonFiniteError:
+    """The error of a NaN or infinite `kind` ("train" or "val") loss, naming the step as its log
+    line shows it and the value; `checkpoints` says where the newest complete checkpoint is
+    (checkpoint.where_to_resume)."""
+    return NonFiniteError(f"{kind} loss is {loss} at step {step}/{total}; the run stopped without saving any later "
+                          f"state. {checkpoints} Lower the learning rates or resume from an earlier checkpoint "
+                          "(--allow-nonfinite-loss trains on regardless)")
+
+
 class TrainClock:
     """Wall time of training only, in ms: paused around validation and saves, reset once."""
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
@@ -31,7 +34,7 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxgpt import checkpoint, convert, data, interrupt, optim, preflight, profiling, runlog
+from jaxgpt import checkpoint, convert, data, interrupt, optim, peers, preflight, profiling, runlog
 from jaxgpt import config as cfg
 from jaxgpt import model as model_lib
 from jaxgpt.cli import RunOptions, parse_args
@@ -74,9 +77,13 @@ def build_model(preset: cfg.Preset, options: RunOptions, *, num_devices: int = 1
 class CompiledSteps:
     """The jitted steps over the mesh. train: (params, opt_state, inputs, targets, window) ->
     (params, opt_state, loss); evaluate: (params, inputs, targets, window) -> loss. inputs and
-    targets are (S, T) int32 sharded over sequences; window is an int32 scalar (W_long)."""
+    targets are (S, T) int32 sharded over sequences; window is an int32 scalar (W_long).
+    train_with_stop, the trainer's step: train with one more input, stop_flags (D,) int32 sharded
+    over "data" (each process's signal flag, interrupt.StopRequest.flag), and one more output,
+    their maximum over every device (an int32 scalar, one extra all-reduce of 4 bytes)."""
 
     train: Any
+    train_with_stop: Any
     evaluate: Any
     replicated: NamedSharding  # params, optimizer state and scalars
     batch: NamedSharding  # (S, T) batches: sequences split over "data"
@@ -98,6 +105,10 @@ def compile_steps(mesh: Mesh, graph: model_lib.ModelGraph, optimizer: optax.Grad
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss
 
+    def local_train_step_with_stop(params, opt_state, inputs, targets, window, stop_flags):
+        params, opt_state, loss = local_train_step(params, opt_state, inputs, targets, window)
+        return params, opt_state, loss, lax.pmax(stop_flags[0], AXIS)
+
     def local_eval_step(params, inputs, targets, window):
         return lax.pmean(local_loss(params, inputs, targets, window, train=False), AXIS)
 
@@ -106,11 +117,16 @@ def compile_steps(mesh: Mesh, graph: model_lib.ModelGraph, optimizer: optax.Grad
         local_train_step, mesh=mesh, in_specs=(rep, rep, batch_spec, batch_spec, rep), out_specs=(rep, rep, rep),
         check_vma=check_vma,
     )
+    train_step_with_stop = jax.shard_map(
+        local_train_step_with_stop, mesh=mesh, in_specs=(rep, rep, batch_spec, batch_spec, rep, batch_spec),
+        out_specs=(rep, rep, rep, rep), check_vma=check_vma,
+    )
     eval_step = jax.shard_map(local_eval_step, mesh=mesh, in_specs=(rep, batch_spec, batch_spec, rep), out_specs=rep,
                               check_vma=check_vma)
     return CompiledSteps(
         # The old params and optimizer state are dead after the step: donate their buffers.
         train=jax.jit(train_step, donate_argnums=(0, 1)),
+        train_with_stop=jax.jit(train_step_with_stop, donate_argnums=(0, 1)),
         evaluate=jax.jit(eval_step),
         replicated=NamedSharding(mesh, rep),
         batch=NamedSharding(mesh, batch_spec),
@@ -137,6 +153,22 @@ def replicate(tree: Any, sharding: NamedSharding) -> Any:
         return jax.make_array_from_callback(value.shape, sharding, lambda index: value[index])
 
     return jax.tree.map(place, tree)
+
+
+def stop_flags(flag: int, sharding: NamedSharding) -> jax.Array:
+    """(D,) int32 sharded over "data": `flag` on each of this process's devices (the train
+    step's input that carries every process's signal flag into its all-reduce)."""
+    local = np.full(len(sharding.addressable_devices), flag, np.int32)
+    return jax.make_array_from_process_local_data(sharding, local, (sharding.mesh.size,))
+
+
+@jax.jit
+def all_finite(tree: Any) -> jax.Array:
+    """True when no floating-point leaf of `tree` holds a NaN or an infinity (one bool, read
+    once per save: a finite loss does not prove finite gradients, and a NaN state must never
+    become the newest checkpoint)."""
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(tree)
+                              if jnp.issubdtype(leaf.dtype, jnp.inexact)]))
 
 
 def evaluate(preset: cfg.Preset, compiled: CompiledSteps, params: Any, window: Any) -> float:
@@ -202,38 +234,63 @@ def train(preset: cfg.Preset, options: RunOptions = RunOptions()) -> RunResult:
     val_losses, train_losses, clock = {}, {}, runlog.TrainClock()
     trace = profiling.StepTrace(options.profile, profiling.trace_folder(
         train_cfg.out_dir, start.run_id, jax.process_index(), jax.process_count()))
-    in_flight: list[tuple[int, jax.Array, int]] = []  # (step, loss, window) dispatched, not yet logged
+    # (step, loss, agreed stop flag, window) of steps dispatched, not yet logged
+    in_flight: list[tuple[int, jax.Array, jax.Array, int]] = []
+    directory = None if checkpointer is None else checkpointer.directory
+
+    def where_to_resume() -> str:  # the newest checkpoint, once the save in flight has ended
+        if checkpointer is not None:
+            with contextlib.suppress(checkpoint.CheckpointSaveError):
+                checkpointer.wait()
+        return checkpoint.where_to_resume(directory)
 
     def log_in_flight() -> None:  # float() waits for the step: the record's synchronize before its clock
-        for step, loss, window in in_flight:
-            train_losses[step] = float(loss)
+        while in_flight:
+            step, loss, agreed, window = in_flight.pop(0)
+            with watch.waiting():  # a lost process ends this one here rather than hang it
+                train_losses[step], agreed = float(loss), int(agreed)
             log.train(step, train_losses[step], clock.elapsed_ms(), window)
-        in_flight.clear()
+            stop.agree(agreed)
+            if not (options.allow_nonfinite_loss or math.isfinite(train_losses[step])):
+                raise runlog.nonfinite_loss("train", step + 1, total_steps, train_losses[step], where_to_resume())
 
     def save(step: int) -> None:  # params and opt_state hold `step` updates; the loader is at `step`'s batch
-        checkpointer.save(step, {"params": params, "opt_state": opt_state}, data_position=loader.position.to_dict(),
-                          config=cfg.config_to_json(preset))
+        state = {"params": params, "opt_state": opt_state}
+        if not (options.allow_nonfinite_loss or bool(all_finite(state))):
+            raise runlog.NonFiniteError(f"the state after step {step} holds NaN or infinite values although every loss "
+                                        f"before it was finite; the run stopped without saving it. {where_to_resume()}")
+        checkpointer.save(step, state, data_position=loader.position.to_dict(), config=cfg.config_to_json(preset))
 
+    watch = peers.PeerWatch(directory)
     try:
-        with loader, interrupt.StopRequest() as stop:
+        with loader, interrupt.StopRequest() as stop, watch:
+            flags = {}  # signal flag -> its device array (the same two arrays every step)
             for step in range(start.step, total_steps + 1):
+                stop.starting(step)
                 val_due = train_cfg.val_tokens and (step == total_steps or step % train_cfg.val_every == 0)
                 save_due = checkpointer is not None and checkpoint.is_due(step, start.step, train_cfg, options.save_checkpoint)
-                if val_due or save_due or stop.signum is not None or step in (log.clock_reset_step, total_steps):
+                # Every process takes the same branches here (a local signal changes nothing until
+                # a step has carried it to all), so they stop and save at the same step.
+                if val_due or save_due or step in (log.clock_reset_step, total_steps):
                     log_in_flight()  # each reads the clock or the state, so the step in flight finishes first
-                if stop.signum is not None:  # params hold `step` updates: save them, then stop
+                if checkpointer is not None:
+                    checkpointer.poll()  # a failed asynchronous save stops the run at once
+                if stop.agreed is not None:  # params hold `step` updates: save them, then stop
                     if checkpointer is not None and step != start.step:
                         save(step)
                         checkpointer.close()
                     on_disk = checkpointer is not None and step in checkpointer.all_steps()
-                    raise interrupt.interrupted(stop.signum, step, runlog.shown_path(checkpointer.directory) if on_disk else None)
+                    raise interrupt.interrupted(stop.agreed, step, runlog.shown_path(directory) if on_disk else None)
                 if step == log.clock_reset_step:
                     clock.reset()
                 window = np.int32(optim.window_blocks(step, max(total_steps, 1), train_cfg.window_max_tokens)[0])
                 if val_due:
                     elapsed = clock.pause()
-                    val_losses[step] = evaluate(preset, compiled, params, window)
+                    with watch.waiting():
+                        val_losses[step] = evaluate(preset, compiled, params, window)
                     log.val(step, val_losses[step], elapsed, int(window))
+                    if not (options.allow_nonfinite_loss or math.isfinite(val_losses[step])):
+                        raise runlog.nonfinite_loss("val", step, total_steps, val_losses[step], where_to_resume())
                     clock.resume()
                 if save_due:
                     clock.pause()
@@ -247,20 +304,31 @@ def train(preset: cfg.Preset, options: RunOptions = RunOptions()) -> RunResult:
                     trace.start()
                 # Copied to the devices and dispatched while the previous step still runs there.
                 inputs, targets = data.to_global_arrays(next(loader), compiled.batch)
-                params, opt_state, loss = compiled.train(params, opt_state, inputs, targets, window)
+                flag = stop.flag()
+                if flag not in flags:
+                    flags[flag] = stop_flags(flag, compiled.batch)
+                params, opt_state, loss, agreed = compiled.train_with_stop(params, opt_state, inputs, targets, window,
+                                                                           flags[flag])
                 log_in_flight()  # the previous step's line, while this one is queued behind it
-                in_flight.append((step, loss, int(window)))
+                in_flight.append((step, loss, agreed, int(window)))
                 if options.sync or trace.ends_after(step):
                     log_in_flight()
                 if trace.ends_after(step):
                     log.write(f"profile of steps {options.profile[0]}..{options.profile[1]}: "
                               f"{runlog.shown_path(trace.stop())}")
-    except BaseException:
+    except BaseException as error:
         trace.abandon()
+        if peers.is_collective_failure(error):  # a lost process: its collectives and saves never finish
+            log.close()
+            raise watch.peer_lost(error) from error
         with contextlib.suppress(Exception):  # the line of a step that finished before the error
             log_in_flight()
         if checkpointer is not None:  # finish the save in flight: no *-tmp directory is left behind
-            checkpointer.close()
+            try:
+                checkpointer.close()
+            except checkpoint.CheckpointSaveError as save_error:  # besides the error that stopped the run
+                if not isinstance(error, checkpoint.CheckpointSaveError):
+                    print(f"error: {save_error}", file=sys.stderr)
         log.close()
         raise
     return finish_run(preset, options, log=log, checkpointer=checkpointer, compiled=compiled, params=params,
@@ -271,7 +339,7 @@ def finish_run(preset: cfg.Preset, options: RunOptions, *, log: runlog.RunLog, c
                compiled: CompiledSteps, params: Any, val_losses: dict[int, float], train_losses: dict[int, float]) -> RunResult:
     """Wait for the last save, export, and report compilations and peak memory."""
     host_params = {name: np.asarray(value) for name, value in params.items()}
-    compiles = (compiled.train._cache_size(), compiled.evaluate._cache_size())
+    compiles = (compiled.train_with_stop._cache_size(), compiled.evaluate._cache_size())
     log.write(f"compilations: train step {compiles[0]}, eval step {compiles[1]}", console=False)
     stats = jax.local_devices()[0].memory_stats() or {}
     if "peak_bytes_in_use" in stats:
@@ -296,8 +364,9 @@ def finish_run(preset: cfg.Preset, options: RunOptions, *, log: runlog.RunLog, c
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry. Exit codes (the same in torch_ref.train): 2 for a usage error (a bad flag or
     an invalid config value, one `error: ...` line), 1 for a runtime error (missing, bad or
-    exhausted data, a mismatched or damaged checkpoint, an unwritable path: one line, the
-    traceback only with --debug), 128 + the signal for SIGINT (130) / SIGTERM (143)."""
+    exhausted data, a mismatched or damaged checkpoint, an unwritable path, a failed save, a NaN
+    or infinite loss, a lost process: one line, the traceback only with --debug), 128 + the
+    signal for SIGINT (130) / SIGTERM (143)."""
     try:
         preset, options = parse_args(argv)
     except ValueError as error:
@@ -308,7 +377,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except interrupt.Interrupted as stopped:
         print(stopped, file=sys.stderr)
         return stopped.exit_code
-    except (ValueError, OSError, data.ShardsExhaustedError) as error:
+    except peers.PeerLost as lost:
+        print(f"error: {lost}", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        # Not a normal exit: jax.distributed's shutdown barrier (and an unfinished asynchronous
+        # save) would wait for the lost process until the heartbeat timeout, then abort.
+        os._exit(1)
+    except (ValueError, OSError, data.ShardsExhaustedError, checkpoint.CheckpointSaveError) as error:
         if options.debug:
             raise
         print(f"error: {error}", file=sys.stderr)

@@ -1,9 +1,11 @@
 """Failure modes of `python -m jaxgpt.train` as a user meets them (docs/RELIABILITY.md).
 
-Each case asserts the exit code, a message naming the problem and what is left on disk. All but
-one fail before anything compiles and call `main` in this process; the interrupted run is a real
+Each case asserts the exit code, a message naming the problem and what is left on disk. Most
+fail before anything compiles and call `main` in this process; the interrupted run is a real
 subprocess that receives SIGINT while its asynchronous save is in flight (a test hook sends the
-signal right after the save of step 2 is started, so no timing luck is involved).
+signal right after the save of step 2 is started, so no timing luck is involved); the faults of
+section 11 (a diverging loss, a NaN state, a failed save) run the real loop, with the train step
+replaced where the fault is not provoked for real.
 """
 
 from __future__ import annotations
@@ -109,9 +111,10 @@ def test_sigint_saves_the_last_completed_step_and_exits_130(interrupted_run):
     result, directory, _ = interrupted_run
     assert result.returncode == 130, result.stderr
     assert "Traceback" not in result.stderr
-    # The handler lets step 2 finish; the loop stops at the top of step 3 and saves it.
-    assert re.search(r"interrupted by SIGINT at step 3; the state after step 3 is in \S*checkpoints/r", result.stderr)
-    assert sorted(int(p.name) for p in directory.iterdir()) == [2, 3]
+    # The signal arrives before step 2 is dispatched, so step 2 carries it to every device; the
+    # loop reads it with step 2's loss (after dispatching step 3) and stops at the top of step 4.
+    assert re.search(r"interrupted by SIGINT at step 4; the state after step 4 is in \S*checkpoints/r", result.stderr)
+    assert sorted(int(p.name) for p in directory.iterdir()) == [2, 4]
     assert not tmp_dirs(directory.parent.parent)
 
 
@@ -119,7 +122,7 @@ def test_sigint_saves_the_last_completed_step_and_exits_130(interrupted_run):
 def test_the_checkpoint_of_an_interrupted_run_restores(interrupted_run):
     _, directory, _ = interrupted_run
     params, meta = checkpoint.restore_params(directory)
-    assert meta["step"] == 3 and meta["data_position"] == {"shard_index": 0, "pos": 3 * 1024}
+    assert meta["step"] == 4 and meta["data_position"] == {"shard_index": 0, "pos": 4 * 1024}
     assert all(np.isfinite(np.asarray(value, dtype=np.float32)).all() for value in params.values())
 
 
@@ -134,15 +137,11 @@ def hold_the_save_of_step_2(monkeypatch, out: Path, at_batch_of_step_2) -> list[
     import orbax.checkpoint as ocp  # noqa: PLC0415
 
     released, seen_unfinished, batches = threading.Event(), [], []
-    finalize, real_compile, real_to_global = ocp.CheckpointManager._finalize_checkpoint, train_lib.compile_steps, data.to_global_arrays
+    finalize, real_to_global = ocp.CheckpointManager._finalize_checkpoint, data.to_global_arrays
 
     def held_finalize(self, step):
         released.wait(timeout=60)
         return finalize(self, step)
-
-    def compile_without_training(*args, **kwargs):
-        compiled = real_compile(*args, **kwargs)
-        return dataclasses.replace(compiled, train=lambda params, opt_state, *rest: (params, opt_state, np.float32(0)))
 
     def to_global_arrays(batch, sharding):
         batches.append(1)
@@ -155,9 +154,26 @@ def hold_the_save_of_step_2(monkeypatch, out: Path, at_batch_of_step_2) -> list[
         return real_to_global(batch, sharding)
 
     monkeypatch.setattr(ocp.CheckpointManager, "_finalize_checkpoint", held_finalize)
-    monkeypatch.setattr(train_lib, "compile_steps", compile_without_training)
+    replace_train_step(monkeypatch, lambda params, loss=np.float32(0): (params, loss))
     monkeypatch.setattr(data, "to_global_arrays", to_global_arrays)
     return seen_unfinished
+
+
+def replace_train_step(monkeypatch, update) -> None:
+    """Replace the compiled train step by `update(params) -> (params, loss)` (plain host code), so
+    no train step compiles: the loop, its checks and the saves are what such a test exercises.
+    The stop flags' maximum is returned as the real step returns it."""
+    real_compile = train_lib.compile_steps
+
+    def compile_without_training(*args, **kwargs):
+        def step(params, opt_state, inputs, targets, window, flags):
+            params, loss = update(params)
+            return params, opt_state, loss, np.asarray(flags).max()
+
+        step._cache_size = lambda: 1  # as a jitted function reports its compilations
+        return dataclasses.replace(real_compile(*args, **kwargs), train_with_stop=step)
+
+    monkeypatch.setattr(train_lib, "compile_steps", compile_without_training)
 
 
 def test_a_data_error_during_an_async_save_leaves_the_last_checkpoint_whole(capsys, monkeypatch, tmp_path):
@@ -181,17 +197,18 @@ def test_a_data_error_during_an_async_save_leaves_the_last_checkpoint_whole(caps
 
 def test_sigint_while_a_save_is_provably_in_flight(capsys, monkeypatch, tmp_path):
     """SIGINT arrives while the save of step 2 is unfinished (held, not timed): step 2 completes,
-    the run stops at the top of step 3, saves it, waits for both saves and exits 130."""
+    step 2 carries the stop flag, the run stops at the top of step 4, saves it, waits for both
+    saves and exits 130."""
     seen_unfinished = hold_the_save_of_step_2(monkeypatch, tmp_path / "out", lambda: os.kill(os.getpid(), signal.SIGINT))
     args = run_args(write_shards(tmp_path), tmp_path / "out", "--val-tokens", "0", "--checkpoint-every", "2",
                     "--steps", "6", "--run-id", "s")
     assert train_lib.main(args) == 130
     err = capsys.readouterr().err
     assert seen_unfinished, "the save of step 2 was not in flight when SIGINT arrived"
-    assert "interrupted by SIGINT at step 3; the state after step 3 is in" in err and "Traceback" not in err
+    assert "interrupted by SIGINT at step 4; the state after step 4 is in" in err and "Traceback" not in err
     directory = tmp_path / "out" / "checkpoints" / "s"
-    assert sorted(int(p.name) for p in directory.iterdir()) == [2, 3] and not tmp_dirs(tmp_path / "out")
-    assert checkpoint.restore_params(directory)[1]["data_position"] == {"shard_index": 0, "pos": 3 * 1024}
+    assert sorted(int(p.name) for p in directory.iterdir()) == [2, 4] and not tmp_dirs(tmp_path / "out")
+    assert checkpoint.restore_params(directory)[1]["data_position"] == {"shard_index": 0, "pos": 4 * 1024}
 
 
 # 3. --resume keeps the cadence; a run without checkpoints says so -----------------------------
@@ -271,11 +288,11 @@ def test_a_corrupted_checkpoint_on_resume_is_one_line(capsys, tmp_path, interrup
 
     copy = tmp_path / "ckpt"
     shutil.copytree(directory, copy)
-    for path in (copy / "3").rglob("*"):
+    for path in (copy / "4").rglob("*"):
         if path.is_file():
             path.write_bytes(b"\0garbage")
     err = failed(capsys, [*args, "--resume", str(copy)])
-    assert f"cannot read the checkpoint in {copy / '3'}" in err
+    assert f"cannot read the checkpoint in {copy / '4'}" in err
     assert len(err.strip().splitlines()) == 1
 
 
@@ -289,7 +306,7 @@ def test_a_leftover_tmp_dir_is_reported_and_never_restored(capsys, tmp_path, int
     (copy / "5.orbax-checkpoint-tmp-1234").mkdir()  # what a SIGKILL during a save leaves
     err = failed(capsys, [*args, "--resume", str(copy), "--muon-lr", "0.01"])  # refused before compiling
     assert "warning: ignoring" in err and "5.orbax-checkpoint-tmp-1234" in err
-    assert checkpoint.Checkpointer(copy).latest_step() == 3
+    assert checkpoint.Checkpointer(copy).latest_step() == 4
 
 
 # 9. one convention for exit codes and edge cases -----------------------------------------------
@@ -446,3 +463,109 @@ def test_token_check_uses_the_init_checkpoint_vocabulary(capsys, tmp_path):
     del args[args.index("--vocab-size"):args.index("--vocab-size") + 2]  # the preset's 50257
     err = failed(capsys, [*args, "--init-from", str(tmp_path / "init.pt")])
     assert f"t_train_000001.bin: token id 2000 is outside the model's vocabulary of {VOCAB}" in err
+
+
+# 11. a diverging loss, a NaN state, a failed save ------------------------------------------------
+
+
+def finite(directory: Path) -> tuple[int, bool]:
+    """(step, whether every parameter is finite) of the newest checkpoint in `directory`."""
+    params, meta = checkpoint.restore_params(directory)
+    return meta["step"], all(np.isfinite(np.asarray(value, dtype=np.float32)).all() for value in params.values())
+
+
+@pytest.mark.slow  # a real run (compile + 3 steps)
+def test_a_diverging_train_loss_stops_the_run_before_any_later_save(capsys, tmp_path):
+    """A scalar learning rate of 1e30 makes the train loss NaN at step 3 (its train line). The
+    loop reads a loss one step late, but it reads every loss before a save: with a save due
+    every step, step 3's state is never written; the run exits 1 naming the step and the value,
+    and the newest checkpoint (step 2, kept alone) restores with finite parameters."""
+    out = tmp_path / "out"
+    args = run_args(write_shards(tmp_path), out, "--steps", "6", "--scalar-lr", "1e30", "--checkpoint-every", "1",
+                    "--keep-checkpoints", "1", "--run-id", "nan")
+    err = failed(capsys, args)
+    directory = out / "checkpoints" / "nan"
+    assert f"error: train loss is nan at step 3/6; the run stopped without saving any later state. The newest complete " \
+           f"checkpoint is step 2 in {directory}" in err, err
+    assert len(err.strip().splitlines()) == 1
+    assert checkpoint.completed_steps(directory) == [2] and not tmp_dirs(out)
+    assert finite(directory) == (2, True)
+    assert "step:3/6" in (out / "logs" / "nan.txt").read_text()  # the NaN line is logged before the stop
+
+
+def nan_params_from_update(number: int):
+    """A replaced update that returns finite losses and, from its `number`-th call on, NaN
+    parameters (what an overflowing gradient does to a real step)."""
+    calls = []
+
+    def update(params):
+        calls.append(1)
+        if len(calls) < number:
+            return params, np.float32(1.0)
+        return {name: value * np.nan for name, value in params.items()}, np.float32(1.0)
+
+    return update
+
+
+def test_a_nan_val_loss_stops_the_run_before_its_save(capsys, monkeypatch, tmp_path):
+    """Validation after step 2 runs before step 2's save and before step 2's train loss exists:
+    the state after the second update is NaN, the real evaluation's loss is NaN, the run stops
+    with `val loss is nan at step 2/6` and step 1 stays the newest checkpoint."""
+    replace_train_step(monkeypatch, nan_params_from_update(2))
+    out = tmp_path / "out"
+    err = failed(capsys, run_args(write_shards(tmp_path), out, "--steps", "6", "--checkpoint-every", "1",
+                                  "--val-every", "2", "--run-id", "val"))
+    assert "error: val loss is nan at step 2/6" in err and "The newest complete checkpoint is step 1" in err, err
+    assert checkpoint.completed_steps(out / "checkpoints" / "val") == [1]
+
+
+def test_a_nan_state_behind_a_finite_loss_is_never_saved(capsys, monkeypatch, tmp_path):
+    """A finite loss does not prove finite gradients: a step that returns NaN parameters with a
+    finite loss is caught at the next save, which is not written."""
+    replace_train_step(monkeypatch, nan_params_from_update(2))
+    out = tmp_path / "out"
+    err = failed(capsys, run_args(write_shards(tmp_path), out, "--val-tokens", "0", "--checkpoint-every", "1",
+                                  "--run-id", "s"))
+    assert "error: the state after step 2 holds NaN or infinite values although every loss before it was finite" in err
+    assert checkpoint.completed_steps(out / "checkpoints" / "s") == [1]
+
+
+def test_allow_nonfinite_loss_trains_on(capsys, monkeypatch, tmp_path):
+    replace_train_step(monkeypatch, lambda params: (params, np.float32(np.nan)))
+    args = run_args(write_shards(tmp_path), tmp_path / "out", "--val-tokens", "0", "--checkpoint-every", "2",
+                    "--run-id", "a", "--allow-nonfinite-loss")
+    assert train_lib.main(args) == 0
+    assert capsys.readouterr().out.count("train_loss:nan") == 4
+    assert checkpoint.completed_steps(tmp_path / "out" / "checkpoints" / "a") == [2, 4]
+
+
+def test_a_failed_save_stops_the_run_and_keeps_the_previous_checkpoint(capsys, monkeypatch, tmp_path):
+    """The writer of the save of step 3 raises ENOSPC in orbax's background thread (a test
+    hook in the file writer). The run stops at the next step with exit 1, naming the step, the
+    path and the OS error; step 2 (the only one kept) is intact and restores; the failed save's
+    files stay in a *-tmp folder that is never restored."""
+    import errno  # noqa: PLC0415
+
+    from orbax.checkpoint._src.handlers import json_checkpoint_handler  # noqa: PLC0415
+
+    write_json = json_checkpoint_handler.JsonCheckpointHandler._save_fn
+
+    async def full_disk_at_step_3(self, item, directory):
+        if Path(directory).parent.name.startswith("3."):  # <dir>/3.orbax-checkpoint-tmp/meta...
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(directory / "metadata"))
+        return await write_json(self, item, directory)
+
+    monkeypatch.setattr(json_checkpoint_handler.JsonCheckpointHandler, "_save_fn", full_disk_at_step_3)
+    replace_train_step(monkeypatch, lambda params: (params, np.float32(1.0)))
+    out = tmp_path / "out"
+    assert train_lib.main(run_args(write_shards(tmp_path), out, "--steps", "6", "--val-tokens", "0", "--checkpoint-every",
+                                   "1", "--keep-checkpoints", "1", "--run-id", "f")) == 1
+    captured = capsys.readouterr()
+    directory = out / "checkpoints" / "f"
+    error = [line for line in captured.err.splitlines() if line.startswith("error: ")]
+    assert error == [f"error: saving the checkpoint of step 3 into {directory} failed (OSError: [Errno 28] No space left "
+                     f"on device: '{directory}/3.orbax-checkpoint-tmp/meta.orbax-checkpoint-tmp/metadata'). The newest "
+                     f"complete checkpoint is step 2 in {directory} (continue with --resume {directory})."], captured.err
+    assert "step:5/6" not in captured.out  # stopped at the top of step 4, not carried on without saves
+    assert checkpoint.completed_steps(directory) == [2]
+    assert finite(directory) == (2, True)

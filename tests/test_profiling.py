@@ -60,7 +60,7 @@ def test_trace_of_the_chosen_steps_is_written_under_the_run_folder(traced_run):
     assert list(traces[0].parent.glob("*.xplane.pb")), "no XProf/TensorBoard file"
     events = json.loads(gzip.decompress(traces[0].read_bytes()))["traceEvents"]
     # The train step ran exactly twice inside the trace (steps 2 and 3), the eval step never.
-    runs = {e["args"]["run_id"] for e in events if e.get("args", {}).get("hlo_module") == "jit_local_train_step"}
+    runs = {e["args"]["run_id"] for e in events if e.get("args", {}).get("hlo_module") == "jit_local_train_step_with_stop"}
     assert len(runs) == 2
     assert "profile of steps 2..3:" in result.log_path.read_text()
 
