@@ -31,8 +31,10 @@ from torch_ref.muon import Muon
 
 STEP_FILE = re.compile(r"^(\d+)\.pt$")
 TMP_MARKER = ".tmp-"  # `.<name>.tmp-<pid>`: a write that never finished (the process was killed)
-# Fields that only say where and how often to write; they may change on --resume.
-RESUME_IGNORED_FIELDS = frozenset({"train.out_dir", "train.checkpoint_every", "train.keep_checkpoints"})
+# Fields that may change on --resume: where and how often to write, and how many ranks share the
+# global batch (the batches, the whole optimizer state and the schedules do not depend on it; only
+# the order of the gradient sums does, so a run saved by 1 rank continues on 2 within rounding).
+RESUME_IGNORED_FIELDS = frozenset({"train.out_dir", "train.checkpoint_every", "train.keep_checkpoints", "train.devices"})
 
 
 def write_atomically(payload: dict[str, Any], path: str | os.PathLike) -> Path:
@@ -94,9 +96,55 @@ def leftover_tmp_files(directory: Path) -> list[Path]:
     return sorted(path for path in directory.iterdir() if TMP_MARKER in path.name)
 
 
+class CheckpointSaveError(OSError):
+    """A step file that could not be written (no space, permission lost): the run stops on it;
+    the previous step files are untouched and no partial file keeps a step name."""
+
+    def __init__(self, step: int, path: Path, cause: BaseException) -> None:
+        super().__init__(f"saving the checkpoint of step {step} to {path} failed ({type(cause).__name__}: {cause}). "
+                         f"{where_to_resume(path.parent)}")
+
+
+def where_to_resume(directory: Path | None) -> str:
+    """One sentence naming the newest complete step file in `directory` (None: the run writes
+    no step files), as the errors that stop a run end."""
+    if directory is None:
+        return "This run writes no step checkpoints."
+    steps = step_files(directory) if directory.is_dir() else {}
+    if not steps:
+        return f"No checkpoint was completed in {directory}."
+    return f"The newest complete checkpoint is step {max(steps)} in {directory} (continue with --resume {directory})."
+
+
+def state_is_finite(model: nn.Module, optimizers: tuple[torch.optim.Optimizer, ...], group: Any | None) -> bool:
+    """Whether the parameters and every floating-point optimizer state are free of NaN and inf on
+    every rank (a finite loss does not prove finite gradients); one all-reduce over the CPU
+    `group` when several ranks run. Called before a save, which waits for the device anyway."""
+    tensors = [*model.parameters(), *(value for opt in optimizers for state in opt.state.values()
+                                      for value in state.values() if torch.is_tensor(value) and value.is_floating_point())]
+    finite = torch.stack([torch.isfinite(tensor).all() for tensor in tensors]).all().to("cpu", torch.int32)
+    if group is not None:
+        dist.all_reduce(finite, op=dist.ReduceOp.MIN, group=group)
+    return bool(finite)
+
+
+def all_saved(saved: bool, group: Any | None) -> bool:
+    """Whether rank 0's write succeeded, known on every rank (one all-reduce over the CPU
+    `group`), so that a failed save stops every rank at the same step."""
+    if group is None:
+        return saved
+    flag = torch.tensor([int(saved)], dtype=torch.int32)
+    dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=group)
+    return bool(flag)
+
+
 def save_step(directory: Path, step: int, payload: dict[str, Any], keep: int) -> Path:
-    """Write `<directory>/<step>.pt` atomically, then delete all but the newest `keep` steps."""
-    path = write_atomically(payload, directory / f"{step}.pt")
+    """Write `<directory>/<step>.pt` atomically, then delete all but the newest `keep` steps;
+    CheckpointSaveError (the older files kept) when the write fails."""
+    try:
+        path = write_atomically(payload, directory / f"{step}.pt")
+    except (OSError, RuntimeError) as error:  # torch.save's C++ writer raises RuntimeError
+        raise CheckpointSaveError(step, directory / f"{step}.pt", error) from error
     steps = step_files(directory)
     for old in sorted(steps)[:-keep]:
         steps[old].unlink(missing_ok=True)

@@ -35,6 +35,7 @@ class RunOptions:
     run_id: str | None = None  # None: a fresh uuid4 (names the log files and checkpoints/<run id>)
     profile: tuple[int, int] | None = None  # trace steps START..STOP (train-line numbers) with torch.profiler
     tensorboard: str | None = None  # also write the metrics as TensorBoard events into <tensorboard>/<run id>
+    allow_nonfinite_loss: bool = False  # train on through a NaN / inf loss instead of stopping with exit 1
     overridden: tuple[str, ...] = ()  # checkpoint_every / keep_checkpoints when given on the command line
 
 
@@ -84,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--profile", metavar="START:STOP", type=parse_profile_window,
                         help="trace the steps whose train lines read step:START .. step:STOP with torch.profiler into "
                         "OUT_DIR/profile/RUN_ID/trace_rank<r>.json (Chrome trace; scripts/trace_kernels.py ranks its kernels)")
+    parser.add_argument("--allow-nonfinite-loss", action="store_true",
+                        help="train on through a NaN or infinite loss (by default the run stops within two steps "
+                        "of one, exit 1, and saves nothing after it)")
     return parser
 
 
@@ -125,7 +129,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[cfg.Preset, RunOption
     options = RunOptions(
         device=device, init_from=args.init_from, head_dim=args.head_dim, save_checkpoint=args.save_checkpoint,
         log_dir=args.log_dir, resume=args.resume, run_id=args.run_id, profile=args.profile,
-        tensorboard=args.tensorboard,
+        tensorboard=args.tensorboard, allow_nonfinite_loss=args.allow_nonfinite_loss,
         overridden=tuple(name for name in ("checkpoint_every", "keep_checkpoints") if getattr(args, name) is not None),
     )
     return dataclasses.replace(preset, model=model, train=train), options

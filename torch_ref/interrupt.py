@@ -9,6 +9,7 @@ Python's KeyboardInterrupt, for a user who does not want to wait for the step.
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import sys
@@ -43,6 +44,12 @@ def interrupted(signum: int, step: int, saved_in: str | os.PathLike | None, resu
                        "--save-checkpoint PATH)")
 
 
+# Test hook (tests/torch_ref/test_train_multiprocess.py): "STEP:SIGNAL" (e.g. "1:SIGTERM",
+# "2:SIGKILL") delivers SIGNAL to this process at the top of STEP, so that the ranks of one run
+# receive a signal at different steps, or one of them dies at a known step.
+TEST_SIGNAL_AT_STEP = "TORCH_REF_TEST_SIGNAL_AT_STEP"
+
+
 class StopRequest:
     """While active (a `with` block on the main thread), SIGINT and SIGTERM set `signum`."""
 
@@ -50,6 +57,13 @@ class StopRequest:
         self.signum: int | None = None
         self._announce = announce
         self._previous: dict[int, Any] = {}
+        at_step, _, name = os.environ.get(TEST_SIGNAL_AT_STEP, "-1:SIGTERM").partition(":")
+        self._signal_at_step = (int(at_step), signal.Signals[name])
+
+    def starting(self, step: int) -> None:
+        """Called at the top of every step: the test hook's moment to send its signal."""
+        if step == self._signal_at_step[0]:
+            os.kill(os.getpid(), self._signal_at_step[1])
 
     def _handle(self, signum: int, frame: Any) -> None:
         self.signum = signum
@@ -68,15 +82,27 @@ class StopRequest:
             signal.signal(signum, handler)
 
 
-def agreed_signal(stop: StopRequest, group: Any | None) -> int | None:
-    """The signal every rank stops on, or None to go on.
+_FAR_STEP = 2**40  # a step code FAR - step: the all-reduce's maximum is then the earliest step
+_NONFINITE_VALUES = (float("inf"), float("-inf"), float("nan"))  # code = index + 1; the maximum prefers NaN
 
-    With several ranks the signal may reach them on either side of a step's top; stopping on
-    one rank alone would leave the others waiting in the next all-reduce. So the ranks take the
-    largest signal number seen by any of them, over a CPU (gloo) `group`: one 4-byte
-    all-reduce per step that never waits on the accelerator. None: a single process."""
+
+def agree(stop: StopRequest, nonfinite: tuple[int, float] | None,
+          group: Any | None) -> tuple[int | None, tuple[int, float] | None]:
+    """What every rank decides at the top of a step: the signal to stop on (None: go on) and
+    the earliest non-finite train loss any rank has read, as (step, value) (None: none).
+
+    With several ranks a signal may reach them on either side of a step's top, and a rank may
+    read its loss of a step sooner than another; stopping on one rank alone would leave the
+    others waiting in the next all-reduce. So the ranks take the maxima of what each saw, over
+    a CPU (gloo) `group`: one 24-byte all-reduce per step that never waits on the accelerator.
+    None: a single process."""
     if group is None:
-        return stop.signum
-    flag = torch.tensor([stop.signum or 0], dtype=torch.int32)
-    dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)
-    return int(flag.item()) or None
+        return stop.signum, nonfinite
+    step_code, value_code = 0, 0
+    if nonfinite is not None:
+        value = nonfinite[1]
+        step_code, value_code = _FAR_STEP - nonfinite[0], 3 if math.isnan(value) else 1 if value > 0 else 2
+    flags = torch.tensor([stop.signum or 0, step_code, value_code], dtype=torch.int64)
+    dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=group)
+    signum, step_code, value_code = flags.tolist()
+    return signum or None, (_FAR_STEP - step_code, _NONFINITE_VALUES[value_code - 1]) if step_code else None

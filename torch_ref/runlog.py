@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import subprocess
 import sys
@@ -53,6 +54,55 @@ def train_line(step: int, total: int, train_time_ms: float) -> str:
     """Logged after the update made at `step`; shows step + 1 as the record does."""
     avg = train_step_avg_ms(step, train_time_ms)
     return f"step:{step + 1}/{total} train_time:{train_time_ms:.0f}ms step_avg:{avg:.2f}ms"
+
+
+class NonFiniteError(ValueError):
+    """A NaN or infinite loss (or state): the run stops before saving anything after it."""
+
+
+def nonfinite_loss(kind: str, step: int, total: int, loss: float, checkpoints: str) -> NonFiniteError:
+    """The error of a NaN or infinite `kind` ("train" or "val") loss, naming the step as its log
+    line shows it and the value; `checkpoints` says where the newest complete checkpoint is
+    (checkpoint.where_to_resume)."""
+    return NonFiniteError(f"{kind} loss is {loss} at step {step}/{total}; the run stopped without saving any later "
+                          f"state. {checkpoints} Lower the learning rates or resume from an earlier checkpoint "
+                          "(--allow-nonfinite-loss trains on regardless)")
+
+
+class LossWatch:
+    """Each update's loss (a 0-d device tensor), read on the host once the device has it, so
+    that checking it for NaN / inf adds no wait per step: on CUDA each loss is copied into
+    pinned memory without blocking and `first_nonfinite(wait=False)` reads only the copies
+    whose event has completed (a step or two late); on the CPU the loss is already there."""
+
+    def __init__(self, device: torch.device) -> None:
+        self._cuda = device.type == "cuda"
+        self._pending: list[tuple[int, Tensor, Any]] = []  # (update, loss on the host or the CPU, event)
+
+    def add(self, step: int, loss: Tensor) -> None:
+        if not self._cuda:
+            self._pending.append((step, loss, None))
+            return
+        host = torch.empty((), dtype=loss.dtype, pin_memory=True)
+        host.copy_(loss, non_blocking=True)
+        event = torch.cuda.Event()
+        event.record()
+        self._pending.append((step, host, event))
+
+    def first_nonfinite(self, wait: bool) -> tuple[int, float] | None:
+        """(update, loss) of the first NaN or infinite loss among those read now (all of them
+        when `wait`: before a save or a validation, which wait for the device anyway)."""
+        while self._pending:
+            step, loss, event = self._pending[0]
+            if event is not None and not (wait or event.query()):
+                return None
+            if event is not None:
+                event.synchronize()
+            self._pending.pop(0)
+            value = float(loss)
+            if not math.isfinite(value):
+                return step, value
+        return None
 
 
 class TrainClock:

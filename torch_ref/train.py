@@ -25,6 +25,7 @@ torch_ref.interrupt, the log lines and timing torch_ref.runlog, checkpoint files
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import tempfile
@@ -40,10 +41,10 @@ from torch import Tensor, nn
 
 import torch_ref.config as cfg
 from torch_ref import checkpoint as ckpt
-from torch_ref import preflight, profiling, runlog
+from torch_ref import peers, preflight, profiling, runlog
 from torch_ref.cli import RunOptions, parse_args, torchrun_world_size, with_run_id
 from torch_ref.data import ShardsExhaustedError, distributed_data_generator, val_batches
-from torch_ref.interrupt import Interrupted, StopRequest, agreed_signal, interrupted
+from torch_ref.interrupt import Interrupted, StopRequest, agree, interrupted
 from torch_ref.model import GPT, cast_embeddings_to_bf16, load_record_state_dict, strip_compile_prefix
 from torch_ref.optim import build_lr_schedulers, build_optimizers, set_muon_momentum, window_blocks
 
@@ -178,58 +179,96 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
                                                cycle=train_cfg.cycle_data, device=device, position=position)
 
     def save(step: int, *, to_folder: bool, to_path: bool) -> list[Path]:
-        """Write the state after `step` updates (every rank joins; rank 0 writes)."""
+        """Write the state after `step` updates (every rank joins; rank 0 writes). A NaN or
+        infinite state is never written (NonFiniteError), a failed write stops every rank."""
         to_folder, to_path = to_folder and directory is not None, to_path and options.save_checkpoint is not None
         if not (to_folder or to_path):
             return []
+        if not (options.allow_nonfinite_loss or ckpt.state_is_finite(raw_model, optimizers, control)):
+            raise runlog.NonFiniteError(f"the state after step {step} holds NaN or infinite values although every loss "
+                                        f"before it was finite; the run stopped without saving it. "
+                                        f"{ckpt.where_to_resume(directory)}")
         payload = ckpt.checkpoint_payload(raw_model, optimizers, schedulers, step, train_batches.position, preset, control)
-        if rank != 0:
-            return []
-        written = [ckpt.save_step(directory, step, payload, train_cfg.keep_checkpoints)] if to_folder else []
-        return written + ([ckpt.write_atomically(payload, options.save_checkpoint)] if to_path else [])
+        written, failure = [], None
+        if rank == 0:
+            try:
+                written = [ckpt.save_step(directory, step, payload, train_cfg.keep_checkpoints)] if to_folder else []
+                if to_path:
+                    target = Path(options.save_checkpoint)
+                    try:
+                        written.append(ckpt.write_atomically(payload, target))
+                    except (OSError, RuntimeError) as error:
+                        raise ckpt.CheckpointSaveError(step, target, error) from error
+            except ckpt.CheckpointSaveError as error:
+                failure = error
+        if not ckpt.all_saved(failure is None, control):  # every rank stops; rank 0 says why
+            raise failure or ckpt.CheckpointSaveError(
+                step, directory / f"{step}.pt" if to_folder else Path(options.save_checkpoint),
+                RuntimeError("rank 0 could not write it"))
+        return written
 
     clock = runlog.TrainClock(device)
     trace = profiling.StepTrace(options.profile, profiling.trace_path(train_cfg.out_dir, options.run_id, rank), device)
-    with StopRequest(announce=rank == 0) as stop:
-        for step in range(start_step, steps + 1):
-            signum = agreed_signal(stop, control)
-            if signum is not None:  # the model holds `step` updates: save them, then stop
-                written = save(step, to_folder=True, to_path=True) if step != start_step else []
-                saved_in = (directory if directory is not None else written[0]) if written else None
-                raise interrupted(signum, step, saved_in, options.resume)
-            last_step = step == steps
-            if step == runlog.CLOCK_RESET_STEP:
-                clock.reset()
-            blocks = window_blocks(step, schedule_steps, train_cfg.window_max_tokens)[0]
-            window = window_argument(blocks, device)
-            if train_cfg.val_tokens and (last_step or step % train_cfg.val_every == 0):
-                train_time_ms = clock.pause()
-                val_losses[step] = evaluate(model, train_cfg, window, rank, world_size, device)
-                log.write(runlog.val_line(step, steps, val_losses[step], train_time_ms), console=True)
-                runlog.write_train_metrics(log, pending_metrics, world_size)
-                log.metrics(kind="val", step=step, val_loss=val_losses[step], train_time_ms=train_time_ms,
-                            step_avg_ms=runlog.val_step_avg_ms(step, train_time_ms), window_blocks=blocks)
-                clock.resume()
-            if ckpt.is_due(step, start_step, train_cfg, save_final=False):
-                clock.pause()
-                save(step, to_folder=True, to_path=False)
-                clock.resume()
-            if last_step:
-                break
-            trace.before(step)
-            inputs, targets = next(train_batches)
-            loss = forward_backward(model, inputs, targets, train_cfg.seq_len, window)
-            average_gradients(raw_model, world_size)
-            set_muon_momentum(optimizers[1], step, preset.optim)
-            for opt, sched in zip(optimizers, schedulers):
-                opt.step()
-                sched.step()
-            raw_model.zero_grad(set_to_none=True)
-            train_time_ms = clock.elapsed_ms()
-            log.write(runlog.train_line(step, steps, train_time_ms), console=True)
-            pending_metrics.append((step, loss, train_time_ms, blocks))
-            if (trace_written := trace.after(step)) is not None:
-                log.write(f"profile of steps {options.profile[0]}..{options.profile[1]}: {trace_written}", console=True)
+    losses = runlog.LossWatch(device)
+    try:
+        with StopRequest(announce=rank == 0) as stop:
+            for step in range(start_step, steps + 1):
+                stop.starting(step)
+                last_step = step == steps
+                val_due = train_cfg.val_tokens and (last_step or step % train_cfg.val_every == 0)
+                save_due = ckpt.is_due(step, start_step, train_cfg, save_final=False)
+                # Every loss before a validation or a save is read first (they wait for the device
+                # anyway), so no NaN state is saved between a NaN step and its check; otherwise only
+                # the losses already on the host are read. The ranks then agree on what they saw.
+                nonfinite = losses.first_nonfinite(wait=bool(val_due or save_due or last_step))
+                signum, nonfinite = agree(stop, nonfinite, control)
+                if nonfinite is not None and not options.allow_nonfinite_loss:
+                    raise runlog.nonfinite_loss("train", nonfinite[0] + 1, steps, nonfinite[1],
+                                                ckpt.where_to_resume(directory))
+                if signum is not None:  # the model holds `step` updates: save them, then stop
+                    written = save(step, to_folder=True, to_path=True) if step != start_step else []
+                    saved_in = (directory if directory is not None else written[0]) if written else None
+                    raise interrupted(signum, step, saved_in, options.resume)
+                if step == runlog.CLOCK_RESET_STEP:
+                    clock.reset()
+                blocks = window_blocks(step, schedule_steps, train_cfg.window_max_tokens)[0]
+                window = window_argument(blocks, device)
+                if val_due:
+                    train_time_ms = clock.pause()
+                    val_losses[step] = evaluate(model, train_cfg, window, rank, world_size, device)
+                    log.write(runlog.val_line(step, steps, val_losses[step], train_time_ms), console=True)
+                    runlog.write_train_metrics(log, pending_metrics, world_size)
+                    log.metrics(kind="val", step=step, val_loss=val_losses[step], train_time_ms=train_time_ms,
+                                step_avg_ms=runlog.val_step_avg_ms(step, train_time_ms), window_blocks=blocks)
+                    if not (options.allow_nonfinite_loss or math.isfinite(val_losses[step])):
+                        raise runlog.nonfinite_loss("val", step, steps, val_losses[step], ckpt.where_to_resume(directory))
+                    clock.resume()
+                if save_due:
+                    clock.pause()
+                    save(step, to_folder=True, to_path=False)
+                    clock.resume()
+                if last_step:
+                    break
+                trace.before(step)
+                inputs, targets = next(train_batches)
+                loss = forward_backward(model, inputs, targets, train_cfg.seq_len, window)
+                losses.add(step, loss)
+                average_gradients(raw_model, world_size)
+                set_muon_momentum(optimizers[1], step, preset.optim)
+                for opt, sched in zip(optimizers, schedulers):
+                    opt.step()
+                    sched.step()
+                raw_model.zero_grad(set_to_none=True)
+                train_time_ms = clock.elapsed_ms()
+                log.write(runlog.train_line(step, steps, train_time_ms), console=True)
+                pending_metrics.append((step, loss, train_time_ms, blocks))
+                if (trace_written := trace.after(step)) is not None:
+                    log.write(f"profile of steps {options.profile[0]}..{options.profile[1]}: {trace_written}",
+                              console=True)
+    except RuntimeError as error:
+        if peers.is_collective_failure(error, world_size):  # a lost rank: say which, and stop
+            raise peers.peer_lost(error, rank, world_size, ckpt.where_to_resume(directory)) from error
+        raise
     total_train_ms = clock.pause()
     runlog.write_train_metrics(log, pending_metrics, world_size)
     log.close()
@@ -263,6 +302,9 @@ def _init_process_group(device_type: str, rank: int, world_size: int, init_metho
     kwargs: dict[str, Any] = {}
     if device_type == "cuda":
         kwargs["device_id"] = _rank_device(device_type, rank)
+    timeout = peers.process_group_timeout(device_type)
+    if timeout is not None:
+        kwargs["timeout"] = timeout
     dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world_size, **kwargs)
     dist.barrier()
 
@@ -281,6 +323,9 @@ def _spawned_rank(rank: int, world_size: int, preset: cfg.Preset, options: RunOp
         if rank == 0:
             print(stopped, file=sys.stderr, flush=True)
         sys.exit(stopped.exit_code)
+    except peers.PeerLost as lost:  # every survivor says it: rank 0 may be the one lost
+        print(f"torch_ref.train: error: {lost}", file=sys.stderr, flush=True)
+        sys.exit(1)
     except RUNTIME_ERRORS as err:
         if rank == 0:
             print(f"torch_ref.train: error: {err}", file=sys.stderr, flush=True)
@@ -332,8 +377,8 @@ RUNTIME_ERRORS = (ValueError, OSError, ShardsExhaustedError)
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry, with jaxgpt.train's convention: 2 for a usage error (bad flag or value),
-    1 for a runtime error (data, checkpoint, devices, paths), 128 + the signal for SIGINT (130)
-    and SIGTERM (143); one line each."""
+    1 for a runtime error (data, checkpoint, devices, paths, a failed save, a NaN or infinite
+    loss, a lost rank), 128 + the signal for SIGINT (130) and SIGTERM (143); one line each."""
     try:
         preset, options = parse_args(argv)
     except ValueError as err:
@@ -345,9 +390,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if int(os.environ.get("RANK", 0)) == 0:
             print(stopped, file=sys.stderr)
         return stopped.exit_code
-    except mp.ProcessExitedException as exited:  # a spawned rank's code; rank 0 printed why
+    except mp.ProcessExitedException as exited:  # a spawned rank's code; the ranks printed why
+        if exited.exit_code < 0:  # killed by a signal: nothing of its own was printed
+            print(f"torch_ref.train: error: rank {exited.error_index} was ended by {exited.signal_name}; the other "
+                  "ranks were stopped", file=sys.stderr)
         return exited.exit_code if exited.exit_code > 0 else 1
-    except RUNTIME_ERRORS as err:
+    except (peers.PeerLost, *RUNTIME_ERRORS) as err:
         print(f"torch_ref.train: error: {err}", file=sys.stderr)
         return 1
     return 0

@@ -91,3 +91,25 @@ def interrupt_at_update(monkeypatch) -> Callable[..., None]:
         monkeypatch.setattr(train_lib, "forward_backward", forward_backward)
 
     return arm
+
+
+@pytest.fixture
+def same_state() -> Callable[[dict, dict], None]:
+    """same_state(a, b) asserts two torch_ref checkpoints hold the same run bit for bit: model,
+    both optimizers (Muon's momentum gathered from every rank), LR schedulers, step and data
+    position."""
+
+    def check(a: dict, b: dict) -> None:
+        assert a["step"] == b["step"] and a["data_position"] == b["data_position"]
+        assert a["model"].keys() == b["model"].keys()
+        for name in a["model"]:
+            assert torch.equal(a["model"][name], b["model"][name]), name
+        for opt_a, opt_b in zip(a["optimizers"], b["optimizers"], strict=True):
+            assert opt_a["state"].keys() == opt_b["state"].keys()
+            for index, state in opt_a["state"].items():
+                for key, value in state.items():
+                    assert torch.equal(value, opt_b["state"][index][key]), (index, key)
+            assert [g["lr"] for g in opt_a["param_groups"]] == [g["lr"] for g in opt_b["param_groups"]]
+        assert a["schedulers"] == b["schedulers"]
+
+    return check

@@ -4,6 +4,8 @@ Each run case calls `torch_ref.train.main` as a user's command line would (conft
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from torch_ref import checkpoint as ckpt
@@ -58,3 +60,27 @@ def test_a_non_torch_init_file_is_one_line(small_run, tmp_path, fails):
     err = fails(argv)
     assert f"--init-from checkpoint {tmp_path / 'notes.pt'} is not a readable torch checkpoint" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_failed_save_stops_the_run_and_keeps_the_previous_checkpoint(small_run, tmp_path, fails, monkeypatch):
+    """The writer of step 3's file raises ENOSPC (a test hook in torch.save): exit 1 naming the
+    step, the path and the OS error; 2.pt (the only one kept) is intact and loads; no partial
+    file keeps a step name."""
+    import errno  # noqa: PLC0415
+    import os  # noqa: PLC0415
+
+    real_save = ckpt.torch.save
+
+    def full_disk_at_step_3(payload, path):
+        if Path(path).name.startswith(".3.pt"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return real_save(payload, path)
+
+    monkeypatch.setattr(ckpt.torch, "save", full_disk_at_step_3)
+    out = tmp_path / "out"
+    err = fails(small_run.args(out, "--run-id", "f", "--checkpoint-every", "1", "--keep-checkpoints", "1"))
+    folder = out / "checkpoints" / "f"
+    assert (f"error: saving the checkpoint of step 3 to {folder / '3.pt'} failed (OSError: [Errno 28] No space left on "
+            f"device: '{folder}/.3.pt.tmp-{os.getpid()}'). The newest complete checkpoint is step 2 in {folder}") in err, err
+    assert sorted(p.name for p in folder.iterdir()) == ["2.pt"]
+    assert ckpt.read_checkpoint(folder / "2.pt")["step"] == 2

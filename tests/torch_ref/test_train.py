@@ -215,24 +215,9 @@ def test_steps_0_validates_and_exits(small_run, tmp_path, capsys, one_thread):
     assert ckpt_lib.read_checkpoint(tmp_path / "init.pt")["step"] == 0
 
 
-def assert_same_state(a: dict, b: dict) -> None:
-    """Bit-for-bit: model, optimizer and scheduler states, step and data position."""
-    assert a["step"] == b["step"] and a["data_position"] == b["data_position"]
-    assert a["model"].keys() == b["model"].keys()
-    for name in a["model"]:
-        assert torch.equal(a["model"][name], b["model"][name]), name
-    for opt_a, opt_b in zip(a["optimizers"], b["optimizers"], strict=True):
-        assert opt_a["state"].keys() == opt_b["state"].keys()
-        for index, state in opt_a["state"].items():
-            for key, value in state.items():
-                assert torch.equal(value, opt_b["state"][index][key]), (index, key)
-        assert [g["lr"] for g in opt_a["param_groups"]] == [g["lr"] for g in opt_b["param_groups"]]
-    assert a["schedulers"] == b["schedulers"]
-
-
 @pytest.mark.slow
 def test_interrupted_and_resumed_run_is_bit_exact(small_run, tmp_path, capsys, monkeypatch, one_thread,
-                                                  interrupt_at_update):
+                                                  interrupt_at_update, same_state):
     out, seq_len = tmp_path / "out", small_run.seq_len
     # The uninterrupted run: 4 updates, step files every 2, only the newest kept.
     assert train_lib.main(small_run.args(out, "--run-id", "a", "--checkpoint-every", "2", "--keep-checkpoints", "1",
@@ -258,8 +243,85 @@ def test_interrupted_and_resumed_run_is_bit_exact(small_run, tmp_path, capsys, m
     assert "writes no checkpoint" not in resumed.err
     assert sorted(p.name for p in folder.iterdir()) == ["2.pt", "3.pt", "4.pt"]
     final = ckpt_lib.read_checkpoint(tmp_path / "c.pt")
-    assert_same_state(final, ckpt_lib.read_checkpoint(tmp_path / "a.pt"))
+    same_state(final, ckpt_lib.read_checkpoint(tmp_path / "a.pt"))
     assert final["step"] == 4 and final["data_position"] == {"shard_index": 0, "pos": 4 * seq_len}
     # The final val line (fp32, same ops on the same state) is the same string.
     assert _val_lines(resumed.out)[-1].group(1, 2, 3) == _val_lines(straight)[-1].group(1, 2, 3)
     assert not [p for p in tmp_path.rglob("*") if ckpt_lib.TMP_MARKER in p.name]
+
+
+# A diverging loss, a NaN state (conftest.small_run) -----------------------------------------------
+
+
+@pytest.fixture
+def scalar_lr(monkeypatch):
+    """scalar_lr(value): the record preset (small_run's) with the scalars' Adam learning rate set
+    to `value`; torch_ref's command line has no flag for it."""
+    import torch_ref.config as cfg  # noqa: PLC0415
+
+    def use(value: float) -> None:
+        record = cfg.PRESETS["record"]
+        monkeypatch.setitem(cfg.PRESETS, "record", lambda: cfg.Preset(
+            model=record().model, optim=cfg.replace(record().optim, scalar_lr=value), train=record().train))
+
+    return use
+
+
+def test_a_diverging_train_loss_stops_the_run_before_any_later_save(small_run, tmp_path, fails, scalar_lr, one_thread):
+    """A scalar learning rate of 1e30: the train loss of update 2 (its line reads step:3) is NaN.
+    Every loss is read before a save, so with a save due every step the state after update 2 is
+    never written; exit 1 naming the step and the value; step 2 (kept alone) loads, finite."""
+    scalar_lr(1e30)
+    out = tmp_path / "out"
+    err = fails(small_run.args(out, "--run-id", "nan", "--checkpoint-every", "1", "--keep-checkpoints", "1"))
+    folder = out / "checkpoints" / "nan"
+    assert ("error: train loss is nan at step 3/4; the run stopped without saving any later state. The newest complete "
+            f"checkpoint is step 2 in {folder}") in err, err
+    assert sorted(p.name for p in folder.iterdir()) == ["2.pt"]
+    state = ckpt_lib.read_checkpoint(folder / "2.pt")
+    assert all(torch.isfinite(value).all() for value in state["model"].values())
+
+
+def test_allow_nonfinite_loss_trains_on(small_run, tmp_path, scalar_lr, one_thread, capsys):
+    scalar_lr(1e30)
+    assert train_lib.main(small_run.args(tmp_path / "out", "--run-id", "a", "--allow-nonfinite-loss")) == 0
+    losses = [json.loads(line)["train_loss"] for line in (tmp_path / "out" / "logs" / "a.jsonl").read_text().splitlines()
+              if json.loads(line)["kind"] == "train"]
+    assert len(losses) == 4 and math.isnan(losses[-1])
+
+
+@pytest.fixture
+def nan_grads_at_update(monkeypatch):
+    """nan_grads_at_update(update): that update's loss is finite but one gradient is NaN (as an
+    overflow in the backward pass makes it), so the state after it holds NaN values."""
+
+    def arm(update: int) -> None:
+        real, calls = train_lib.forward_backward, []
+
+        def forward_backward(model, *args):
+            loss = real(model, *args)
+            if len(calls) == update:
+                next(model.parameters()).grad.fill_(float("nan"))
+            calls.append(1)
+            return loss
+
+        monkeypatch.setattr(train_lib, "forward_backward", forward_backward)
+
+    return arm
+
+
+def test_a_nan_state_behind_a_finite_loss_is_never_saved(small_run, tmp_path, fails, nan_grads_at_update, one_thread):
+    nan_grads_at_update(1)
+    out = tmp_path / "out"
+    err = fails(small_run.args(out, "--run-id", "s", "--checkpoint-every", "1"))
+    assert "error: the state after step 2 holds NaN or infinite values although every loss before it was finite" in err
+    assert sorted(p.name for p in (out / "checkpoints" / "s").iterdir()) == ["1.pt"]
+
+
+def test_a_nan_val_loss_stops_the_run_before_its_save(small_run, tmp_path, fails, nan_grads_at_update, one_thread):
+    """Validation after step 2 comes before its save: the NaN state's real val loss is NaN."""
+    nan_grads_at_update(1)
+    out = tmp_path / "out"
+    err = fails(small_run.args(out, "--run-id", "v", "--checkpoint-every", "1", "--val-every", "2"))
+    assert "error: val loss is nan at step 2/4" in err and "The newest complete checkpoint is step 1" in err, err
+    assert sorted(p.name for p in (out / "checkpoints" / "v").iterdir()) == ["1.pt"]
