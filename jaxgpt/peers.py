@@ -79,8 +79,9 @@ class PeerWatch:
             self._thread.start()
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
+    def __exit__(self, exc_type: object, error: BaseException | None, traceback: object) -> None:
+        if error is None or not is_collective_failure(error):  # else peer_lost still reads the counters
+            self._stop.set()
 
     @contextlib.contextmanager
     def waiting(self) -> Iterator[None]:
