@@ -19,7 +19,7 @@ from typing import Any
 
 import jax
 
-from jaxgpt import checkpoint, compile_cache, convert, data, peers
+from jaxgpt import checkpoint, compile_cache, convert, data, peers, profiling
 from jaxgpt import config as cfg
 from jaxgpt.cli import RunOptions
 from jaxgpt.data import DataPosition
@@ -110,13 +110,6 @@ def check_outputs(preset: cfg.Preset, options: RunOptions) -> None:
         check_writable(target.parent, "--export-torch folder")
     if options.tensorboard is not None:
         check_writable(Path(options.tensorboard), "--tensorboard")
-
-
-def check_profile_window(window: tuple[int, int] | None, start_step: int, total_steps: int) -> None:
-    """--profile names only steps this run takes (a resumed run starts after `start_step`)."""
-    if window is not None and not start_step < window[0] <= window[1] <= total_steps:
-        raise ValueError(f"--profile {window[0]}:{window[1]} names steps this run does not take "
-                         f"(it logs step:{start_step + 1} .. step:{total_steps})")
 
 
 SLURM_TASK_VARIABLES = ("SLURM_JOB_ID", "SLURM_STEP_NODELIST", "SLURM_NTASKS", "SLURM_PROCID", "SLURM_LOCALID")
@@ -211,7 +204,7 @@ def start_run(preset: cfg.Preset, options: RunOptions) -> RunStart:
         preset = checkpoint.keep_saved_cadence(preset, saved_meta, options.overridden)
     # --init-from's dims before the checks, so that the token-id scan uses its vocabulary.
     preset, init_state = convert.init_preset(preset, options.init_from, options.head_dim)
-    check_profile_window(options.profile, step, preset.train.steps)
+    profiling.check_window(options.profile, step, preset.train.steps)
     check_run(preset, len(devices), jax.process_count(), step, position, announce=jax.process_index() == 0)
     if checkpointer is None and preset.train.steps > 0 and jax.process_index() == 0:
         print("note: this run writes no checkpoint (pass --checkpoint-every K or --save-checkpoint to keep its state)",

@@ -27,6 +27,13 @@ def trace_folder(out_dir: str, run_id: str, process_index: int, process_count: i
     return folder / f"process{process_index}" if process_count > 1 else folder
 
 
+def check_window(window: tuple[int, int] | None, start_step: int, total_steps: int) -> None:
+    """--profile names only steps this run takes (a resumed run starts after `start_step`)."""
+    if window is not None and not start_step < window[0] <= window[1] <= total_steps:
+        raise ValueError(f"--profile {window[0]}:{window[1]} names steps this run does not take "
+                         f"(it logs step:{start_step + 1} .. step:{total_steps})")
+
+
 class StepTrace:
     """Starts and stops the JAX profiler around a window of steps: (START, STOP) in train-line
     numbering (jaxgpt.cli.parse_profile_window), None for no trace."""
