@@ -87,12 +87,6 @@ def lower_for_gpu(jitted: Any, *args: Any) -> Any:
         return jitted.trace(*args).lower(lowering_platforms=("cuda",))
 
 
-def transpose_ref(ref: Any) -> Any:
-    """A 2-D Pallas ref viewed transposed (for a wgmma operand): jax 0.11 deprecates
-    `plgpu.transpose_ref` for the ref's own `.transpose`, which jax 0.10 also has."""
-    return ref.transpose((1, 0))
-
-
 def gpu_interpret_params(**params: Any) -> Any:
     """Parameters that run a Mosaic GPU kernel in its CPU interpreter (`interpret=` of
     `plgpu.kernel`): `InterpretGPUParams`, private in jax 0.10 and 0.11."""

@@ -112,7 +112,8 @@ class _Compiled:
     def mma(acc: jax.Array | None, a: Any, b: Any, transpose_b: bool = False) -> jax.Array:
         """acc + a @ b (b^T with transpose_b) in fp32. a: SMEM ref or (M, K) registers; b: SMEM ref.
         acc None: a fresh zero accumulator."""
-        b = compat.transpose_ref(b) if transpose_b else b
+        # The ref viewed transposed: jax 0.10 and 0.11 both have it (0.11 deprecates plgpu.transpose_ref).
+        b = b.transpose((1, 0)) if transpose_b else b
         if acc is None:
             def scoped(acc_ref):
                 plgpu.wgmma(acc_ref, a, b)
