@@ -39,7 +39,8 @@ def document_tokens(seq_len: int, mean_doc_tokens: int, seed: int = 0) -> np.nda
 
 
 def listed_blocks(tokens: np.ndarray, window: int) -> int:
-    """Key blocks visited over all query blocks at `window` (partial + full lists, clamped)."""
+    """Key blocks visited over all query blocks of (T,) int32 `tokens` at `window` (partial + full
+    lists, clamped)."""
     import jax.numpy as jnp
 
     from jaxgpt import masks
@@ -57,7 +58,8 @@ JAX_BACKENDS = ("pallas", "mosaic", "blocked")
 
 
 def jax_times(tokens: np.ndarray, windows: list[int], repeats: int, backend: str) -> dict[int, dict[str, float]]:
-    """{window: {"fwd_ms", "fwd_bwd_ms"}} of one jaxgpt attention backend."""
+    """{window: {"fwd_ms", "fwd_bwd_ms"}} of one jaxgpt attention backend on random bf16 q, k, v
+    (1, SEQ_LEN, HEADS, HEAD_DIM) with the documents of `tokens` (SEQ_LEN,) int32."""
     import jax
     import jax.numpy as jnp
 
@@ -85,6 +87,8 @@ def jax_times(tokens: np.ndarray, windows: list[int], repeats: int, backend: str
 
 
 def flex_times(tokens: np.ndarray, windows: list[int], repeats: int) -> dict[int, dict[str, float]]:
+    """{window: {"fwd_ms", "fwd_bwd_ms"}} of torch_ref's compiled flex_attention on CUDA, random bf16
+    q, k, v (1, HEADS, SEQ_LEN, HEAD_DIM), the record's BlockMask of `tokens` (SEQ_LEN,) int32."""
     import torch
 
     from torch_ref import masks as torch_masks
@@ -119,6 +123,9 @@ def flex_times(tokens: np.ndarray, windows: list[int], repeats: int) -> dict[int
 
 
 def bench_attention_gpu(*, quick: bool, repeats: int = 10, mean_doc_tokens: int = 1000) -> dict[str, Any]:
+    """The suite (module docstring): {"shape", "device", "repeats", "rows": one per window with each
+    implementation's ms and TFLOP/s and their ratios, "flex_error", "mosaic_error"}; SystemExit
+    without a CUDA GPU."""
     import jax
 
     if jax.default_backend() != "gpu":

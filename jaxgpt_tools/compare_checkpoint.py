@@ -101,7 +101,7 @@ class TorchModel:
         self.gpt.to(device).eval()
 
     def logits_and_loss(self, inputs: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, float]:
-        """((T, Vp) fp32 logits before the soft-cap, loss)."""
+        """(T,) int inputs and targets -> ((T, Vp) fp32 logits before the soft-cap, loss)."""
         captured = {}
         handle = self.gpt.lm_head.register_forward_hook(lambda _m, _i, out: captured.setdefault("logits", out))
         loss = self.loss(inputs, targets)
@@ -133,6 +133,7 @@ class JaxModel:
         self._loss = nnx.jit(lambda model, inputs, targets: model(inputs, targets, window, train=False))
 
     def logits_and_loss(self, inputs: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, float]:
+        """(T,) int32 inputs and targets -> ((T, Vp) fp32 logits before the soft-cap, loss)."""
         import jax.numpy as jnp
 
         logits = self._logits(self.model, jnp.asarray(inputs)[None])

@@ -45,7 +45,7 @@ def block_grid(tokens: np.ndarray, window_blocks: int, *, block_size: int = BLOC
 
 
 def document_blocks(tokens: np.ndarray, *, block_size: int = BLOCK_SIZE, eot_id: int = EOT_ID) -> list[tuple[int, int]]:
-    """(first block, last block) of each document of `tokens` (a document opens with EOT)."""
+    """(first block, last block) of each document of `tokens` (T,) (a document opens with EOT)."""
     doc_ids = np.cumsum(tokens == eot_id)
     starts = np.flatnonzero(np.diff(doc_ids, prepend=doc_ids[0] - 1))
     ends = np.append(starts[1:] - 1, len(tokens) - 1)

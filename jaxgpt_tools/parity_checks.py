@@ -50,6 +50,8 @@ def _bf16_ulp(values: np.ndarray) -> np.ndarray:
 
 
 def _ns_pair(x: np.ndarray, steps: int, fp32: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(jaxgpt's, torch_ref's) `steps`-step Newton-Schulz of the fp32 matrix `x` (rows, cols), each
+    iterated in fp32 or bf16 (`fp32`), both returned as fp32 arrays of x's shape."""
     import jax
     import jax.numpy as jnp
     import torch
@@ -65,6 +67,7 @@ def _ns_pair(x: np.ndarray, steps: int, fp32: bool) -> tuple[np.ndarray, np.ndar
 
 
 def _rel_norm(x: np.ndarray, ref: np.ndarray) -> float:
+    """||x - ref|| / ||ref|| (Frobenius, in float64) of two arrays of one shape."""
     return float(np.linalg.norm((x - ref).astype(np.float64)) / np.linalg.norm(ref.astype(np.float64)))
 
 

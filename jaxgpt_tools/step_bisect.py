@@ -64,6 +64,7 @@ def run(ns_dtype: str, init: checks.Init, swap_step1_scalars: bool) -> None:
         update = jax.jit(tx.update)
 
         def torch_params() -> dict[str, np.ndarray]:
+            """torch_ref's current parameters, {record name: fp32 host copy}."""
             return {name: p.detach().numpy().copy() for name, p in model.named_parameters()}
 
         fed = {name: jnp.asarray(value) for name, value in torch_params().items()}
