@@ -27,9 +27,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from jaxgpt.config import get_preset
+
 RECORD_STEP_MS = 129.7  # the record's 8xH100 log: step_avg at its last steps (docs/spec/RECORD.md section 9)
 RECORD_RUN_MINUTES = 2.992  # its train_time, 179,527 ms, for 1,393 steps (RECORD.md)
-RECORD_STEPS = 1393
+RECORD_STEPS = get_preset("record").train.steps  # 1,393
 TIMED_STEPS = RECORD_STEPS - 10  # the record's clock restarts after step 10 and skips validation
 LAST_MEASURED_STEP_MS = 195.0  # jaxgpt's one-device record step, H100, 2026-11-23 (artifacts/gpu/h100_gpu_check.json)
 
