@@ -6,15 +6,15 @@ Parts, each guarded (a failure is recorded and the others still run):
   gpu_tests    every `gpu`-marked test of both packages (pytest in a subprocess)
   parity       torch_ref on CUDA (compiled flex_attention) vs jaxgpt on the GPU: logits and loss of
                one record-size model (fp32 policy, perturbed init) on a sample val sequence
-  train        the two trainers' own CLIs, record preset on one device (1 x 65,536 tokens per
-               step, sample shards cycled): jaxgpt (attention `pallas`, and `blocked` unless
-               --quick; `blocked` alone in the dry run) and torch_ref (torch.compile), run one
-               after the other, A B A B without --quick; per-step times from their log lines (median of the timed steps, which
-               exclude the first 10 and validation, RECORD.md section 9), first-step (compile)
-               time, peak memory, tokens per second, final validation loss; and the record's own
-               script (upstream_record: fetched into runs/upstream/, changed only as listed there,
-               one process), timed the same way from the same lines; skipped with the reason
-               when the script is absent, and prepared but not run on a CPU
+  train        the two trainers' own CLIs and the record's own script, record preset on one
+               device (1 x 65,536 tokens per step, sample shards cycled): jaxgpt (attention
+               `pallas`; `blocked` alone in the dry run), torch_ref (torch.compile) and the
+               record's script (upstream_record: fetched into runs/upstream/, changed only as
+               listed there, one process; skipped with the reason when absent, prepared but not
+               run on a CPU), one after the other, twice over without --quick (A B C A B C, then
+               jaxgpt with `blocked`); per-step times from their log lines (median of the timed
+               steps, which exclude the first 10 and validation, RECORD.md section 9), first-step
+               (compile) time, peak memory, tokens per second, final validation loss
   schedule     (only when asked) the record preset's whole schedule (1,393 steps, validation every
                125) for each trainer asked, from one initial state written here (torch_ref's seeded
                init in the record's format, its SHA-256 reported), with a final checkpoint: log
