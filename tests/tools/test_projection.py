@@ -1,8 +1,6 @@
 """jaxgpt_tools.hlo_schedule and .projection, and scripts/project_8gpu.py: the 8-GPU projection's arithmetic."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -116,11 +114,11 @@ def test_the_newest_non_dry_run_gpu_check_gives_the_measured_step(tmp_path):
     assert step == projection.LAST_MEASURED_STEP_MS and "LAST_MEASURED_STEP_MS" in source
 
 
-def test_project_8gpu_prints_the_projection_from_the_committed_plans():
-    done = subprocess.run([sys.executable, "scripts/project_8gpu.py", "--json"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
+def test_project_8gpu_prints_the_projection_from_the_committed_plans(capsys):
+    from scripts import project_8gpu
+
+    assert project_8gpu.main(["--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
     source = ROOT / result["measured_step_source"]
     measured = json.loads(source.read_text())["train"]["jax_step_ms"] if source.is_file() else projection.LAST_MEASURED_STEP_MS
     assert result["measured_one_device_step_ms"] == measured
