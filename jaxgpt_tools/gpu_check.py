@@ -45,7 +45,6 @@ from jaxgpt_tools.machine import describe
 STEP_LINE = re.compile(r"^step:(\d+)/(\d+) train_time:(\d+)ms")
 VAL_LINE = re.compile(r"^step:(\d+)/(\d+) val_loss:([0-9.naninf]+)")
 PEAK_LINE = re.compile(r"^peak memory allocated: (\d+) MiB")
-TIMED_FROM_STEP = 10  # the record's clock starts after step 10 (RECORD.md section 9)
 
 
 @dataclass(frozen=True)
@@ -161,6 +160,10 @@ def parity(sizes: Sizes, val_glob: str) -> dict[str, Any]:
 
 def parse_log(text: str) -> dict[str, Any]:
     """Per-step times, first-step time, val losses and peak memory from the record's log lines."""
+    # The record's clock restarts after step 10 (RECORD.md section 9); imported here, after
+    # run_check has set the platform jax starts on.
+    from jaxgpt.runlog import CLOCK_RESET_STEP
+
     cumulative: dict[int, int] = {}
     val: dict[int, float] = {}
     peak = None
@@ -175,8 +178,8 @@ def parse_log(text: str) -> dict[str, Any]:
     # after step 10. The record times the steps after it; a run too short for those (the dry
     # run) falls back to steps 2..10, which follow the compiling first step.
     deltas = {s: cumulative[s] - cumulative[s - 1] for s in sorted(cumulative)
-              if s - 1 in cumulative and s != TIMED_FROM_STEP + 1}
-    timed = [ms for s, ms in deltas.items() if s > TIMED_FROM_STEP + 1] or list(deltas.values())
+              if s - 1 in cumulative and s != CLOCK_RESET_STEP + 1}
+    timed = [ms for s, ms in deltas.items() if s > CLOCK_RESET_STEP + 1] or list(deltas.values())
     return {"first_step_ms": cumulative.get(1), "step_ms_median": statistics.median(timed) if timed else None,
             "step_ms": timed, "val_losses": val, "peak_mib": peak, "steps_logged": len(cumulative),
             "train_time_ms": cumulative[max(cumulative)] if cumulative else None}
