@@ -2,7 +2,8 @@
 
 The allowed set is the record's (RECORD.md section 3): key k is visible to query q when
 k <= q, both are in the same document, and k's 128-token block is one of the query's own
-block and the w - 1 blocks before it (w = 0 acts as 1).
+block and the w - 1 blocks before it (w = 0 acts as 1). `window_tokens` sw adds #15's token
+window q - k < sw (LINEAGE.md 5.4; dense and blocked backends).
 
 Numerics follow FlexAttention's kernel as closely as plain JAX allows: scores q.k are
 accumulated in fp32 and scaled in fp32, softmax statistics (row max, row sum) are fp32, the
@@ -79,9 +80,11 @@ def dense_attention(
     *,
     scale: float = 0.12,
     block_size: int = BLOCK_SIZE,
+    window_tokens: int | jax.Array | None = None,
 ) -> jax.Array:
     """Reference backend with a (B, T, T) mask from the closed form; O(T^2) memory."""
-    allowed = jax.vmap(lambda ids: closed_form_mask(ids, window_blocks, block_size=block_size))(doc_ids)
+    allowed = jax.vmap(lambda ids: closed_form_mask(ids, window_blocks, block_size=block_size,
+                                                    window_tokens=window_tokens))(doc_ids)
     return _masked_softmax_pv(_scores(q, k, scale), allowed[:, None], v, q.dtype)
 
 
@@ -99,6 +102,7 @@ def blocked_attention(
     scale: float = 0.12,
     block_size: int = BLOCK_SIZE,
     max_window_blocks: int = 14,
+    window_tokens: int | jax.Array | None = None,
 ) -> jax.Array:
     """Block-sparse backend: O(T * max_window_blocks) memory and FLOPs.
 
@@ -141,6 +145,9 @@ def blocked_attention(
     in_block_k = jnp.arange(block_size)[None, :]
     # Every key of an earlier block is causally visible; in the query's own block only k <= q.
     causal = (blocks_back[:, None, None] > 0) | (in_block_k <= in_block_q)[None]  # (W, bs, bs)
+    if window_tokens is not None:  # q - k, from the slot's block distance and the in-block offsets
+        distance = blocks_back[:, None, None] * block_size + in_block_q[None] - in_block_k[None]
+        causal = causal & (distance < jnp.asarray(window_tokens, jnp.int32))
 
     def one_group(q_blocks, q_ids, k_slab, v_slab, ids_slab) -> jax.Array:
         """q_blocks (B, C, bs, H, Dh); q_ids (B, C, bs); slabs (B, C+W-1, bs, ...) -> (B, C, bs, H, Dv)."""
@@ -182,6 +189,7 @@ def attention(
     block_size: int = BLOCK_SIZE,
     max_window_blocks: int = 14,
     kernel_lists: KernelBlockLists | None = None,
+    window_tokens: int | jax.Array | None = None,
 ) -> jax.Array:
     """Document-causal block-window attention (the record's FlexAttention call).
 
@@ -191,9 +199,13 @@ def attention(
     treated as max_window_blocks by `blocked`, `pallas` and `mosaic` but not by `dense`; 0 acts as 1).
     kernel_lists: for `pallas` and `mosaic`, the lists of `jaxgpt.kernels.block_lists.kernel_block_lists`
     for this window (built here when None; pass them to share them between layers).
+    window_tokens: #15's token window sw (q - k < sw on top of the block window); not "pallas".
     Returns (B, T, H, Dv) in q's dtype. Scores and softmax are fp32.
     """
     backend = resolve_backend(backend)
+    if window_tokens is not None and backend in ("pallas", "mosaic"):
+        raise ValueError(f"the {backend} backend applies block windows only; a token window (window_tokens) "
+                         "needs the 'blocked' or 'dense' backend")
     if backend == "pallas":  # the kernels' wrappers check the same inputs (and their own limits) once
         return flash_attention(q, k, v, doc_ids, window_blocks, scale=scale, block_size=block_size,
                                max_window_blocks=max_window_blocks, lists=kernel_lists)
@@ -202,10 +214,12 @@ def attention(
                                 max_window_blocks=max_window_blocks, lists=kernel_lists)
     check_attention_inputs(q, k, v, doc_ids, window_blocks, block_size=block_size, max_window_blocks=max_window_blocks)
     if backend == "dense":
-        return dense_attention(q, k, v, doc_ids, window_blocks, scale=scale, block_size=block_size)
+        return dense_attention(q, k, v, doc_ids, window_blocks, scale=scale, block_size=block_size,
+                               window_tokens=window_tokens)
     if backend == "blocked":
         return blocked_attention(
-            q, k, v, doc_ids, window_blocks, scale=scale, block_size=block_size, max_window_blocks=max_window_blocks
+            q, k, v, doc_ids, window_blocks, scale=scale, block_size=block_size, max_window_blocks=max_window_blocks,
+            window_tokens=window_tokens,
         )
     raise ValueError(f"unknown attention backend {backend!r}; choose 'auto', 'dense', 'blocked', 'pallas' or 'mosaic'")
 
@@ -230,6 +244,7 @@ def cached_attention(
     *,
     scale: float = 0.12,
     block_size: int = BLOCK_SIZE,
+    window_tokens: int | jax.Array | None = None,
 ) -> jax.Array:
     """Attention of C new queries to a key/value cache (incremental decoding), same allowed
     set and numerics as `dense_attention`.
@@ -241,5 +256,6 @@ def cached_attention(
     """
     k_positions = jnp.arange(k_cache.shape[1], dtype=jnp.int32)
     allowed = allowed_at(q_positions[None, :, None], k_positions[None, None, :], q_doc_ids[:, :, None],
-                         k_doc_ids[:, None, :], window_blocks, block_size=block_size)  # (B, C, S)
+                         k_doc_ids[:, None, :], window_blocks, block_size=block_size,
+                         window_tokens=window_tokens)  # (B, C, S)
     return _masked_softmax_pv(_scores(q, k_cache, scale), allowed[:, None], v_cache, q.dtype)

@@ -47,7 +47,10 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """Human-readable `field: saved -> current` lines for every field that differs, ignoring
     the output-only fields of RESUME_IGNORED_FIELDS. Empty when the configs agree."""
-    old, new = _flatten(saved), _flatten(current)
+    # A field the saved config lacks (added since) had its default then: compare that.
+    defaults = config_to_json(Preset())
+    old = {**_flatten(defaults), **_flatten(saved)}
+    new = _flatten(current)
     lines = []
     for name in sorted(old.keys() | new.keys()):
         if name in RESUME_IGNORED_FIELDS:

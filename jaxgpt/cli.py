@@ -79,7 +79,8 @@ def _add_field(group: Any, section: str, name: str, parse: Callable[[str], Any] 
     """A flag `--name-with-dashes` (or `flag`, plus `aliases`) that overrides `section`.`name` of the preset."""
     group.add_argument(
         flag or "--" + name.replace("_", "-"), *aliases, dest=f"{section}.{name}", type=parse, default=None,
-        choices=choices, metavar=None if choices else name.split("_")[-1].upper(), help=help_text,
+        choices=choices, help=help_text,
+        metavar=None if choices else "{true,false}" if parse is parse_bool else name.split("_")[-1].upper(),
     )
 
 
@@ -102,6 +103,16 @@ def _add_run_flags(group: Any) -> None:
                        help="start again at the first training shard when the shards run out")
 
 
+def _add_lineage_train_flags(group: Any) -> None:
+    add = functools.partial(_add_field, group, "train")
+    add("window_schedule", str, "the window each step passes: blocks_ceil (Sub3Min), blocks_floor (#18), tokens (#15), "
+        "none (#8/#9)", choices=get_args(cfg.WindowSchedule))
+    add("repeat_first_batch", parse_bool, "train steps 0 and 1 on the first batch (#8/#9's loader quirk)")
+    add("shard_switch", str, "when a rank leaves a shard: global (Sub3Min, #18), per_rank (#15), per_rank_inclusive "
+        "(#8/#9)", choices=get_args(cfg.ShardSwitch))
+    add("data_ranks", int, "record ranks whose offsets the per-rank shard switch tests (8 in the records)")
+
+
 def _add_model_flags(group: Any) -> None:
     add = functools.partial(_add_field, group, "model")
     add("dtype_policy", str, "record: bf16 + FP8 head as the record; fp32: all-fp32 policy for parity",
@@ -118,7 +129,7 @@ def _add_model_flags(group: Any) -> None:
     add("model_dim", int, "model width D")
     add("block_size", int, "mask block in tokens")
     add("eot_id", int, "end-of-text token id (documents start with it)")
-    add("attn_scale", float, "attention scale (fixed, not head_dim**-0.5)")
+    add("attn_scale", or_none(float), "attention scale (Sub3Min's fixed 0.12; none: head_dim**-0.5)")
     add("logit_cap", float, "soft-cap of the logits")
     add("logit_cap_temperature", float, "soft-cap temperature")
     add("rope_max_len", int, "length of the rotary table")
@@ -126,6 +137,30 @@ def _add_model_flags(group: Any) -> None:
     add("max_window_blocks", int, "largest attention window in blocks the compiled step supports")
     add("loss_chunk_tokens", or_none(int), "cross-entropy over this many tokens at a time (none: all)")
     add("fp8_grad_scale", float, "FP8 head gradient scale for a mean over 65,536 tokens per device")
+
+
+def _add_lineage_model_flags(group: Any) -> None:
+    add = functools.partial(_add_field, group, "model")
+    add("rms_norm_eps", str, "RMSNorm eps: fp32 (2^-23, today's PyTorch) or as_run (2^-7 on bf16 inputs, the "
+        "records' PyTorch builds)", choices=get_args(cfg.RMSNormEps))
+    add("embed_rows", str, "embedding table rows: vocab (50257) or padded (50304, #8-#18)", choices=get_args(cfg.EmbedRows))
+    add("linear_init", str, "linear init bound: record (sqrt(3)/2/sqrt(in)) or torch_default (1/sqrt(in), #8-#18)",
+        choices=get_args(cfg.LinearInit))
+    add("block_lambdas", parse_bool, "x <- l0 x + l1 x0 before each block (#9 on)")
+    add("unet_skips", parse_bool, "U-net skip weights between encoder and decoder layers (#11 on)")
+    add("value_embed_layout", str, "value embeddings as separate tables or chunks of one table (#15)",
+        choices=get_args(cfg.ValueEmbedLayout))
+    add("attn_value_lambdas", parse_bool, "attention value lambdas v = l0 v + l1 ve (#15 on)")
+    add("value_residual", parse_bool, "#9's value residual v = (1 - lamb) v + lamb v_layer0")
+    add("attention_mask", str, "document_blocks (Sub3Min, #18), document_tokens (#15), causal (#8/#9)",
+        choices=get_args(cfg.AttentionMask))
+    add("rotary", str, "rotary tables and precision (half_truncated: Sub3Min, #18; full: #8/#9; full_bf16_freq: #15)",
+        choices=get_args(cfg.Rotary))
+    add("soft_cap", str, "logit soft-cap: sigmoid (Sub3Min), tanh (#9-#18, cap --logit-cap), none (#8)",
+        choices=get_args(cfg.SoftCap))
+    add("soft_cap_rounding", str, "tanh cap on bf16 logits rounded once (compiled) or per op (eager)",
+        choices=get_args(cfg.SoftCapRounding))
+    add("fp8_head", parse_bool, "FP8 lm_head in training under a bf16 policy (#19 on)")
 
 
 def _add_optim_flags(group: Any) -> None:
@@ -145,6 +180,11 @@ def _add_optim_flags(group: Any) -> None:
     add("cooldown_frac", float, "fraction of the steps over which the LR decays at the end")
     add("final_lr_frac", float, "LR multiplier at the last step")
     add("bf16_embeddings", or_none(parse_bool), "bf16 embedding tables and moments (none: follow --dtype)")
+    add("muon_momentum_form", str, "Muon momentum: ema (lerps, #15 on) or sgd (buf = m buf + g, #8/#9)",
+        choices=get_args(cfg.MuonMomentumForm))
+    add("ns_iteration", str, "Newton-Schulz step: poly (bA + cA^2, #11 on) or chain (AX, #8/#9)",
+        choices=get_args(cfg.NSIteration))
+    add("cooldown_whole_steps", parse_bool, "LR cooldown of round(cooldown_frac * steps) whole steps (#8-#15)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -153,7 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train the Sub3Min GPT with JAX on a data-parallel device mesh (the record's optimizers, "
         "schedules, validation and log lines). Config flags override the chosen preset's values.",
     )
-    parser.add_argument("--preset", choices=sorted(cfg.PRESETS), default="record", help="starting config (default: record)")
+    parser.add_argument("--preset", choices=sorted(cfg.PRESETS), default="record",
+                        help="starting config (default: record, alias sub3min); the lineage: "
+                        + ", ".join(f"{name} (#{number} {record})" for name, (number, record, _) in cfg.LINEAGE_PRESETS.items()))
     parser.add_argument("--init-from", metavar="CKPT.pt", help="start from this record-format torch checkpoint {'model': state_dict}; model dims are inferred from it")
     parser.add_argument("--resume", metavar="DIR", help="continue the run whose checkpoints are in DIR (same config required); new checkpoints go there too")
     parser.add_argument("--export-torch", metavar="PATH", help="after training, write the params as a record-format torch checkpoint")
@@ -178,7 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "events into DIR/RUN_ID (tensorboard --logdir DIR shows every run there)")
     _add_run_flags(parser.add_argument_group("run (overrides the preset)"))
     _add_model_flags(parser.add_argument_group("model (overrides the preset)"))
-    _add_optim_flags(parser.add_argument_group("optimizer (overrides the preset)"))
+    _add_optim_flags(parser.add_argument_group("optimizer and schedules (overrides the preset)"))
+    _add_lineage_model_flags(parser.add_argument_group("lineage switches: model (docs/spec/LINEAGE.md section 7)"))
+    _add_lineage_train_flags(parser.add_argument_group("lineage switches: window schedule and data"))
     hosts = parser.add_argument_group("several hosts (jax.distributed)")
     hosts.add_argument("--coordinator", metavar="HOST:PORT", help="coordinator address; also read from JAX_COORDINATOR_ADDRESS")
     hosts.add_argument("--num-processes", type=int, help="number of processes (hosts)")

@@ -4,6 +4,14 @@ Every number of the Sub3Min record lives here once (see docs/spec/RECORD.md); th
 `record` preset reproduces it and the `tiny` preset shrinks the widths and lengths so that
 the same code runs on a CPU while every per-layer pattern (value-embedding slots, long and
 short windows, the layer without attention, the U-net skips) is still exercised.
+
+The speedrun's lineage (docs/spec/LINEAGE.md: records #8 UntieEmbed, #9 ShortcutsTweaks,
+#15 UNetValueEmbedsTweaks, #18 SoftCap) is a set of switches of the same configs, grouped
+by what they change: model switches in ModelConfig, optimizer and LR/momentum schedule
+switches in OptimConfig, window schedule and data-stream switches in TrainConfig. Their
+defaults are Sub3Min's, so the `record` preset is unchanged by them; each lineage preset is a
+set of switch values (`LINEAGE_PRESETS`). Mixes that cannot mean anything are refused by
+`__post_init__` (within a section) and `check_preset` (across sections), naming the conflict.
 """
 
 from __future__ import annotations
@@ -17,11 +25,33 @@ BLOCK_SIZE = 128  # FlexAttention's mask block: windows and sequence lengths cou
 EOT_ID = 50256  # GPT-2 `<|endoftext|>`; every document starts with it.
 GPT2_VOCAB_SIZE = 50257
 
-DTypePolicy = Literal["record", "fp32"]
+# record: bf16 embeddings and activations, fp32 weights cast at use (#18, #20);
+# bf16_model: the whole model bf16 (embeddings, scalars, activations), linear weights fp32
+#   holding bf16-rounded initial values (#15's `.bfloat16()` then CastedLinear back to fp32);
+# autocast: every parameter and the residual stream fp32, matmuls in bf16 (#8, #9 under
+#   torch.autocast); fp32: everything fp32 (parity).
+DTypePolicy = Literal["record", "fp32", "bf16_model", "autocast"]
 AttentionBackend = Literal["auto", "dense", "blocked", "pallas", "mosaic"]  # auto: attention.resolve_backend
 RematPolicy = Literal["none", "block", "block_dots"]
 NSDType = Literal["bf16", "fp32"]
 QKVLayout = Literal["merged", "separate"]
+# Lineage switches (LINEAGE.md section 7); the first value of each is Sub3Min's.
+EmbedRows = Literal["vocab", "padded"]
+LinearInit = Literal["record", "torch_default"]
+ValueEmbedLayout = Literal["tables", "chunks"]
+AttentionMask = Literal["document_blocks", "document_tokens", "causal"]
+Rotary = Literal["half_truncated", "full", "full_bf16_freq", "full_bf16_freq_eager"]
+SoftCap = Literal["sigmoid", "tanh", "none"]
+SoftCapRounding = Literal["once", "per_op"]
+RMSNormEps = Literal["fp32", "as_run"]
+MuonMomentumForm = Literal["ema", "sgd"]
+NSIteration = Literal["poly", "chain"]
+WindowSchedule = Literal["blocks_ceil", "blocks_floor", "tokens", "none"]
+ShardSwitch = Literal["global", "per_rank", "per_rank_inclusive"]
+
+
+# Frozen configs change by copy; dataclasses.replace runs __post_init__, so the copy is validated.
+replace = dataclasses.replace
 
 
 def next_multiple(value: int, multiple: int) -> int:
@@ -57,9 +87,12 @@ class ModelConfig:
     """The GPT of the record. Defaults are the 124M-class Sub3Min model.
 
     dtype_policy:
-      "record": bf16 embeddings and activations, fp32 master weights cast to bf16 at use,
-                FP8 lm_head in training (plain bf16 head in eval), soft-cap and CE in fp32.
-      "fp32":   everything in fp32 and a plain fp32 head; for parity tests.
+      "record":     bf16 embeddings and activations, fp32 master weights cast to bf16 at use,
+                    FP8 lm_head in training when fp8_head (plain bf16 head in eval), CE in fp32.
+      "fp32":       everything in fp32 and a plain fp32 head; for parity tests.
+      "bf16_model": #15's: bf16 embeddings, scalars and activations, fp32 linear weights whose
+                    initial values are bf16-rounded.
+      "autocast":   #8/#9's: fp32 parameters and residual stream, bf16 matmuls (torch.autocast).
     """
 
     vocab_size: int = GPT2_VOCAB_SIZE
@@ -68,8 +101,8 @@ class ModelConfig:
     model_dim: int = 768
     block_size: int = BLOCK_SIZE
     eot_id: int = EOT_ID
-    attn_scale: float = 0.12  # fixed, not head_dim**-0.5
-    logit_cap: float = 30.0  # logits -> cap * sigmoid(z / cap_temperature)
+    attn_scale: float | None = 0.12  # Sub3Min's fixed scale; None: head_dim ** -0.5 (FlexAttention's and SDPA's default)
+    logit_cap: float = 30.0  # soft_cap "sigmoid": cap * sigmoid(z / temperature); "tanh": cap * tanh(z / cap)
     logit_cap_temperature: float = 7.5
     rope_max_len: int = 65536
     mlp_ratio: int = 4
@@ -100,6 +133,42 @@ class ModelConfig:
     # weight (same numbers, three matmuls; for the fusion study, docs/FUSION.md).
     qkv_layout: QKVLayout = "merged"
 
+    # --- Lineage switches: the model (LINEAGE.md sections 3-6; defaults are Sub3Min's) ---
+    # Rows of the token and value embedding tables: the vocabulary (Sub3Min's 50257) or the
+    # head's padded 50304 (#8-#18); the padded rows are never read.
+    embed_rows: EmbedRows = "vocab"
+    # Linear init bound: "record" sqrt(3) * 0.5 / sqrt(fan_in) (#19 on); "torch_default"
+    # nn.Linear's 1 / sqrt(fan_in) (#8-#18).
+    linear_init: LinearInit = "record"
+    block_lambdas: bool = True  # x <- l0 x + l1 x0 before each block (#9 on); off: no `lambdas`, no x0
+    unet_skips: bool = True  # `skip_weights`: decoder layer j adds encoder output L/2-1-j (#11 on)
+    # value_embed_slots index separate (V, D) tables ("tables", #18/#20) or the D-wide chunks of
+    # one (V, k D) table ("chunks", #15's `vte` split in 6)
+    value_embed_layout: ValueEmbedLayout = "tables"
+    attn_value_lambdas: bool = True  # attn.lambdas (2,): v = l0 v (+ l1 ve) (#15 on)
+    # #9's value residual: attn.lamb () in every layer, v = (1 - lamb) v + lamb v_0 with v_0
+    # layer 0's raw value projection.
+    value_residual: bool = False
+    # "document_blocks": document-causal with a window of W blocks (W_long / W_short by layer);
+    # "document_tokens": #15's document-causal token window sw AND block window ceil(sw / 128);
+    # "causal": #8/#9's plain causal attention within each sequence (no documents, no window).
+    attention_mask: AttentionMask = "document_blocks"
+    # "half_truncated": Sub3Min's (and #18's) fp32 tables and rotation; "full": #8/#9's 64
+    # frequencies base 10000, fp32 angles, tables and rotation in the activation dtype;
+    # "full_bf16_freq": #15's, inv_freq rounded to bf16 first (the compiled reading, LINEAGE.md
+    # 5.3); "full_bf16_freq_eager": the eager reading (positions and angles rounded to bf16).
+    rotary: Rotary = "half_truncated"
+    # "sigmoid": Sub3Min's cap * sigmoid(z / temperature) in fp32; "tanh": cap * tanh(z / cap)
+    # on the logits' dtype (#9-#18); "none": #8's plain logits.
+    soft_cap: SoftCap = "sigmoid"
+    # tanh cap on bf16 logits: "once" = computed in fp32, rounded to bf16 once (inductor's fused
+    # chain, the reading of LINEAGE.md 8.4); "per_op" = eager's rounding after /, tanh and *.
+    soft_cap_rounding: SoftCapRounding = "once"
+    fp8_head: bool = True  # FP8 lm_head in training (#19 on); the fp32 policy never uses it
+    # RMSNorm eps: "fp32" 2^-23 for every input (today's PyTorch, the default); "as_run" 2^-7 on
+    # bf16 inputs and 2^-23 on fp32 ones (the records' PyTorch builds, LINEAGE.md 2.1).
+    rms_norm_eps: RMSNormEps = "fp32"
+
     def __post_init__(self) -> None:
         for name in ("vocab_size", "num_layers", "num_heads", "model_dim", "block_size", "rope_max_len"):
             if getattr(self, name) <= 0:
@@ -110,7 +179,7 @@ class ModelConfig:
             _fail("num_heads", f"head_dim {self.head_dim} must be a multiple of 4 (half-truncated rotary)")
         if not 0 <= self.eot_id < self.vocab_size:
             _fail("eot_id", f"{self.eot_id} is outside the vocabulary of {self.vocab_size}")
-        if self.num_layers % 2:
+        if self.num_layers % 2 and self.unet_skips:
             _fail("num_layers", f"the U-net pairs encoder and decoder layers; got odd {self.num_layers}")
         if len(self.value_embed_slots) != self.num_layers:
             _fail("value_embed_slots", f"has {len(self.value_embed_slots)} entries for {self.num_layers} layers")
@@ -131,6 +200,34 @@ class ModelConfig:
         _check_choice("qkv_layout", self.qkv_layout, QKVLayout)
         if not self.fp8_grad_scale > 0:
             _fail("fp8_grad_scale", f"must be positive, got {self.fp8_grad_scale}")
+        for name, choices in (("embed_rows", EmbedRows), ("linear_init", LinearInit),
+                              ("value_embed_layout", ValueEmbedLayout), ("attention_mask", AttentionMask),
+                              ("rotary", Rotary), ("soft_cap", SoftCap), ("soft_cap_rounding", SoftCapRounding),
+                              ("rms_norm_eps", RMSNormEps)):
+            _check_choice(name, getattr(self, name), choices)
+        if self.attn_scale is not None and not self.attn_scale > 0:
+            _fail("attn_scale", f"must be positive or None, got {self.attn_scale}")
+        self._check_lineage_mix()
+
+    def _check_lineage_mix(self) -> None:
+        """Refuse switch values that cannot be combined, naming both sides of the conflict."""
+        uses_value_embeds = any(slot is not None for slot in self.value_embed_slots)
+        if self.value_residual and uses_value_embeds:
+            _fail("value_residual", "and value embeddings (value_embed_slots) both rewrite v; the lineage "
+                  "replaced the one by the other (#14): choose one")
+        if self.value_residual and self.attn_value_lambdas:
+            _fail("value_residual", "mixes v with its own scalar attn.lamb; attn_value_lambdas (2,) would be a "
+                  "second mixing weight for the same v: turn attn_value_lambdas off")
+        if uses_value_embeds and not self.attn_value_lambdas:
+            _fail("value_embed_slots", "value embeddings are mixed into v by attn.lambdas: they need "
+                  "attn_value_lambdas=True (or no slots)")
+        if self.attention_mask != "document_blocks":
+            if set(self.long_window_layers) != set(range(self.num_layers)):
+                _fail("long_window_layers", f"attention_mask {self.attention_mask!r} has one window for every "
+                      "layer (long and short windows exist only for 'document_blocks'): list every layer")
+            if self.attention_mask == "document_tokens" and self.attention_backend == "pallas":
+                _fail("attention_backend", "the Pallas kernel applies block windows only; attention_mask "
+                      "'document_tokens' needs 'blocked' or 'dense' ('auto' picks 'blocked')")
 
     @property
     def head_dim(self) -> int:
@@ -142,8 +239,27 @@ class ModelConfig:
         return next_multiple(self.vocab_size, 128)
 
     @property
+    def embedding_rows(self) -> int:
+        """Rows of every token and value embedding table (`embed_rows`)."""
+        return self.padded_vocab_size if self.embed_rows == "padded" else self.vocab_size
+
+    @property
+    def attention_scale(self) -> float:
+        """The attention's score scale: `attn_scale`, or head_dim ** -0.5 when None."""
+        return self.head_dim**-0.5 if self.attn_scale is None else self.attn_scale
+
+    @property
     def num_value_embeds(self) -> int:
+        """Value embeddings addressed by value_embed_slots (tables, or chunks of one table)."""
         return 1 + max((s for s in self.value_embed_slots if s is not None), default=-1)
+
+    @property
+    def value_embed_tables(self) -> tuple[int, int]:
+        """(number of tables, width of each): (k, D) for "tables", (1, k D) for "chunks"."""
+        count = self.num_value_embeds
+        if self.value_embed_layout == "chunks" and count:
+            return 1, count * self.model_dim
+        return count, self.model_dim
 
     @property
     def num_encoder_layers(self) -> int:
@@ -183,10 +299,24 @@ class OptimConfig:
     # None: follow the model's dtype policy (bf16 under "record", fp32 under "fp32").
     bf16_embeddings: bool | None = None
 
+    # --- Lineage switches: the optimizers (LINEAGE.md 3.4, 3.5, 4.3) ---
+    # Muon's momentum: "ema" buf = lerp(buf, g, 1 - m), u = lerp(g, buf, m) (#15 on); "sgd"
+    # buf = m buf + g, u = g + m buf (#8/#9).
+    muon_momentum_form: MuonMomentumForm = "ema"
+    # Newton-Schulz step: "poly" B = bA + (cA)A, X = aX + BX (#11 on); "chain" B = AX,
+    # X = aX + bB + (cA)B (#8/#9). Same polynomial, different bf16 rounding.
+    ns_iteration: NSIteration = "poly"
+    # --- Lineage switches: the LR schedule ---
+    # The cooldown as a whole number of steps K = round(cooldown_frac * steps) with factor
+    # (steps - s) / K (#8-#15's warmdown_iters form) instead of the fraction form.
+    cooldown_whole_steps: bool = False
+
     def __post_init__(self) -> None:
         if not 0.0 <= self.cooldown_frac <= 1.0:
             _fail("cooldown_frac", f"must be in [0, 1], got {self.cooldown_frac}")
         _check_choice("ns_dtype", self.ns_dtype, NSDType)
+        _check_choice("muon_momentum_form", self.muon_momentum_form, MuonMomentumForm)
+        _check_choice("ns_iteration", self.ns_iteration, NSIteration)
 
 
 @dataclass(frozen=True)
@@ -207,9 +337,26 @@ class TrainConfig:
     out_dir: str = "runs"
     checkpoint_every: int = 0  # 0: only at the end when --save-checkpoint
     keep_checkpoints: int = 3
-    cycle_data: bool = False
+    cycle_data: bool = False  # wrap around to the first shard when the shards run out (#8-#18)
+    # --- Lineage switches: the window schedule (LINEAGE.md 5.5, 6.3; RECORD.md 4) ---
+    # "blocks_ceil": Sub3Min's max(1, ceil(M s / N / 128)) blocks; "blocks_floor": #18's
+    # floor(((1 - s/N) 128 + (s/N)(128 + M)) / 128) blocks; "tokens": #15's
+    # 64 floor((64 + M s / N) / 64) tokens; "none": no window (attention_mask "causal").
+    window_schedule: WindowSchedule = "blocks_ceil"
+    # --- Lineage switches: the data stream (LINEAGE.md 3.7, 5.9) ---
+    repeat_first_batch: bool = False  # #8/#9: step 0 and step 1 both train on batch 0
+    # When a rank leaves a shard: "global" when pos + B + 1 >= len, tested before reading (#18,
+    # #20); "per_rank": rank r of `data_ranks` tests its own pos + r B / data_ranks + B + 1 >= len
+    # after reading (#15; ranks 6-7 of 8 read one batch less per 10^8-token shard);
+    # "per_rank_inclusive": the same with > (#8/#9).
+    shard_switch: ShardSwitch = "global"
+    data_ranks: int = 8  # the record's ranks, whose offsets the per-rank shard switch uses
 
     def __post_init__(self) -> None:
+        _check_choice("window_schedule", self.window_schedule, WindowSchedule)
+        _check_choice("shard_switch", self.shard_switch, ShardSwitch)
+        if self.data_ranks <= 0:
+            _fail("data_ranks", f"must be positive, got {self.data_ranks}")
         if self.seq_len <= 0 or self.seq_len % BLOCK_SIZE:
             _fail("seq_len", f"must be a positive multiple of {BLOCK_SIZE}, got {self.seq_len}")
         if self.batch_tokens <= 0 or self.batch_tokens % self.seq_len:
@@ -220,10 +367,31 @@ class TrainConfig:
             _fail("val_every", f"must be positive, got {self.val_every}")
         if self.val_tokens < 0:
             _fail("val_tokens", f"must be >= 0, got {self.val_tokens}")
+        if self.shard_switch != "global" and self.batch_tokens % self.data_ranks:
+            _fail("data_ranks", f"shard_switch {self.shard_switch!r} splits each batch over data_ranks="
+                  f"{self.data_ranks} record ranks, but {self.batch_tokens} tokens do not split that way: "
+                  "set data_ranks to a divisor, or shard_switch 'global'")
 
     @property
     def sequences_per_step(self) -> int:
         return self.batch_tokens // self.seq_len
+
+
+# The window schedule each attention mask takes its window from.
+_WINDOW_SCHEDULES = {
+    "document_blocks": ("blocks_ceil", "blocks_floor"),
+    "document_tokens": ("tokens",),
+    "causal": ("none",),
+}
+
+
+def check_preset(model: ModelConfig, optim: OptimConfig, train: TrainConfig) -> None:
+    """Refuse cross-section mixes that cannot mean anything, naming the conflict."""
+    del optim  # no optimizer switch depends on another section
+    allowed = _WINDOW_SCHEDULES[model.attention_mask]
+    if train.window_schedule not in allowed:
+        _fail("window_schedule", f"{train.window_schedule!r} does not give the window attention_mask "
+              f"{model.attention_mask!r} takes (it takes {' or '.join(map(repr, allowed))})")
 
 
 @dataclass(frozen=True)
@@ -231,6 +399,9 @@ class Preset:
     model: ModelConfig = field(default_factory=ModelConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+
+    def __post_init__(self) -> None:
+        check_preset(self.model, self.optim, self.train)
 
 
 def record_preset() -> Preset:
@@ -263,17 +434,97 @@ def tiny_preset() -> Preset:
     )
 
 
-PRESETS = {"record": record_preset, "tiny": tiny_preset}
+# ---------------------------------------------------------------------------------------------
+# The lineage (LINEAGE.md): each record as switch values on top of Sub3Min's configs.
+
+_ALL_LAYERS = tuple(range(12))
+_NO_VALUE_EMBEDS = (None,) * 12
+# Model switches shared by #8-#18 (their GPT(vocab_size=50304), nn.Linear init, c_q/c_k/c_v,
+# FlexAttention's or SDPA's default scale, no FP8 head).
+_BEFORE_FP8 = dict(embed_rows="padded", linear_init="torch_default", qkv_layout="separate", attn_scale=None,
+                   fp8_head=False, loss_chunk_tokens=8192, attention_backend="auto")
+_ROW_DATA = dict(seq_len=1024, cycle_data=True, repeat_first_batch=True, shard_switch="per_rank_inclusive",
+                 window_schedule="none")
+
+
+def _whole_steps_cooldown(steps: int, cooldown_steps: int) -> dict:
+    """OptimConfig fields of a LR flat until steps - K, then (steps - s) / K down to 0."""
+    return dict(cooldown_frac=cooldown_steps / steps, final_lr_frac=0.0, cooldown_whole_steps=True)
+
+
+def untie_embed_preset() -> Preset:
+    """#8 UntieEmbed (10.8 min, 4578 steps): untied head, embedding norm, zero head, two Adams;
+    plain causal attention over 1024-token rows under autocast (LINEAGE.md section 3)."""
+    return Preset(
+        model=ModelConfig(
+            **_BEFORE_FP8, dtype_policy="autocast", block_lambdas=False, unet_skips=False,
+            value_embed_slots=_NO_VALUE_EMBEDS, attn_value_lambdas=False, attention_free_layers=(),
+            long_window_layers=_ALL_LAYERS, attention_mask="causal", rotary="full", soft_cap="none",
+        ),
+        optim=OptimConfig(
+            muon_lr=0.02, muon_momentum_start=0.95, muon_momentum_end=0.95, muon_momentum_warmup_steps=0,
+            muon_momentum_form="sgd", ns_iteration="chain", head_lr=0.002, embed_lr=0.3, scalar_lr=0.02,
+            adam_b1=0.9, adam_b2=0.95, adam_eps=1e-8, **_whole_steps_cooldown(4578, 1308),
+        ),
+        train=TrainConfig(steps=4578, **_ROW_DATA),
+    )
+
+
+def shortcuts_preset() -> Preset:
+    """#9 ShortcutsTweaks (8.2 min, 3200 steps): #8 plus the value residual, x0 shortcuts (block
+    lambdas), Muon momentum warmup over 500 steps and a tanh soft-cap of 30 (LINEAGE.md section 4)."""
+    base = untie_embed_preset()
+    return Preset(
+        model=replace(base.model, block_lambdas=True, value_residual=True, soft_cap="tanh", logit_cap=30.0),
+        optim=replace(base.optim, muon_momentum_start=0.85, muon_momentum_warmup_steps=500,
+                      **_whole_steps_cooldown(3200, 914)),
+        train=replace(base.train, steps=3200),
+    )
+
+
+def unet_value_embeds_preset() -> Preset:
+    """#15 UNetValueEmbedsTweaks (3.95 min, 1480 steps): a bf16 model, U-net skips, one (V, 6D)
+    value table in 6 mirrored chunks, FlexAttention with a token window (LINEAGE.md section 5)."""
+    return Preset(
+        model=ModelConfig(
+            **_BEFORE_FP8, dtype_policy="bf16_model", value_embed_layout="chunks",
+            value_embed_slots=(0, 1, 2, 3, 4, 5, 5, 4, 3, 2, 1, 0), attention_free_layers=(),
+            long_window_layers=_ALL_LAYERS, attention_mask="document_tokens", rotary="full_bf16_freq",
+            soft_cap="tanh", logit_cap=30.0,
+        ),
+        optim=OptimConfig(adam_eps=1e-8, **_whole_steps_cooldown(1480, 600)),
+        train=TrainConfig(steps=1480, cycle_data=True, shard_switch="per_rank", window_schedule="tokens"),
+    )
+
+
+def softcap_preset() -> Preset:
+    """#18 SoftCap (3.4 min, 1390 steps): Sub3Min's architecture before merged QKV, long/short
+    windows, scale 0.12 and FP8, with a tanh soft-cap of 15 and one block window (LINEAGE.md 6)."""
+    return Preset(
+        model=ModelConfig(**_BEFORE_FP8, long_window_layers=_ALL_LAYERS, soft_cap="tanh", logit_cap=15.0),
+        optim=OptimConfig(adam_eps=1e-8, final_lr_frac=0.0),
+        train=TrainConfig(steps=1390, cycle_data=True, window_schedule="blocks_floor"),
+    )
+
+
+# Record number, name, and the preset of each record of the lineage, in order.
+LINEAGE_PRESETS = {
+    "untie-embed": (8, "UntieEmbed", untie_embed_preset),
+    "shortcuts": (9, "ShortcutsTweaks", shortcuts_preset),
+    "unet-value-embeds": (15, "UNetValueEmbedsTweaks", unet_value_embeds_preset),
+    "softcap": (18, "SoftCap", softcap_preset),
+    "record": (20, "Sub3Min", record_preset),
+}
+PRESET_ALIASES = {"sub3min": "record"}
+
+PRESETS = {"record": record_preset, "tiny": tiny_preset, "sub3min": record_preset,
+           **{name: build for name, (_, _, build) in LINEAGE_PRESETS.items()}}
 
 
 def get_preset(name: str) -> Preset:
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
     return PRESETS[name]()
-
-
-# Frozen configs change by copy; dataclasses.replace runs __post_init__, so the copy is validated.
-replace = dataclasses.replace
 
 
 def config_to_json(preset: Preset) -> dict[str, Any]:

@@ -10,6 +10,13 @@ seq_len packed sequences per step: global sequence i of a step is
 Before every batch, including the first, a shard with `pos + batch_tokens + 1 >= len` is left
 for the next one (its tail is dropped), and `pos` advances by `batch_tokens` after each batch.
 Host p of P gets sequences [p*S/P, (p+1)*S/P) and reads only that slice of the memmap.
+
+The lineage's data streams (LINEAGE.md 3.7, 5.9; TrainConfig's data switches) differ in two
+quirks, kept here so that a preset sees its record's token stream:
+- `repeat_first_batch` (#8/#9): the first batch is served twice (BatchLoader's `repeat_first`).
+- per-rank shard switches (#8/#9 "per_rank_inclusive", #15 "per_rank"): each of the record's
+  `data_ranks` ranks tests its own rank-offset position after reading, so ranks 6 and 7 of 8
+  leave a 10^8-token shard one batch early; the ranks' streams then differ by shard.
 """
 
 from __future__ import annotations
@@ -197,22 +204,25 @@ def too_short_message(path: Path, num_tokens: int, batch_tokens: int) -> str:
 @dataclass(frozen=True)
 class DataPosition:
     """Where the next batch is read from: `shard_index` into the sorted shard list and the
-    token offset `pos` in that shard (before the shard-advance check). Saving the position
-    after a batch and resuming from it reproduces the uninterrupted batch stream exactly."""
+    token offset `pos` in that shard (before the shard-advance check), and `batches`, the
+    number of batches the stream has served. Saving the position after a batch and resuming
+    from it reproduces the uninterrupted batch stream exactly (the per-rank shard switches,
+    whose ranks sit in different shards, resume by replaying `batches`)."""
 
     shard_index: int = 0
     pos: int = 0
+    batches: int = 0
 
     def __post_init__(self) -> None:
-        if self.shard_index < 0 or self.pos < 0:
+        if self.shard_index < 0 or self.pos < 0 or self.batches < 0:
             raise ValueError(f"DataPosition fields must be >= 0, got {self}")
 
     def to_dict(self) -> dict[str, int]:
-        return {"shard_index": self.shard_index, "pos": self.pos}
+        return {"shard_index": self.shard_index, "pos": self.pos, "batches": self.batches}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DataPosition:
-        return cls(shard_index=int(data["shard_index"]), pos=int(data["pos"]))
+        return cls(shard_index=int(data["shard_index"]), pos=int(data["pos"]), batches=int(data.get("batches", 0)))
 
 
 class Batch(NamedTuple):
@@ -252,8 +262,28 @@ def shard_serves_batch(pos: int, batch_tokens: int, num_tokens: int) -> bool:
     return pos + batch_tokens + 1 < num_tokens
 
 
+def rank_serves_batch(pos: int, batch_tokens: int, num_tokens: int, rule: str = "global", offset: int = 0) -> bool:
+    """Does a shard of `num_tokens` serve the batch at base position `pos` under a shard switch?
+
+    "global" (Sub3Min, #18): `shard_serves_batch`. The per-rank rules test a rank's own position
+    pos + offset (offset = r * B / data_ranks) after reading the batch before, so the first batch
+    of a shard (pos 0) is always read: "per_rank" (#15) while pos + offset + B + 1 < len,
+    "per_rank_inclusive" (#8/#9) while pos + offset + B + 1 <= len."""
+    if rule == "global":
+        return shard_serves_batch(pos, batch_tokens, num_tokens)
+    if pos == 0:
+        return True
+    end = pos + offset + batch_tokens + 1
+    if rule == "per_rank_inclusive":
+        return end <= num_tokens
+    if rule == "per_rank":
+        return end < num_tokens
+    raise ValueError(f"unknown shard switch {rule!r}")
+
+
 def batch_starts(
-    files: Sequence[Path], pattern: str, batch_tokens: int, *, cycle: bool = False, start: DataPosition = DataPosition()
+    files: Sequence[Path], pattern: str, batch_tokens: int, *, cycle: bool = False, start: DataPosition = DataPosition(),
+    rule: str = "global", offset: int = 0,
 ) -> Iterator[tuple[np.ndarray, DataPosition]]:
     """The record's shard-advance rule, shared by the JAX loader and torch_ref's generator.
 
@@ -261,11 +291,12 @@ def batch_starts(
     position of the batch's first token. Before every batch (the first included) a shard with
     pos + batch_tokens + 1 >= len is left for the next shard at pos 0, so each shard's tail is
     dropped. Running out of shards raises ShardsExhaustedError unless `cycle` (then wraps).
+    `rule`, `offset`: a per-rank shard switch (`rank_serves_batch`) seen by the rank at `offset`.
     """
     shard_index, pos = start.shard_index, start.pos
     tokens = read_shard(files[shard_index])
     while True:
-        if not shard_serves_batch(pos, batch_tokens, len(tokens)):
+        if not rank_serves_batch(pos, batch_tokens, len(tokens), rule, offset):
             shard_index += 1
             if shard_index == len(files):
                 if not cycle:
@@ -306,9 +337,17 @@ def check_shards(files: Sequence[Path], batch_tokens: int, vocab_size: int | Non
             check_token_ids(path, read_shard(path), vocab_size)
 
 
-def batches_available(files: Sequence[Path], batch_tokens: int, start: DataPosition = DataPosition()) -> int:
+def batches_available(files: Sequence[Path], batch_tokens: int, start: DataPosition = DataPosition(),
+                      rule: str = "global", data_ranks: int = 1) -> int:
     """Batches `batch_starts` yields from `files` starting at `start` before it runs out: a
-    shard serves batches at pos, pos + B, ... while pos + B + 1 < its length (RECORD.md 8.3)."""
+    shard serves batches at pos, pos + B, ... while pos + B + 1 < its length (RECORD.md 8.3).
+    Per-rank shard switches: the fewest any of the `data_ranks` ranks can read, less the
+    `start.batches` already served."""
+    if rule != "global":
+        lengths = [read_shard_header(path) for path in files]
+        per_rank = [sum(_rank_batches_in_shard(n, batch_tokens, rule, r * (batch_tokens // data_ranks)) for n in lengths)
+                    for r in range(data_ranks)]
+        return max(0, min(per_rank) - start.batches)
     total = 0
     for index in range(start.shard_index, len(files)):
         length = read_shard_header(files[index])
@@ -316,6 +355,14 @@ def batches_available(files: Sequence[Path], batch_tokens: int, start: DataPosit
         if shard_serves_batch(pos, batch_tokens, length):  # at pos, pos + B, ... up to the last that serves
             total += (length - batch_tokens - 2 - pos) // batch_tokens + 1
     return total
+
+
+def _rank_batches_in_shard(num_tokens: int, batch_tokens: int, rule: str, offset: int) -> int:
+    """Batches a rank at `offset` reads from one shard under a per-rank rule (pos 0, B, 2B, ...)."""
+    count, pos = 0, 0
+    while rank_serves_batch(pos, batch_tokens, num_tokens, rule, offset):
+        count, pos = count + 1, pos + batch_tokens
+    return count
 
 
 def _batch_stream(
@@ -327,13 +374,61 @@ def _batch_stream(
     process_count: int,
     cycle: bool,
     start: DataPosition,
+    shard_switch: str = "global",
+    data_ranks: int = 1,
 ) -> Iterator[tuple[Batch, DataPosition]]:
     """Synchronous generator of (this host's batch, position after it)."""
     local_seqs = batch_tokens // (seq_len * process_count)
     first_seq = process_index * local_seqs
+    if shard_switch != "global":
+        yield from _per_rank_stream(files, pattern, batch_tokens, seq_len, first_seq, local_seqs, cycle, start,
+                                    shard_switch, data_ranks)
+        return
+    served = start.batches
     for tokens, at in batch_starts(files, pattern, batch_tokens, cycle=cycle, start=start):
-        batch = _host_batch(tokens, at.pos, first_seq, local_seqs, seq_len)
-        yield batch, DataPosition(at.shard_index, at.pos + batch_tokens)
+        served += 1
+        yield _host_batch(tokens, at.pos, first_seq, local_seqs, seq_len), DataPosition(at.shard_index, at.pos + batch_tokens, served)
+
+
+def _per_rank_stream(
+    files: list[Path], pattern: str, batch_tokens: int, seq_len: int, first_seq: int, local_seqs: int, cycle: bool,
+    start: DataPosition, rule: str, data_ranks: int,
+) -> Iterator[tuple[Batch, DataPosition]]:
+    """This host's sequences when each record rank follows its own shard switch: rank r owns
+    tokens [r L, (r + 1) L) of every batch (L = B / data_ranks) and reads them from its own
+    shard at its base position pos_r (+ r L); a part's targets are the next tokens of the same
+    shard. Resumes by replaying `start.batches` batches (their positions only)."""
+    rank_tokens = batch_tokens // data_ranks
+    lo, hi = first_seq * seq_len, (first_seq + local_seqs) * seq_len
+    parts = [(r, max(lo, r * rank_tokens), min(hi, (r + 1) * rank_tokens))
+             for r in range(lo // rank_tokens, -(-hi // rank_tokens))]
+    streams = {r: batch_starts(files, pattern, batch_tokens, cycle=cycle, rule=rule, offset=r * rank_tokens)
+               for r, _, _ in parts}
+    for _ in range(start.batches):  # replay: positions only, the memmaps are not read
+        for stream in streams.values():
+            next(stream)
+    served = start.batches
+    while True:
+        at_rank = {r: next(stream) for r, stream in streams.items()}
+        inputs, targets = [], []
+        for r, first, end in parts:
+            tokens, at = at_rank[r]
+            span = np.asarray(tokens[at.pos + first:at.pos + end + 1], dtype=np.int32)
+            inputs.append(span[:-1])
+            targets.append(span[1:])
+        served += 1
+        _, head = at_rank[parts[0][0]]
+        yield (Batch(np.concatenate(inputs).reshape(local_seqs, seq_len), np.concatenate(targets).reshape(local_seqs, seq_len)),
+               DataPosition(head.shard_index, head.pos + batch_tokens, served))
+
+
+def _repeat_first(stream: Iterator[tuple[Batch, DataPosition]], start: DataPosition
+                  ) -> Iterator[tuple[Batch, DataPosition]]:
+    """`stream` with its first batch served once more up front, at the unchanged position."""
+    first = next(stream)
+    yield first[0], start
+    yield first
+    yield from stream
 
 
 class _Failure(NamedTuple):
@@ -372,6 +467,9 @@ class BatchLoader:
       cycle: wrap around to the first shard instead of raising ShardsExhaustedError.
       position: resume point (from `loader.position` of an earlier run); default the start.
       prefetch: batches kept ready by the background thread (0: no thread, read on demand).
+      repeat_first: serve the first batch twice (#8/#9's loader reset after its first fetch);
+        the position stays where it was after the first copy.
+      shard_switch, data_ranks: TrainConfig's per-rank shard switch ("global": the record's).
 
     Yields `Batch(inputs, targets)`, each (S/P, T) int32 numpy arrays. `position` is the
     DataPosition after the last batch returned (save it with a checkpoint). Errors raised
@@ -390,6 +488,9 @@ class BatchLoader:
         cycle: bool = False,
         position: DataPosition | None = None,
         prefetch: int = 2,
+        repeat_first: bool = False,
+        shard_switch: str = "global",
+        data_ranks: int = 1,
     ) -> None:
         check_batch_layout(batch_tokens, seq_len, process_count)
         if not 0 <= process_index < process_count:
@@ -407,8 +508,11 @@ class BatchLoader:
         self.process_index, self.process_count = process_index, process_count
         self._position = position
         self._stream = _batch_stream(
-            self.files, pattern, batch_tokens, seq_len, process_index, process_count, cycle, position
+            self.files, pattern, batch_tokens, seq_len, process_index, process_count, cycle, position,
+            shard_switch, data_ranks,
         )
+        if repeat_first:
+            self._stream = _repeat_first(self._stream, position)
         self._failure: BaseException | None = None
         self._stop = threading.Event()
         self._queue: queue.Queue | None = None

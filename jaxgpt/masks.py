@@ -243,8 +243,10 @@ def dense_mask(
     return to_tokens(full_blocks) | in_partial
 
 
-def closed_form_mask(doc_ids: jax.Array, window_blocks: WindowBlocks, *, block_size: int = BLOCK_SIZE) -> jax.Array:
+def closed_form_mask(doc_ids: jax.Array, window_blocks: WindowBlocks, *, block_size: int = BLOCK_SIZE,
+                     window_tokens: WindowBlocks | None = None) -> jax.Array:
     """(T, T) bool: (k <= q) & same document & (q//bs - k//bs < max(w, 1)); RECORD.md section 3.
+    With `window_tokens` sw also q - k < sw (#15's token window, LINEAGE.md 5.4).
 
     doc_ids: (T,) int32 document ids (see `document_ids`). Used as the test oracle and by the
     dense attention backend.
@@ -252,16 +254,20 @@ def closed_form_mask(doc_ids: jax.Array, window_blocks: WindowBlocks, *, block_s
     _check_sequence(doc_ids, "doc_ids", block_size)
     positions = jnp.arange(doc_ids.shape[0])
     return allowed_at(positions[:, None], positions[None, :], doc_ids[:, None], doc_ids[None, :],
-                      window_blocks, block_size=block_size)
+                      window_blocks, block_size=block_size, window_tokens=window_tokens)
 
 
 def allowed_at(
     q_positions: jax.Array, k_positions: jax.Array, q_doc_ids: jax.Array, k_doc_ids: jax.Array,
-    window_blocks: WindowBlocks, *, block_size: int = BLOCK_SIZE,
+    window_blocks: WindowBlocks, *, block_size: int = BLOCK_SIZE, window_tokens: WindowBlocks | None = None,
 ) -> jax.Array:
     """The closed form at given absolute positions (all arguments broadcast together):
-    k <= q, same document, and k's block among the query's own and the max(w, 1) - 1 before.
+    k <= q, same document, and k's block among the query's own and the max(w, 1) - 1 before;
+    with `window_tokens` sw (#15) also q - k < sw.
     Used by `closed_form_mask` and by incremental decoding against a key/value cache."""
     window = jnp.maximum(jnp.asarray(window_blocks, dtype=jnp.int32), 1)
     in_window = (q_positions // block_size - k_positions // block_size) < window
-    return (k_positions <= q_positions) & (q_doc_ids == k_doc_ids) & in_window
+    allowed = (k_positions <= q_positions) & (q_doc_ids == k_doc_ids) & in_window
+    if window_tokens is not None:
+        allowed = allowed & (q_positions - k_positions < jnp.asarray(window_tokens, dtype=jnp.int32))
+    return allowed

@@ -53,7 +53,7 @@ def _rounder(dtype: Any) -> Callable[[jax.Array], jax.Array]:
 
 
 def newton_schulz(
-    G: jax.Array, steps: int = 5, *, eps: float = NS_NORM_EPS, dtype: Any = jnp.bfloat16
+    G: jax.Array, steps: int = 5, *, eps: float = NS_NORM_EPS, dtype: Any = jnp.bfloat16, iteration: str = "poly"
 ) -> jax.Array:
     """Approximately orthogonalise each matrix of G (the record's `zeropower_via_newtonschulz5`).
 
@@ -63,6 +63,9 @@ def newton_schulz(
       steps: number of quintic iterations (the record uses 5).
       eps: added to each matrix's Frobenius norm before dividing by it.
       dtype: dtype of every matmul and of the result (bf16 as the record; fp32 for checks).
+      iteration: "poly" (the record's, from #11 on): A = X X^T, B = bA + (cA)A, X = aX + BX;
+        "chain" (#8/#9): A = X X^T, B = AX, X = aX + bB + (cA)B. Same polynomial, different
+        bf16 rounding points.
 
     Returns:
       (..., rows, cols) array of `dtype`: U S' V^T with S' roughly in [0.5, 1.5] where
@@ -100,8 +103,14 @@ def newton_schulz(
     norm = rnd(jnp.sqrt(jnp.sum(jnp.square(X), axis=(-2, -1), keepdims=True)))  # one per matrix
     X = rnd(X / rnd(norm + eps))
 
+    if iteration not in ("poly", "chain"):
+        raise ValueError(f"newton_schulz iteration must be 'poly' or 'chain', got {iteration!r}")
+
     def quintic_step(_: int, X: jax.Array) -> jax.Array:
         A = matmul(X, jnp.swapaxes(X, -2, -1))
+        if iteration == "chain":  # Python's left-to-right ((aX + bB) + (cA) @ B), as #8/#9 wrote it
+            B = matmul(A, X)
+            return rnd(rnd(rnd(a * X) + rnd(b * B)) + matmul(rnd(c * A), B))
         B = rnd(rnd(b * A) + matmul(rnd(c * A), A))
         return rnd(rnd(a * X) + matmul(B, X))
 
@@ -230,6 +239,8 @@ def scale_by_muon(
     *,
     collective: Collective = "all_gather",
     momentum_complement: ScalarOrSchedule | None = None,
+    momentum_form: str = "ema",
+    ns_iteration: str = "poly",
 ) -> optax.GradientTransformation:
     """The record's Muon direction, without the learning rate.
 
@@ -238,6 +249,10 @@ def scale_by_muon(
       B <- lerp(B, g, 1 - m);  u = lerp(g, B, m) if nesterov else B   (PyTorch's lerp forms)
       update = sqrt(max(1, rows / cols)) * NS(u)  (NS in `ns_dtype`, result upcast to fp32)
     so `optax.scale_by_learning_rate(lr)` chained after gives the record's P -= lr * scale * O.
+    momentum_form "sgd" is #8/#9's plain SGD momentum instead: B <- m B + g; u = g + m B (no
+    1 - m weight: the buffer is 1/(1 - m) times the EMA's, which NS's normalisation mostly
+    cancels; under a momentum warmup the two are not proportional). `ns_iteration`: see
+    `newton_schulz`.
 
     Every leaf must have ndim >= 2 (leading dims are independent matrices); route other leaves
     elsewhere with `optax.partition`.
@@ -262,9 +277,11 @@ def scale_by_muon(
         raise ValueError(f"ns_steps must be >= 0, got {ns_steps}")
     if collective not in ("psum", "all_gather"):
         raise ValueError(f"collective must be 'psum' or 'all_gather', got {collective!r}")
+    if momentum_form not in ("ema", "sgd"):
+        raise ValueError(f"momentum_form must be 'ema' or 'sgd', got {momentum_form!r}")
 
     def ns(x: jax.Array) -> jax.Array:
-        return newton_schulz(x, ns_steps, dtype=ns_dtype)
+        return newton_schulz(x, ns_steps, dtype=ns_dtype, iteration=ns_iteration)
 
     def init_fn(params: Any) -> MuonState:
         for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
@@ -290,6 +307,11 @@ def scale_by_muon(
         new_buffers, directions = [], []
         for g, buf in zip(grads, buffers):
             g = g.astype(jnp.float32)
+            if momentum_form == "sgd":  # buf.mul_(m).add_(g); g.add(buf, alpha=m)
+                buf = buf * m + g
+                new_buffers.append(buf)
+                directions.append(g + m * buf if nesterov else buf)
+                continue
             buf = torch_lerp(buf, g, one_minus_m)
             new_buffers.append(buf)
             directions.append(torch_lerp(g, buf, m) if nesterov else buf)
@@ -318,6 +340,8 @@ def muon(
     *,
     collective: Collective = "all_gather",
     momentum_complement: ScalarOrSchedule | None = None,
+    momentum_form: str = "ema",
+    ns_iteration: str = "poly",
 ) -> optax.GradientTransformation:
     """The record's Muon: `scale_by_muon` then `optax.scale_by_learning_rate(learning_rate)`.
 
@@ -328,6 +352,7 @@ def muon(
         scale_by_muon(
             momentum, nesterov, ns_steps, ns_dtype, axis_name,
             collective=collective, momentum_complement=momentum_complement,
+            momentum_form=momentum_form, ns_iteration=ns_iteration,
         ),
         optax.scale_by_learning_rate(learning_rate),
     )

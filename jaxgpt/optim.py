@@ -34,12 +34,14 @@ Number = int | float | np.integer | np.floating
 # Schedules
 
 
-def lr_multiplier(step: Number, total_steps: int, cooldown_frac: float = 0.4, final_lr_frac: float = 0.1) -> float:
+def lr_multiplier(step: Number, total_steps: int, cooldown_frac: float = 0.4, final_lr_frac: float = 0.1,
+                  whole_steps: bool = False) -> float:
     """Learning-rate factor at 0-based `step`: 1.0, then linear down to `final_lr_frac`.
 
     f = w + (1 - w) * final_lr_frac with w = min((1 - step / total_steps) / cooldown_frac, 1),
     in float64 on the host as the record. For the record (1393 steps) f is 1.0 through step 835
-    and 0.10162 at step 1392.
+    and 0.10162 at step 1392. whole_steps (#8-#15's warmdown_iters form): the cooldown lasts
+    K = round(cooldown_frac * total_steps) steps and w = min((total_steps - step) / K, 1).
     """
     if total_steps <= 0:
         raise ValueError(f"total_steps must be positive, got {total_steps}")
@@ -50,12 +52,19 @@ def lr_multiplier(step: Number, total_steps: int, cooldown_frac: float = 0.4, fi
         raise ValueError(f"step {step} is outside [0, total_steps={total_steps}]")
     if cooldown_frac == 0.0:
         return 1.0
-    w = min(remaining / cooldown_frac, 1.0)
+    if whole_steps:
+        cooldown_steps = round(cooldown_frac * total_steps)
+        if cooldown_steps == 0:
+            return 1.0
+        w = min((total_steps - step) / cooldown_steps, 1.0)
+    else:
+        w = min(remaining / cooldown_frac, 1.0)
     return w * 1.0 + (1 - w) * final_lr_frac
 
 
 def lr_schedule(
-    base_lr: float, total_steps: int, cooldown_frac: float = 0.4, final_lr_frac: float = 0.1
+    base_lr: float, total_steps: int, cooldown_frac: float = 0.4, final_lr_frac: float = 0.1,
+    whole_steps: bool = False,
 ) -> optax.Schedule:
     """optax schedule: count (int32, 0-based) -> base_lr * lr_multiplier(count), fp32.
 
@@ -64,7 +73,8 @@ def lr_schedule(
     the last value.
     """
     table = np.array(
-        [base_lr * lr_multiplier(step, total_steps, cooldown_frac, final_lr_frac) for step in range(total_steps + 1)],
+        [base_lr * lr_multiplier(step, total_steps, cooldown_frac, final_lr_frac, whole_steps)
+         for step in range(total_steps + 1)],
         np.float32,
     )
     return _table_schedule(table)
@@ -111,6 +121,32 @@ def window_blocks(step: int, total_steps: int, max_tokens: int = 1728, block_siz
     tokens = max_tokens * step / total_steps  # Python float (float64)
     long_blocks = max(1, math.ceil(tokens / block_size))
     return long_blocks, long_blocks // 2
+
+
+TOKEN_WINDOW_STEP = 64  # #15's token window grows in steps of 64 tokens
+
+
+def window_value(step: int, total_steps: int, max_tokens: int = 1728, schedule: str = "blocks_ceil",
+                 block_size: int = BLOCK_SIZE) -> int:
+    """The window a step passes to the model (its W_long, or #15's token window), host float64.
+
+    "blocks_ceil": Sub3Min's `window_blocks(...)[0]`; "blocks_floor": #18's
+    floor(((1 - x) * bs + x * (bs + max_tokens)) / bs) blocks with x = step / total_steps (1 -> 14
+    for 1728); "tokens": #15's 64 floor((64 + max_tokens * step / total_steps) / 64) tokens
+    (64 -> 1792); "none": 0 (attention_mask "causal" takes no window).
+    """
+    if schedule == "blocks_ceil":
+        return window_blocks(step, total_steps, max_tokens, block_size)[0]
+    if total_steps <= 0:
+        raise ValueError(f"total_steps must be positive, got {total_steps}")
+    if schedule == "blocks_floor":
+        x = step / total_steps
+        return int(((1 - x) * block_size + x * (block_size + max_tokens)) // block_size)
+    if schedule == "tokens":
+        return TOKEN_WINDOW_STEP * int((TOKEN_WINDOW_STEP + max_tokens * step / total_steps) // TOKEN_WINDOW_STEP)
+    if schedule == "none":
+        return 0
+    raise ValueError(f"unknown window schedule {schedule!r}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -211,6 +247,7 @@ def record_optimizer(
     axis_name: str | None = None,
     bf16_embeddings: bool | None = None,
     muon_collective: Collective = "all_gather",
+    bf16_scalars: bool = False,
 ) -> optax.GradientTransformation:
     """Muon + three Adam groups over any params pytree keyed like the record's state dict.
 
@@ -229,13 +266,16 @@ def record_optimizer(
         "all_gather" (the record's) or "psum" (`muon.orthogonalize_split`). Not an OptimConfig
         field: both give bitwise-equal updates, so it is an execution choice, not a
         hyperparameter a checkpoint should record (used to compare the two plans).
+      bf16_scalars: the scalar group's parameters are bf16 (#15's bf16 model): its moments
+        are kept in bf16 as well, like the embeddings'.
 
     Returns:
       An optax transformation; updates are fp32 and already include -lr.
     """
     if bf16_embeddings is None:
         bf16_embeddings = bool(config.bf16_embeddings)
-    schedule = lambda base_lr: lr_schedule(base_lr, total_steps, config.cooldown_frac, config.final_lr_frac)
+    schedule = lambda base_lr: lr_schedule(base_lr, total_steps, config.cooldown_frac, config.final_lr_frac,
+                                           config.cooldown_whole_steps)
 
     def adam(base_lr: float, low_precision: bool = False) -> optax.GradientTransformation:
         if low_precision:
@@ -255,11 +295,13 @@ def record_optimizer(
         ns_dtype=jnp.bfloat16 if config.ns_dtype == "bf16" else jnp.float32,
         axis_name=axis_name,
         collective=muon_collective,
+        momentum_form=config.muon_momentum_form,
+        ns_iteration=config.ns_iteration,
     )
     transforms = {
         "muon": hidden,
         "head": adam(config.head_lr),
         "embed": adam(config.embed_lr, low_precision=bf16_embeddings),
-        "scalar": adam(config.scalar_lr),
+        "scalar": adam(config.scalar_lr, low_precision=bf16_scalars),
     }
     return optax.partition(transforms, param_labels)

@@ -110,7 +110,8 @@ class Sampler:
         self.temperature, self.top_k = temperature, top_k
         self._step = jax.jit(self._step_fn, donate_argnums=(1,))
         self._pick = jax.jit(functools.partial(pick_token, vocab_size=config.vocab_size, top_k=top_k,
-                                               cap=config.logit_cap, cap_temperature=config.logit_cap_temperature))
+                                               cap=config.logit_cap, cap_temperature=config.logit_cap_temperature,
+                                               cap_kind=config.soft_cap, cap_rounding=config.soft_cap_rounding))
 
     def _step_fn(self, params, cache, token, window):
         from flax import nnx
@@ -131,14 +132,14 @@ class Sampler:
 
 
 def pick_token(logits: Any, key: Any, temperature: Any, *, vocab_size: int, top_k: int | None,
-               cap: float, cap_temperature: float) -> Any:
+               cap: float, cap_temperature: float, cap_kind: str = "sigmoid", cap_rounding: str = "once") -> Any:
     """Next token from (Vp,) raw logits: the model's soft-cap (its distribution is the softmax
     of the capped logits), padding ids >= vocab_size excluded, divided by `temperature`
     (0: the most likely token), restricted to the `top_k` most likely. int32 scalar."""
     import jax
     import jax.numpy as jnp
 
-    capped = model_lib.soft_cap(logits, cap, cap_temperature)
+    capped = model_lib.soft_cap(logits, cap, cap_temperature, cap_kind, cap_rounding)
     capped = jnp.where(jnp.arange(capped.shape[-1]) < vocab_size, capped, -jnp.inf)
     if top_k is not None:
         kth = jax.lax.top_k(capped, min(top_k, vocab_size))[0][-1]

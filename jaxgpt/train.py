@@ -135,14 +135,16 @@ def compile_steps(mesh: Mesh, graph: model_lib.ModelGraph, optimizer: optax.Grad
 
 def make_optimizer(preset: cfg.Preset, muon_collective: Collective = "all_gather") -> optax.GradientTransformation:
     """The record's optimizer for a mesh step; bf16 embedding moments follow the dtype policy
-    unless OptimConfig.bf16_embeddings says otherwise. `muon_collective`: Muon's exchange of
-    Newton-Schulz results (optim.record_optimizer), the record's all_gather unless a plan asks."""
+    unless OptimConfig.bf16_embeddings says otherwise, bf16 scalar moments go with bf16 scalars
+    (#15's "bf16_model"). `muon_collective`: Muon's exchange of Newton-Schulz results
+    (optim.record_optimizer), the record's all_gather unless a plan asks."""
     bf16_embeddings = preset.optim.bf16_embeddings
     if bf16_embeddings is None:
-        bf16_embeddings = preset.model.dtype_policy == "record"
+        bf16_embeddings = model_lib.stream_dtype(preset.model) == jnp.bfloat16
     # --steps 0 takes no step; its schedules (never applied) are those of a 1-step run.
     return optim.record_optimizer(preset.optim, max(preset.train.steps, 1), axis_name=AXIS,
-                                 bf16_embeddings=bf16_embeddings, muon_collective=muon_collective)
+                                 bf16_embeddings=bf16_embeddings, muon_collective=muon_collective,
+                                 bf16_scalars=model_lib.scalar_dtype(preset.model) == jnp.bfloat16)
 
 
 def replicate(tree: Any, sharding: NamedSharding) -> Any:
@@ -227,7 +229,9 @@ def train(preset: cfg.Preset, options: RunOptions = RunOptions()) -> RunResult:
     preset, compiled, params, opt_state = initial_state(start, options)
     train_cfg, total_steps, checkpointer = preset.train, preset.train.steps, start.checkpointer
     loader = data.BatchLoader(train_cfg.train_files, train_cfg.batch_tokens, train_cfg.seq_len, position=start.position,
-                              process_index=jax.process_index(), process_count=jax.process_count(), cycle=train_cfg.cycle_data)
+                              process_index=jax.process_index(), process_count=jax.process_count(), cycle=train_cfg.cycle_data,
+                              repeat_first=train_cfg.repeat_first_batch and start.step == 0,
+                              shard_switch=train_cfg.shard_switch, data_ranks=train_cfg.data_ranks)
     log = runlog.RunLog(train_cfg.out_dir, start.run_id, total_steps=total_steps, start_step=start.step,
                         progress=options.progress, enabled=jax.process_index() == 0, tensorboard_dir=options.tensorboard)
     runlog.write_header(log, preset, options, start.devices, start.step)
@@ -283,7 +287,8 @@ def train(preset: cfg.Preset, options: RunOptions = RunOptions()) -> RunResult:
                     raise interrupt.interrupted(stop.agreed, step, runlog.shown_path(directory) if on_disk else None)
                 if step == log.clock_reset_step:
                     clock.reset()
-                window = np.int32(optim.window_blocks(step, max(total_steps, 1), train_cfg.window_max_tokens)[0])
+                window = np.int32(optim.window_value(step, max(total_steps, 1), train_cfg.window_max_tokens,
+                                                     train_cfg.window_schedule))
                 if val_due:
                     elapsed = clock.pause()
                     with watch.waiting():

@@ -374,7 +374,8 @@ def torch_ref_norm(precision: NormPrecision):
     from torch_ref import model as torch_model
 
     exact = torch_model.norm
-    torch_model.norm = lambda x: F.rms_norm(x.double(), (x.size(-1),), eps=torch_model.RMS_EPS).to(x.dtype)
+    torch_model.norm = lambda x, rms_norm_eps="fp32": F.rms_norm(
+        x.double(), (x.size(-1),), eps=torch_model.norm_eps(x.dtype, rms_norm_eps)).to(x.dtype)
     try:
         yield
     finally:

@@ -83,3 +83,18 @@ def test_shard_advance_rule_agrees(tmp_path, lengths):
         pass
     assert torch_starts == jax_starts
     assert len(jax_starts) == jax_data.batches_available(files, batch)
+
+
+@pytest.mark.parametrize("name", sorted(jax_cfg.LINEAGE_PRESETS))
+def test_lineage_schedules_agree_on_every_step(name):
+    """Each lineage preset's LR multiplier, Muon momentum and window at every step of its run."""
+    assert sorted(torch_cfg.LINEAGE_PRESETS) == sorted(jax_cfg.LINEAGE_PRESETS)
+    preset = jax_cfg.get_preset(name)
+    o, t = preset.optim, preset.train
+    for step in range(t.steps + 1):
+        lr = (step, t.steps, o.cooldown_frac, o.final_lr_frac, o.cooldown_whole_steps)
+        assert torch_optim.lr_multiplier(*lr) == jax_optim.lr_multiplier(*lr)
+        momentum = (step, o.muon_momentum_start, o.muon_momentum_end, o.muon_momentum_warmup_steps)
+        assert torch_optim.muon_momentum(*momentum) == jax_optim.muon_momentum(*momentum)
+        window = (step, t.steps, t.window_max_tokens, t.window_schedule)
+        assert torch_optim.window_value(*window) == jax_optim.window_value(*window)

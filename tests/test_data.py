@@ -129,7 +129,7 @@ def expected_sequence(shard: int, start: int) -> np.ndarray:
 def test_loader_hand_computed(tmp_path: Path) -> None:
     pattern = write_counting_shards(tmp_path, [600, 513, 600])
     with BatchLoader(pattern, 256, 128) as loader:
-        for shard, pos in HAND_BATCH_STARTS:
+        for served, (shard, pos) in enumerate(HAND_BATCH_STARTS, start=1):
             inputs, targets = next(loader)
             assert inputs.dtype == np.int32 and targets.dtype == np.int32
             assert inputs.shape == targets.shape == (2, 128)
@@ -137,7 +137,7 @@ def test_loader_hand_computed(tmp_path: Path) -> None:
                 sequence = expected_sequence(shard, pos + 128 * i)
                 np.testing.assert_array_equal(inputs[i], sequence[:-1])
                 np.testing.assert_array_equal(targets[i], sequence[1:])
-            assert loader.position == DataPosition(shard, pos + 256)
+            assert loader.position == DataPosition(shard, pos + 256, served)
         with pytest.raises(ShardsExhaustedError, match=r"all 3 shard\(s\)"):
             next(loader)
 
@@ -165,7 +165,7 @@ def test_resume_from_position_continues_the_stream(tmp_path: Path) -> None:
         with BatchLoader(pattern, 256, 128, prefetch=0) as first_two:
             next(first_two), next(first_two)
             saved = DataPosition.from_dict(first_two.position.to_dict())
-    assert saved == DataPosition(0, 512)  # advance happens at the next batch, not before
+    assert saved == DataPosition(0, 512, 2)  # advance happens at the next batch, not before
     with BatchLoader(pattern, 256, 128, position=saved) as resumed:
         for expected in stream[2:]:
             np.testing.assert_array_equal(next(resumed).inputs, expected)

@@ -4,6 +4,11 @@ The record keeps its run settings in one `Hyperparameters` dataclass and its mod
 `GPT(...)` call; torch_ref groups the same numbers as model / optimizer / run configs so that a
 reader can hold them beside jaxgpt's. Nothing here is imported from jaxgpt: torch_ref stands
 alone, and parity_tests/test_config_parity.py checks that both packages state the same values.
+
+The lineage (docs/spec/LINEAGE.md: #8 UntieEmbed, #9 ShortcutsTweaks, #15 UNetValueEmbedsTweaks,
+#18 SoftCap) is a set of switches of the same configs, grouped as model switches (ModelConfig),
+optimizer and schedule switches (OptimConfig) and window-schedule and data switches
+(TrainConfig); their defaults are Sub3Min's, and each lineage preset is a set of their values.
 """
 
 from __future__ import annotations
@@ -17,6 +22,9 @@ VOCAB_SIZE = 50257  # GPT-2's vocabulary; the head pads it to a multiple of 128 
 RECORD_FP8_GRAD_SCALE = 2.0**29  # the FP8 head's gradient scale, sized for that mean
 
 
+replace = dataclasses.replace  # validated copies: __post_init__ runs on the copy
+
+
 def next_multiple(value: int, multiple: int) -> int:
     """Smallest multiple of `multiple` that is >= `value`."""
     return -(-value // multiple) * multiple
@@ -27,12 +35,34 @@ def _check(ok: bool, name: str, message: str) -> None:
         raise ValueError(f"invalid config field `{name}`: {message}")
 
 
+def _choice(value: str, choices: tuple[str, ...], name: str) -> None:
+    _check(value in choices, name, f"must be one of {', '.join(map(repr, choices))}, got {value!r}")
+
+
+# The lineage switches' choices; the first of each is Sub3Min's (LINEAGE.md section 7).
+DTYPE_POLICIES = ("record", "fp32", "bf16_model", "autocast")
+EMBED_ROWS = ("vocab", "padded")
+LINEAR_INITS = ("record", "torch_default")
+VALUE_EMBED_LAYOUTS = ("tables", "chunks")
+ATTENTION_MASKS = ("document_blocks", "document_tokens", "causal")
+ROTARY_KINDS = ("half_truncated", "full", "full_bf16_freq", "full_bf16_freq_eager")
+SOFT_CAPS = ("sigmoid", "tanh", "none")
+SOFT_CAP_ROUNDINGS = ("once", "per_op")
+RMS_NORM_EPS = ("fp32", "as_run")
+MUON_MOMENTUM_FORMS = ("ema", "sgd")
+NS_ITERATIONS = ("poly", "chain")
+WINDOW_SCHEDULES = ("blocks_ceil", "blocks_floor", "tokens", "none")
+SHARD_SWITCHES = ("global", "per_rank", "per_rank_inclusive")
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """GPT(vocab_size=50257, num_layers=12, num_heads=6, model_dim=768) and its fixed patterns.
 
-    dtype_policy "record": bf16 embeddings and activations, FP8 head in training; "fp32": all
-    fp32 with a plain head (parity runs)."""
+    dtype_policy "record": bf16 embeddings and activations, FP8 head in training (fp8_head);
+    "fp32": all fp32 with a plain head (parity runs); "bf16_model": #15's whole-model bf16
+    (bf16 embeddings and scalars, fp32 linear weights holding bf16-rounded initial values);
+    "autocast": #8/#9's fp32 parameters and stream with bf16 matmuls."""
 
     vocab_size: int = VOCAB_SIZE
     num_layers: int = 12
@@ -46,6 +76,23 @@ class ModelConfig:
     dtype_policy: str = "record"
     fp8_grad_scale: float = RECORD_FP8_GRAD_SCALE
     qkv_layout: str = "merged"  # the record's (3, D, D) qkv_w; "separate": q_w, k_w, v_w (D, D)
+    attn_scale: float | None = 0.12  # None: head_dim ** -0.5 (#8-#18's SDPA / FlexAttention default)
+    logit_cap: float = 30.0  # "sigmoid": cap * sigmoid(z / temperature); "tanh": cap * tanh(z / cap)
+    logit_cap_temperature: float = 7.5
+    # --- Lineage switches: the model (meanings as in jaxgpt.config.ModelConfig) ---
+    embed_rows: str = "vocab"  # "padded": embedding tables of the head's 50304 rows (#8-#18)
+    linear_init: str = "record"  # "torch_default": nn.Linear's U(+-1/sqrt(fan_in)) (#8-#18)
+    block_lambdas: bool = True  # x <- l0 x + l1 x0 (#9 on)
+    unet_skips: bool = True  # skip_weights (#11 on)
+    value_embed_layout: str = "tables"  # "chunks": one (V, k D) table split in D-wide chunks (#15)
+    attn_value_lambdas: bool = True  # attn.lambdas (2,) (#15 on)
+    value_residual: bool = False  # #9's attn.lamb: v = (1 - lamb) v + lamb v_0
+    attention_mask: str = "document_blocks"  # "document_tokens" (#15), "causal" (#8/#9)
+    rotary: str = "half_truncated"  # "full" (#8/#9), "full_bf16_freq" (#15), "full_bf16_freq_eager"
+    soft_cap: str = "sigmoid"  # "tanh" (#9-#18), "none" (#8)
+    soft_cap_rounding: str = "once"  # tanh on bf16 logits: one rounding (compiled) or "per_op" (eager)
+    fp8_head: bool = True  # FP8 lm_head in training (#19 on)
+    rms_norm_eps: str = "fp32"  # "as_run": 2^-7 on bf16 inputs (the records' PyTorch builds)
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "num_layers", "num_heads", "model_dim", "rope_max_len"):
@@ -53,9 +100,23 @@ class ModelConfig:
         _check(self.model_dim % self.num_heads == 0, "num_heads", f"does not divide model_dim {self.model_dim}")
         _check(len(self.value_embed_slots) == self.num_layers, "value_embed_slots",
                f"has {len(self.value_embed_slots)} entries for {self.num_layers} layers")
-        _check(self.dtype_policy in ("record", "fp32"), "dtype_policy", f"must be 'record' or 'fp32', got {self.dtype_policy!r}")
         _check(self.qkv_layout in ("merged", "separate"), "qkv_layout",
                f"must be 'merged' or 'separate', got {self.qkv_layout!r}")
+        for name, choices in (("dtype_policy", DTYPE_POLICIES), ("embed_rows", EMBED_ROWS),
+                              ("linear_init", LINEAR_INITS), ("value_embed_layout", VALUE_EMBED_LAYOUTS),
+                              ("attention_mask", ATTENTION_MASKS), ("rotary", ROTARY_KINDS),
+                              ("soft_cap", SOFT_CAPS), ("soft_cap_rounding", SOFT_CAP_ROUNDINGS),
+                              ("rms_norm_eps", RMS_NORM_EPS)):
+            _choice(getattr(self, name), choices, name)
+        uses_value_embeds = any(slot is not None for slot in self.value_embed_slots)
+        _check(not (self.value_residual and uses_value_embeds), "value_residual",
+               "and value embeddings (value_embed_slots) both rewrite v: choose one")
+        _check(not (self.value_residual and self.attn_value_lambdas), "value_residual",
+               "has its own attn.lamb: turn attn_value_lambdas off")
+        _check(self.attn_value_lambdas or not uses_value_embeds, "value_embed_slots",
+               "value embeddings need attn_value_lambdas=True")
+        _check(self.attention_mask == "document_blocks" or set(self.long_window_layers) == set(range(self.num_layers)),
+               "long_window_layers", f"attention_mask {self.attention_mask!r} has one window for every layer: list every layer")
 
     @property
     def head_dim(self) -> int:
@@ -64,6 +125,14 @@ class ModelConfig:
     @property
     def padded_vocab_size(self) -> int:
         return next_multiple(self.vocab_size, 128)
+
+    @property
+    def embedding_rows(self) -> int:
+        return self.padded_vocab_size if self.embed_rows == "padded" else self.vocab_size
+
+    @property
+    def attention_scale(self) -> float:
+        return self.head_dim**-0.5 if self.attn_scale is None else self.attn_scale
 
 
 @dataclass(frozen=True)
@@ -84,9 +153,15 @@ class OptimConfig:
     adam_eps: float = 1e-10
     cooldown_frac: float = 0.4
     final_lr_frac: float = 0.1
+    # --- Lineage switches: the optimizers and the LR schedule ---
+    muon_momentum_form: str = "ema"  # "sgd": buf = m buf + g, u = g + m buf (#8/#9)
+    ns_iteration: str = "poly"  # "chain": B = A X, X = a X + b B + (c A) B (#8/#9)
+    cooldown_whole_steps: bool = False  # K = round(cooldown_frac * steps) steps, factor (steps - s) / K (#8-#15)
 
     def __post_init__(self) -> None:
         _check(self.ns_dtype in ("bf16", "fp32"), "ns_dtype", f"must be 'bf16' or 'fp32', got {self.ns_dtype!r}")
+        _choice(self.muon_momentum_form, MUON_MOMENTUM_FORMS, "muon_momentum_form")
+        _choice(self.ns_iteration, NS_ITERATIONS, "ns_iteration")
         _check(0.0 <= self.cooldown_frac <= 1.0, "cooldown_frac", f"must be in [0, 1], got {self.cooldown_frac}")
 
 
@@ -107,9 +182,17 @@ class TrainConfig:
     out_dir: str = "runs"  # logs/ and checkpoints/<run id>/ go here
     checkpoint_every: int = 0  # 0: none during the run (--save-checkpoint PATH still writes the end)
     keep_checkpoints: int = 3  # the newest K step files of checkpoints/<run id>/ are kept
-    cycle_data: bool = False
+    cycle_data: bool = False  # wrap around to the first shard (#8-#18)
+    # --- Lineage switches: the window schedule and the data stream ---
+    window_schedule: str = "blocks_ceil"  # "blocks_floor" (#18), "tokens" (#15), "none" (#8/#9)
+    repeat_first_batch: bool = False  # #8/#9: steps 0 and 1 both train on batch 0
+    shard_switch: str = "global"  # "per_rank" (#15), "per_rank_inclusive" (#8/#9)
+    data_ranks: int = 8  # the record's ranks, whose offsets the per-rank shard switch uses
 
     def __post_init__(self) -> None:
+        _choice(self.window_schedule, WINDOW_SCHEDULES, "window_schedule")
+        _choice(self.shard_switch, SHARD_SWITCHES, "shard_switch")
+        _check(self.data_ranks > 0, "data_ranks", f"must be positive, got {self.data_ranks}")
         _check(self.seq_len > 0 and self.seq_len % BLOCK_SIZE == 0, "seq_len",
                f"must be a positive multiple of {BLOCK_SIZE}, got {self.seq_len}")
         _check(self.batch_tokens > 0 and self.batch_tokens % self.seq_len == 0, "batch_tokens",
@@ -119,6 +202,13 @@ class TrainConfig:
         _check(self.val_tokens >= 0, "val_tokens", f"must be >= 0, got {self.val_tokens}")
         _check(self.checkpoint_every >= 0, "checkpoint_every", f"must be >= 0, got {self.checkpoint_every}")
         _check(self.keep_checkpoints >= 1, "keep_checkpoints", f"must be >= 1, got {self.keep_checkpoints}")
+        _check(self.shard_switch == "global" or self.batch_tokens % self.data_ranks == 0,
+               "data_ranks", f"shard_switch {self.shard_switch!r} splits each batch over {self.data_ranks} record "
+               f"ranks; {self.batch_tokens} tokens do not split that way")
+
+
+_WINDOW_SCHEDULE_OF_MASK = {"document_blocks": ("blocks_ceil", "blocks_floor"), "document_tokens": ("tokens",),
+                            "causal": ("none",)}
 
 
 @dataclass(frozen=True)
@@ -126,6 +216,12 @@ class Preset:
     model: ModelConfig = field(default_factory=ModelConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+
+    def __post_init__(self) -> None:
+        allowed = _WINDOW_SCHEDULE_OF_MASK[self.model.attention_mask]
+        _check(self.train.window_schedule in allowed, "window_schedule",
+               f"{self.train.window_schedule!r} does not give attention_mask {self.model.attention_mask!r} its window "
+               f"(it takes {' or '.join(map(repr, allowed))})")
 
 
 def record_preset() -> Preset:
@@ -149,7 +245,74 @@ def tiny_preset() -> Preset:
     )
 
 
-PRESETS = {"record": record_preset, "tiny": tiny_preset}
+# --- The lineage: each record as switch values (LINEAGE.md sections 3-6) ---
+
+_ALL_LAYERS = tuple(range(12))
+_BEFORE_FP8 = dict(embed_rows="padded", linear_init="torch_default", qkv_layout="separate", attn_scale=None,
+                   fp8_head=False)  # #8-#18: GPT(vocab_size=50304), nn.Linear init, c_q/c_k/c_v, default scale
+_ROW_DATA = dict(seq_len=1024, cycle_data=True, repeat_first_batch=True, shard_switch="per_rank_inclusive",
+                 window_schedule="none")  # #8/#9: 64 rows of 1024 per rank, the loader's quirks
+
+
+def _whole_steps_cooldown(steps: int, cooldown_steps: int) -> dict:
+    return dict(cooldown_frac=cooldown_steps / steps, final_lr_frac=0.0, cooldown_whole_steps=True)
+
+
+def untie_embed_preset() -> Preset:
+    """#8 UntieEmbed: 4578 steps of 1024-token rows, plain causal attention, autocast."""
+    return Preset(
+        model=ModelConfig(**_BEFORE_FP8, dtype_policy="autocast", block_lambdas=False, unet_skips=False,
+                          value_embed_slots=(None,) * 12, attn_value_lambdas=False, attention_free_layers=(),
+                          long_window_layers=_ALL_LAYERS, attention_mask="causal", rotary="full", soft_cap="none"),
+        optim=OptimConfig(muon_lr=0.02, muon_momentum_start=0.95, muon_momentum_end=0.95, muon_momentum_warmup_steps=0,
+                          muon_momentum_form="sgd", ns_iteration="chain", head_lr=0.002, embed_lr=0.3, scalar_lr=0.02,
+                          adam_b1=0.9, adam_b2=0.95, adam_eps=1e-8, **_whole_steps_cooldown(4578, 1308)),
+        train=TrainConfig(steps=4578, **_ROW_DATA),
+    )
+
+
+def shortcuts_preset() -> Preset:
+    """#9 ShortcutsTweaks: #8 plus value residual, block lambdas, momentum warmup (500), tanh cap 30."""
+    base = untie_embed_preset()
+    return Preset(
+        model=replace(base.model, block_lambdas=True, value_residual=True, soft_cap="tanh", logit_cap=30.0),
+        optim=replace(base.optim, muon_momentum_start=0.85, muon_momentum_warmup_steps=500,
+                      **_whole_steps_cooldown(3200, 914)),
+        train=replace(base.train, steps=3200),
+    )
+
+
+def unet_value_embeds_preset() -> Preset:
+    """#15 UNetValueEmbedsTweaks: bf16 model, U-net, one (V, 6D) value table in mirrored chunks, token window."""
+    return Preset(
+        model=ModelConfig(**_BEFORE_FP8, dtype_policy="bf16_model", value_embed_layout="chunks",
+                          value_embed_slots=(0, 1, 2, 3, 4, 5, 5, 4, 3, 2, 1, 0), attention_free_layers=(),
+                          long_window_layers=_ALL_LAYERS, attention_mask="document_tokens", rotary="full_bf16_freq",
+                          soft_cap="tanh", logit_cap=30.0),
+        optim=OptimConfig(adam_eps=1e-8, **_whole_steps_cooldown(1480, 600)),
+        train=TrainConfig(steps=1480, cycle_data=True, shard_switch="per_rank", window_schedule="tokens"),
+    )
+
+
+def softcap_preset() -> Preset:
+    """#18 SoftCap: three c_q/c_k/c_v, one block window (floor schedule), tanh cap 15, no FP8, eps 1e-8."""
+    return Preset(
+        model=ModelConfig(**_BEFORE_FP8, long_window_layers=_ALL_LAYERS, soft_cap="tanh", logit_cap=15.0),
+        optim=OptimConfig(adam_eps=1e-8, final_lr_frac=0.0),
+        train=TrainConfig(steps=1390, cycle_data=True, window_schedule="blocks_floor"),
+    )
+
+
+LINEAGE_PRESETS = {
+    "untie-embed": (8, "UntieEmbed", untie_embed_preset),
+    "shortcuts": (9, "ShortcutsTweaks", shortcuts_preset),
+    "unet-value-embeds": (15, "UNetValueEmbedsTweaks", unet_value_embeds_preset),
+    "softcap": (18, "SoftCap", softcap_preset),
+    "record": (20, "Sub3Min", record_preset),
+}
+
+PRESETS = {"record": record_preset, "tiny": tiny_preset, "sub3min": record_preset,
+           **{name: build for name, (_, _, build) in LINEAGE_PRESETS.items()}}
 
 
 def get_preset(name: str) -> Preset:
@@ -158,4 +321,4 @@ def get_preset(name: str) -> Preset:
     return PRESETS[name]()
 
 
-replace = dataclasses.replace  # validated copies: __post_init__ runs on the copy
+

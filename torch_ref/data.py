@@ -3,6 +3,11 @@
 Written from the spec, independently of jaxgpt.data: parity_tests/test_data_parity.py checks
 that both yield the same tokens. A shard is a 1024-byte header of 256 little-endian int32
 ([0] magic 20240520, [1] version 1, [2] token count n) followed by n uint16 tokens.
+
+The lineage's loaders (LINEAGE.md 3.7, 5.9) test for the next shard per record rank, after
+reading and at the rank's own offset: `shard_switch` "per_rank" (#15, pos + offset + B + 1 >= len
+moves on) and "per_rank_inclusive" (#8/#9, > len), over `data_ranks` record ranks; #8/#9's
+repeated first batch is the trainer's (it fetches once before resetting, as the record).
 """
 
 from __future__ import annotations
@@ -109,6 +114,9 @@ def distributed_data_generator(
     cycle: bool = False,
     device: str | torch.device = "cpu",
     position: tuple[int, int] = (0, 0),
+    shard_switch: str = "global",
+    data_ranks: int = 1,
+    batches: int = 0,
 ) -> ShardStream:
     """An iterator over rank `rank`'s (inputs, targets) of each global batch of `batch_size` tokens.
 
@@ -118,13 +126,18 @@ def distributed_data_generator(
     sorted shards run out, raises ShardsExhaustedError unless `cycle` (then wraps around).
     On CUDA the slice goes through pinned memory with a non-blocking copy, as in the record.
     `position` = (shard index, pos) starts the stream where a saved `ShardStream.position` was.
+    `shard_switch` / `data_ranks`: a per-rank shard switch over `data_ranks` record ranks (each
+    with its own shard and position); such a stream resumes by replaying `batches` batches.
     """
     if world_size <= 0 or not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} is outside [0, world_size={world_size})")
     if batch_size <= 0 or batch_size % world_size:
         raise ValueError(f"batch_size {batch_size} must be a positive multiple of world_size {world_size}")
     files = list_shards(filename_pattern)
-    return ShardStream(files, filename_pattern, batch_size, rank, world_size, cycle, torch.device(device), position)
+    if shard_switch == "global":
+        return ShardStream(files, filename_pattern, batch_size, rank, world_size, cycle, torch.device(device), position)
+    return PerRankShardStream(files, filename_pattern, batch_size, rank, world_size, cycle, torch.device(device),
+                              shard_switch, data_ranks, batches)
 
 
 class ShardStream:
@@ -173,6 +186,85 @@ class ShardStream:
         tokens = read_shard(self._files[index])
         check_holds_one_batch(self._files[index], len(tokens), self._batch_size)
         self._shard_index, self._pos, self._tokens = index, 0, tokens
+
+
+def rank_keeps_shard(pos: int, offset: int, batch_size: int, num_tokens: int, rule: str) -> bool:
+    """After a read, does the record rank at `offset` stay in its shard for the batch at base
+    position `pos`? "per_rank": while pos + offset + B + 1 < len (#15); "per_rank_inclusive":
+    while <= len (#8/#9)."""
+    end = pos + offset + batch_size + 1
+    if rule == "per_rank":
+        return end < num_tokens
+    if rule == "per_rank_inclusive":
+        return end <= num_tokens
+    raise ValueError(f"unknown shard switch {rule!r}")
+
+
+class PerRankShardStream:
+    """The lineage's loaders: every record rank r of `data_ranks` (slice [r L, (r + 1) L) of each
+    batch, L = B / data_ranks) keeps its own shard and base position, reads its slice, advances
+    by B and then tests `rank_keeps_shard` at its offset r L; a rank that fails moves to the next
+    shard at base 0. This process's (inputs, targets) are the parts of its slice
+    [rank Bl, (rank + 1) Bl) from each record rank's shard, concatenated. `batches` served ones
+    are replayed first (positions only)."""
+
+    def __init__(self, files: list[Path], pattern: str, batch_size: int, rank: int, world_size: int, cycle: bool,
+                 device: torch.device, rule: str, data_ranks: int, batches: int = 0) -> None:
+        if batch_size % data_ranks:
+            raise ValueError(f"batch of {batch_size} tokens does not split over {data_ranks} record ranks")
+        self._files, self._pattern, self._cycle, self._device, self._rule = files, pattern, cycle, device, rule
+        self._batch_size, self._rank_size = batch_size, batch_size // data_ranks
+        local = batch_size // world_size
+        lo, hi = rank * local, (rank + 1) * local
+        # (record rank, first token, end token) of this process's slice, in global batch offsets
+        self._parts = [(r, max(lo, r * self._rank_size), min(hi, (r + 1) * self._rank_size))
+                       for r in range(lo // self._rank_size, -(-hi // self._rank_size))]
+        self._state = {r: [0, 0] for r, _, _ in self._parts}  # shard index, base position
+        self._tokens = {0: read_shard(files[0])}
+        self.batches = 0
+        for _ in range(batches):
+            self._advance_all()
+
+    @property
+    def position(self) -> tuple[int, int]:
+        """(shard index, base position) of this process's first record rank."""
+        shard, pos = self._state[self._parts[0][0]]
+        return shard, pos
+
+    def _shard(self, index: int) -> np.ndarray:
+        if index not in self._tokens:
+            self._tokens[index] = read_shard(self._files[index])
+            check_holds_one_batch(self._files[index], len(self._tokens[index]), self._batch_size)
+        return self._tokens[index]
+
+    def _advance_all(self) -> None:
+        """Every record rank past its current batch: pos += B, then the rank's shard test."""
+        for r, _, _ in self._parts:
+            state = self._state[r]
+            state[1] += self._batch_size
+            if not rank_keeps_shard(state[1], r * self._rank_size, self._batch_size, len(self._shard(state[0])), self._rule):
+                index = state[0] + 1
+                # Past the last shard: wrap (cycle) or stay there, refused only if another batch is read.
+                state[0], state[1] = (0 if self._cycle and index == len(self._files) else index), 0
+        self.batches += 1
+
+    def __iter__(self) -> PerRankShardStream:
+        return self
+
+    def __next__(self) -> tuple[torch.Tensor, torch.Tensor]:
+        inputs, targets = [], []
+        if any(shard == len(self._files) for shard, _ in self._state.values()):
+            raise ShardsExhaustedError(
+                f"ran out of data: all {len(self._files)} shard(s) matching {self._pattern!r} were used; "
+                "add shards, train fewer steps, or cycle the data"
+            )
+        for r, first, end in self._parts:
+            shard, pos = self._state[r]
+            buf = np.asarray(self._shard(shard)[pos + first : pos + end + 1], dtype=np.int32)
+            inputs.append(torch.from_numpy(buf[:-1].copy()))
+            targets.append(torch.from_numpy(buf[1:].astype(np.int64)))
+        self._advance_all()
+        return torch.cat(inputs).to(self._device), torch.cat(targets).to(self._device)
 
 
 def check_holds_one_batch(path: str | os.PathLike, num_tokens: int, batch_size: int) -> None:

@@ -72,13 +72,37 @@ def document_ids(input_seq: Tensor, eot_id: int = EOT_ID, block_size: int = BLOC
     return (input_seq == eot_id).cumsum(0)
 
 
-def document_causal_mask_mod(docs: Tensor) -> Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]:
-    """The token-level mask_mod used inside partial blocks: q sees k iff k <= q in the same document."""
+def document_causal_mask_mod(docs: Tensor, window_tokens: int | Tensor | None = None
+                             ) -> Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]:
+    """The token-level mask_mod used inside partial blocks: q sees k iff k <= q in the same document
+    (and, with #15's `window_tokens` sw, q - k < sw)."""
 
     def mask_mod(batch: Tensor, head: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-        return (q_idx >= kv_idx) & (docs[q_idx] == docs[kv_idx])
+        allowed = (q_idx >= kv_idx) & (docs[q_idx] == docs[kv_idx])
+        if window_tokens is not None:
+            allowed = allowed & (q_idx - kv_idx < window_tokens)
+        return allowed
 
     return mask_mod
+
+
+def token_window_block_lists(docs: Tensor, window_tokens: int | Tensor, block_size: int = BLOCK_SIZE) -> BlockLists:
+    """#15's block lists (LINEAGE.md 5.4): every key block that is causal, shares a document and
+    lies within ceil(sw / block_size) blocks of the query block, all of them partial (the token
+    mask_mod, document-causal and q - k < sw, applies to each); no full blocks. Not truncated, so
+    their order (here nearest first) only orders the accumulation."""
+    num_blocks = docs.numel() // block_size
+    per_block = docs.view(num_blocks, block_size)
+    low, high = per_block[:, 0], per_block[:, -1]
+    block = torch.arange(num_blocks, device=docs.device)
+    q_block, kv_block = block[:, None], block[None, :]
+    window_blocks = (window_tokens + block_size - 1) // block_size
+    listed = (q_block >= kv_block) & (low[:, None] <= high[None, :]) & (low[None, :] <= high[:, None])
+    listed = listed & (q_block - kv_block < window_blocks)
+    kv_num, kv_idx = dense_to_ordered(listed)
+    none = torch.zeros_like(listed)
+    full_num, full_idx = dense_to_ordered(none)
+    return BlockLists(kv_num, kv_idx, full_num, full_idx)
 
 
 def dense_to_ordered(dense: Tensor) -> tuple[Tensor, Tensor]:
@@ -156,8 +180,10 @@ def window_block_lists(
     return truncate_to_window(lists, w_long), truncate_to_window(lists, w_long // 2)
 
 
-def build_block_mask(lists: BlockLists, docs: Tensor, block_size: int = BLOCK_SIZE):
-    """A torch BlockMask (batch 1, one head broadcast) from truncated lists and (T,) document ids.
+def build_block_mask(lists: BlockLists, docs: Tensor, block_size: int = BLOCK_SIZE,
+                     window_tokens: int | Tensor | None = None):
+    """A torch BlockMask (batch 1, one head broadcast) from truncated lists and (T,) document ids
+    (and #15's token window in the mask_mod).
 
     Counts are clamped at 0 first: the record's CUDA kernel of 2025 treated -1 as 0, while current
     compiled kernels fail on negative counts (CPU_NOTES.md); the allowed set is the same.
@@ -175,7 +201,7 @@ def build_block_mask(lists: BlockLists, docs: Tensor, block_size: int = BLOCK_SI
         batched(lists.full_kv_num_blocks),
         batched(lists.full_kv_indices),
         BLOCK_SIZE=block_size,
-        mask_mod=document_causal_mask_mod(docs),
+        mask_mod=document_causal_mask_mod(docs, window_tokens),
     )
 
 
@@ -189,11 +215,13 @@ def _selected_blocks(counts: Tensor, indices: Tensor) -> Tensor:
     return selected
 
 
-def allowed_mask_from_block_lists(lists: BlockLists, docs: Tensor, block_size: int = BLOCK_SIZE) -> Tensor:
+def allowed_mask_from_block_lists(lists: BlockLists, docs: Tensor, block_size: int = BLOCK_SIZE,
+                                  window_tokens: int | Tensor | None = None) -> Tensor:
     """Expand (truncated) block lists into the (T, T) bool mask [query, key] that FlexAttention obeys.
 
-    Full blocks are allowed entirely; partial blocks through the document-causal mask_mod; every
-    other block is masked. Negative counts count as 0.
+    Full blocks are allowed entirely; partial blocks through the document-causal mask_mod (with
+    #15's token window when `window_tokens` is given); every other block is masked. Negative
+    counts count as 0.
     """
     seq_len = docs.numel()
     full_blocks = _selected_blocks(lists.full_kv_num_blocks, lists.full_kv_indices)
@@ -204,4 +232,6 @@ def allowed_mask_from_block_lists(lists: BlockLists, docs: Tensor, block_size: i
 
     position = torch.arange(seq_len, device=docs.device)
     document_causal = (position[:, None] >= position[None, :]) & (docs[:, None] == docs[None, :])
+    if window_tokens is not None:
+        document_causal = document_causal & (position[:, None] - position[None, :] < window_tokens)
     return to_tokens(full_blocks) | (to_tokens(partial_blocks) & document_causal)

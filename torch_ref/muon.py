@@ -22,7 +22,7 @@ NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
 NS_NORM_EPS = 1e-7
 
 
-def _newton_schulz(G: Tensor, steps: int, dtype: torch.dtype) -> Tensor:
+def _newton_schulz(G: Tensor, steps: int, dtype: torch.dtype, iteration: str = "poly") -> Tensor:
     a, b, c = NS_COEFFICIENTS
     X = G.to(dtype)
     # Iterate on the wide orientation so X @ X^T is the smaller Gram matrix.
@@ -32,6 +32,10 @@ def _newton_schulz(G: Tensor, steps: int, dtype: torch.dtype) -> Tensor:
     X = X / (X.norm(dim=(-2, -1), keepdim=True) + NS_NORM_EPS)
     for _ in range(steps):
         gram = X @ X.mT
+        if iteration == "chain":  # #8/#9: B = A X; X = a X + b B + (c A) B
+            chained = gram @ X
+            X = a * X + b * chained + c * gram @ chained
+            continue
         poly = b * gram + c * gram @ gram
         X = a * X + poly @ X
     if tall:
@@ -45,12 +49,15 @@ def _compiled_newton_schulz():
     return torch.compile(_newton_schulz)
 
 
-def zeropower_via_newtonschulz5(G: Tensor, steps: int, dtype: torch.dtype = torch.bfloat16) -> Tensor:
+def zeropower_via_newtonschulz5(G: Tensor, steps: int, dtype: torch.dtype = torch.bfloat16,
+                                iteration: str = "poly") -> Tensor:
     """Approximate orthogonalisation U S' V^T of G (S' roughly in 0.5..1.5), as the record's NS5.
 
     G: (..., rows, cols), any float dtype; each trailing matrix is normalised by its own
     Frobenius norm and iterated independently. `dtype` is the working dtype: bfloat16 as the
     record, float32 to measure how much of a difference is bf16 rounding.
+    `iteration`: "poly" (the record's B = b A + (c A) A, X = a X + B X) or "chain" (#8/#9's
+    B = A X, X = a X + b B + (c A) B; the same polynomial, rounded at other points).
     Returns a tensor of G's shape in `dtype`.
     """
     if G.ndim < 2:
@@ -59,8 +66,10 @@ def zeropower_via_newtonschulz5(G: Tensor, steps: int, dtype: torch.dtype = torc
         raise ValueError(f"steps must be >= 0, got {steps}")
     if dtype not in (torch.bfloat16, torch.float32):
         raise ValueError(f"Newton-Schulz dtype must be bfloat16 or float32, got {dtype}")
+    if iteration not in ("poly", "chain"):
+        raise ValueError(f"Newton-Schulz iteration must be 'poly' or 'chain', got {iteration!r}")
     fn = _compiled_newton_schulz() if G.is_cuda else _newton_schulz
-    return fn(G, steps, dtype)
+    return fn(G, steps, dtype, iteration)
 
 
 def update_scale(shape: torch.Size | tuple[int, ...]) -> float:
@@ -77,6 +86,8 @@ class Muon(torch.optim.Optimizer):
     With world_size == 1 no process group is needed.
 
     Group keys: lr, momentum, nesterov, ns_steps (LambdaLR scales lr; the loop sets momentum).
+    `momentum_form` "sgd" is #8/#9's buf = m buf + g, u = g + m buf instead of the lerps;
+    `ns_iteration` as zeropower_via_newtonschulz5's `iteration`.
     """
 
     def __init__(
@@ -89,6 +100,8 @@ class Muon(torch.optim.Optimizer):
         rank: int = 0,
         world_size: int = 1,
         ns_dtype: torch.dtype = torch.bfloat16,
+        momentum_form: str = "ema",
+        ns_iteration: str = "poly",
     ) -> None:
         params = list(params)
         if not params:
@@ -101,9 +114,13 @@ class Muon(torch.optim.Optimizer):
             raise ValueError(f"invalid rank {rank} for world_size {world_size}")
         if world_size > 1 and not dist.is_initialized():
             raise RuntimeError(f"Muon with world_size {world_size} needs an initialised torch.distributed group")
+        if momentum_form not in ("ema", "sgd"):
+            raise ValueError(f"momentum_form must be 'ema' or 'sgd', got {momentum_form!r}")
         self.rank = rank
         self.world_size = world_size
         self.ns_dtype = ns_dtype
+        self.momentum_form = momentum_form
+        self.ns_iteration = ns_iteration
         defaults = dict(lr=lr, momentum=momentum, nesterov=nesterov, ns_steps=ns_steps)
         # One group per element count, so one gather buffer shape serves a whole group.
         sizes = sorted({p.numel() for p in params}, reverse=True)
@@ -120,10 +137,14 @@ class Muon(torch.optim.Optimizer):
         if "momentum_buffer" not in state:
             state["momentum_buffer"] = torch.zeros_like(grad)
         buf = state["momentum_buffer"]
-        buf.lerp_(grad, 1 - momentum)  # buf = m*buf + (1-m)*grad
-        # Nesterov: look ahead from grad toward the new buffer (torch.lerp numerics, as the record).
-        direction = grad.lerp(buf, momentum) if group["nesterov"] else buf
-        return zeropower_via_newtonschulz5(direction, group["ns_steps"], self.ns_dtype).flatten()
+        if self.momentum_form == "sgd":  # #8/#9: plain SGD momentum, Nesterov as g + m * buf
+            buf.mul_(momentum).add_(grad)
+            direction = grad.add(buf, alpha=momentum) if group["nesterov"] else buf
+        else:
+            buf.lerp_(grad, 1 - momentum)  # buf = m*buf + (1-m)*grad
+            # Nesterov: look ahead from grad toward the new buffer (torch.lerp numerics, as the record).
+            direction = grad.lerp(buf, momentum) if group["nesterov"] else buf
+        return zeropower_via_newtonschulz5(direction, group["ns_steps"], self.ns_dtype, self.ns_iteration).flatten()
 
     @torch.no_grad()
     def step(self) -> None:

@@ -22,11 +22,14 @@ _NS_DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 # Schedules
 
 
-def lr_multiplier(step: int, total_steps: int, cooldown_frac: float = 0.4, final_lr_frac: float = 0.1) -> float:
+def lr_multiplier(step: int, total_steps: int, cooldown_frac: float = 0.4, final_lr_frac: float = 0.1,
+                  whole_steps: bool = False) -> float:
     """LR factor for the update made at 0-based `step`: 1.0, then linear down to `final_lr_frac`.
 
     f = w + (1 - w) * final_lr_frac, w = min((1 - step / total_steps) / cooldown_frac, 1).
     Record (1393 steps): 1.0 through step 835, 0.99968 at 836, 0.10162 at 1392, 0.1 at 1393.
+    whole_steps (#8-#15's warmdown_iters): K = round(cooldown_frac * total_steps) steps,
+    w = min((total_steps - step) / K, 1).
     """
     if total_steps <= 0:
         raise ValueError(f"total_steps must be positive, got {total_steps}")
@@ -37,7 +40,13 @@ def lr_multiplier(step: int, total_steps: int, cooldown_frac: float = 0.4, final
         raise ValueError(f"step {step} is outside [0, total_steps={total_steps}]")
     if cooldown_frac == 0.0:  # no cooldown at all
         return 1.0
-    w = min(remaining / cooldown_frac, 1.0)
+    if whole_steps:
+        cooldown_steps = round(cooldown_frac * total_steps)
+        if cooldown_steps == 0:
+            return 1.0
+        w = min((total_steps - step) / cooldown_steps, 1.0)
+    else:
+        w = min(remaining / cooldown_frac, 1.0)
     return w * 1.0 + (1 - w) * final_lr_frac
 
 
@@ -66,6 +75,25 @@ def window_blocks(step: int, total_steps: int, max_tokens: int = 1728, block_siz
     # Division by a power of two is exact, so this ceil is the record's "next multiple" rule.
     long_blocks = max(1, math.ceil(tokens / block_size))
     return long_blocks, long_blocks // 2
+
+
+def window_value(step: int, total_steps: int, max_tokens: int = 1728, schedule: str = "blocks_ceil",
+                 block_size: int = BLOCK_SIZE) -> int:
+    """The window handed to the model at `step` by a TrainConfig.window_schedule: "blocks_ceil"
+    (Sub3Min) W_long blocks; "blocks_floor" (#18) int(((1 - x) * 128 + x * (128 + M)) // 128),
+    x = step / total; "tokens" (#15) 64 * int((64 + M * step / total) // 64) tokens; "none" 0."""
+    if schedule == "blocks_ceil":
+        return window_blocks(step, total_steps, max_tokens, block_size)[0]
+    if total_steps <= 0:
+        raise ValueError(f"total_steps must be positive, got {total_steps}")
+    if schedule == "blocks_floor":
+        progress = step / total_steps
+        return int(((1 - progress) * block_size + progress * (block_size + max_tokens)) // block_size)
+    if schedule == "tokens":
+        return 64 * int((64 + max_tokens * step / total_steps) // 64)
+    if schedule == "none":
+        return 0
+    raise ValueError(f"unknown window schedule {schedule!r}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -125,6 +153,8 @@ def build_optimizers(
         rank=rank,
         world_size=world_size,
         ns_dtype=_NS_DTYPES[optim_config.ns_dtype],
+        momentum_form=optim_config.muon_momentum_form,
+        ns_iteration=optim_config.ns_iteration,
     )
     return adam, muon
 
@@ -136,7 +166,8 @@ def build_lr_schedulers(
 
     def factor(step: int) -> float:
         # LambdaLR evaluates once more after the last update (step == total_steps); that is valid.
-        return lr_multiplier(step, total_steps, optim_config.cooldown_frac, optim_config.final_lr_frac)
+        return lr_multiplier(step, total_steps, optim_config.cooldown_frac, optim_config.final_lr_frac,
+                             optim_config.cooldown_whole_steps)
 
     return [torch.optim.lr_scheduler.LambdaLR(opt, factor) for opt in optimizers]
 

@@ -236,9 +236,9 @@ def test_long_and_short_masks_per_layer(perturbed_fp32, monkeypatch):
     seen = []
     real_attend = model_lib.attend
 
-    def recording_attend(q, k, v, mask):
+    def recording_attend(q, k, v, mask, *scale):
         seen.append(int(mask.sum()))
-        return real_attend(q, k, v, mask)
+        return real_attend(q, k, v, mask, *scale)
 
     monkeypatch.setattr(model_lib, "attend", recording_attend)
     x, _ = tokens(seq_len=512, eots=(0,))

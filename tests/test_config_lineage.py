@@ -1,0 +1,75 @@
+"""jaxgpt.config's lineage switches: the presets hold LINEAGE.md's numbers, and mixes that
+cannot mean anything are refused with a message naming both sides."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from jaxgpt import config as cfg
+from jaxgpt import model as model_lib
+
+# LINEAGE.md's parameter totals (3.1, 4.1, 5.1, 6.1) and RECORD.md 2.1's.
+PARAMETERS = {"untie-embed": 162_201_600, "shortcuts": 162_201_636, "unet-value-embeds": 394_002_486,
+              "softcap": 275_742_772, "record": 275_598_388}
+
+
+@pytest.mark.parametrize("name", sorted(PARAMETERS))
+def test_each_preset_has_its_records_parameter_count(name):
+    shapes = model_lib.param_shapes(cfg.get_preset(name).model)
+    total = sum(math.prod(s.shape) for s in shapes.values())
+    assert total == PARAMETERS[name]
+
+
+def test_presets_hold_the_records_run_lengths_and_aliases():
+    steps = {name: cfg.get_preset(name).train.steps for name in cfg.LINEAGE_PRESETS}
+    assert steps == {"untie-embed": 4578, "shortcuts": 3200, "unet-value-embeds": 1480, "softcap": 1390, "record": 1393}
+    assert cfg.get_preset("sub3min") == cfg.get_preset("record")
+    assert [number for number, _, _ in cfg.LINEAGE_PRESETS.values()] == [8, 9, 15, 18, 20]
+    row = cfg.get_preset("untie-embed").train
+    assert (row.seq_len, row.repeat_first_batch, row.shard_switch, row.cycle_data) == (1024, True, "per_rank_inclusive", True)
+    assert cfg.get_preset("unet-value-embeds").train.shard_switch == "per_rank"
+    assert cfg.get_preset("softcap").train.shard_switch == "global"
+
+
+def test_record_preset_keeps_every_switch_at_its_default():
+    record = cfg.get_preset("record")
+    assert record.model == cfg.replace(cfg.ModelConfig(), loss_chunk_tokens=8192, attention_backend="auto")
+    assert record.optim == cfg.OptimConfig() and record.train == cfg.TrainConfig()
+
+
+@pytest.mark.parametrize("changes, names", [
+    (dict(value_residual=True), ("value_residual", "value embeddings")),
+    (dict(value_residual=True, value_embed_slots=(None,) * 12), ("value_residual", "attn_value_lambdas")),
+    (dict(attn_value_lambdas=False), ("value_embed_slots", "attn_value_lambdas")),
+    (dict(attention_mask="causal"), ("long_window_layers", "causal")),
+    (dict(attention_mask="document_tokens", long_window_layers=tuple(range(12)), attention_backend="pallas"),
+     ("attention_backend", "document_tokens")),
+])
+def test_model_mixes_that_cannot_mean_anything_are_refused(changes, names):
+    with pytest.raises(ValueError) as error:
+        cfg.replace(cfg.ModelConfig(), **changes)
+    for name in names:
+        assert name in str(error.value)
+
+
+def test_window_schedule_must_give_the_masks_window():
+    with pytest.raises(ValueError, match="window_schedule.*'tokens'.*'document_blocks'"):
+        cfg.Preset(train=cfg.TrainConfig(window_schedule="tokens"))
+    with pytest.raises(ValueError, match="window_schedule.*'causal'"):
+        base = cfg.get_preset("untie-embed")
+        cfg.replace(base, train=cfg.replace(base.train, window_schedule="blocks_ceil"))
+
+
+def test_per_rank_shard_switch_needs_the_batch_to_split_over_the_ranks():
+    with pytest.raises(ValueError, match="data_ranks"):
+        cfg.TrainConfig(batch_tokens=1024, seq_len=1024, shard_switch="per_rank", data_ranks=3)
+    assert cfg.TrainConfig(batch_tokens=2048, seq_len=1024, shard_switch="per_rank").data_ranks == 8
+
+
+def test_mixes_that_make_sense_run_through_validation():
+    """Sub3Min without value embeddings, #18 with FP8, #9 without the value residual."""
+    cfg.replace(cfg.ModelConfig(), value_embed_slots=(None,) * 12)
+    cfg.replace(cfg.get_preset("softcap").model, fp8_head=True)
+    cfg.replace(cfg.get_preset("shortcuts").model, value_residual=False)
