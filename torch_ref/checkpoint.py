@@ -178,7 +178,8 @@ def read_resume(options: RunOptions) -> tuple[dict[str, Any] | None, Path | None
 
 
 def checkpoint_payload(model: nn.Module, optimizers: tuple[torch.optim.Optimizer, ...], schedulers: Sequence[Any],
-                       step: int, position: tuple[int, int], preset: cfg.Preset, control: Any | None) -> dict[str, Any]:
+                       step: int, position: tuple[int, int], preset: cfg.Preset, control: Any | None,
+                       batches: int = 0) -> dict[str, Any]:
     """The record's {'model', 'optimizers', 'step'} and what resuming needs (this module's
     docstring). A collective when several ranks run (Muon's momentum buffers are gathered)."""
     return dict(
@@ -186,7 +187,7 @@ def checkpoint_payload(model: nn.Module, optimizers: tuple[torch.optim.Optimizer
         model=model.state_dict(),
         optimizers=optimizer_states(optimizers, control),
         schedulers=[sched.state_dict() for sched in schedulers],
-        data_position={"shard_index": position[0], "pos": position[1]},
+        data_position={"shard_index": position[0], "pos": position[1], "batches": batches},
         config=config_dict(preset),
     )
 
@@ -208,7 +209,8 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 def refuse_config_change(saved: dict[str, Any], current: dict[str, Any], path: Path) -> None:
     """ValueError listing `field: saved -> now` for every field that differs (output-only
     fields aside): a resumed run must be the run that was saved."""
-    old, new = _flatten(saved), _flatten(current)
+    # A field the saved config lacks (added since) had its default then: compare that.
+    old, new = {**_flatten(config_dict(cfg.Preset())), **_flatten(saved)}, _flatten(current)
     differences = [f"{name}: {old.get(name, '<absent>')!r} -> {new.get(name, '<absent>')!r}"
                    for name in sorted(old.keys() | new.keys())
                    if name not in RESUME_IGNORED_FIELDS and old.get(name, "<absent>") != new.get(name, "<absent>")]

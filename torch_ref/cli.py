@@ -39,6 +39,43 @@ class RunOptions:
     overridden: tuple[str, ...] = ()  # checkpoint_every / keep_checkpoints when given on the command line
 
 
+def parse_bool(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.lower() in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+# The lineage switches on the command line: (section, field, type, choices, help). Each flag is
+# --field-with-dashes and overrides that field of the preset (docs/spec/LINEAGE.md section 7).
+LINEAGE_FLAGS = (
+    ("model", "model_dim", int, None, "model width D (a tiny-width variant of any preset)"),
+    ("model", "num_heads", int, None, "attention heads"),
+    ("model", "rms_norm_eps", str, cfg.RMS_NORM_EPS, "RMSNorm eps: fp32 (2^-23) or as_run (2^-7 on bf16 inputs)"),
+    ("model", "embed_rows", str, cfg.EMBED_ROWS, "embedding rows: vocab or padded (#8-#18)"),
+    ("model", "linear_init", str, cfg.LINEAR_INITS, "linear init: record or torch_default (#8-#18)"),
+    ("model", "block_lambdas", parse_bool, None, "x <- l0 x + l1 x0 (#9 on)"),
+    ("model", "unet_skips", parse_bool, None, "U-net skip weights (#11 on)"),
+    ("model", "value_embed_layout", str, cfg.VALUE_EMBED_LAYOUTS, "value embeddings: tables or chunks (#15)"),
+    ("model", "attn_value_lambdas", parse_bool, None, "attention value lambdas (#15 on)"),
+    ("model", "value_residual", parse_bool, None, "#9's value residual"),
+    ("model", "attention_mask", str, cfg.ATTENTION_MASKS, "document_blocks, document_tokens (#15), causal (#8/#9)"),
+    ("model", "rotary", str, cfg.ROTARY_KINDS, "rotary tables and precision"),
+    ("model", "soft_cap", str, cfg.SOFT_CAPS, "sigmoid (Sub3Min), tanh (#9-#18), none (#8)"),
+    ("model", "logit_cap", float, None, "soft-cap constant"),
+    ("model", "soft_cap_rounding", str, cfg.SOFT_CAP_ROUNDINGS, "tanh cap on bf16 logits: once or per_op"),
+    ("model", "fp8_head", parse_bool, None, "FP8 lm_head in training (#19 on)"),
+    ("optim", "muon_momentum_form", str, cfg.MUON_MOMENTUM_FORMS, "Muon momentum: ema or sgd (#8/#9)"),
+    ("optim", "ns_iteration", str, cfg.NS_ITERATIONS, "Newton-Schulz step: poly or chain (#8/#9)"),
+    ("optim", "cooldown_whole_steps", parse_bool, None, "cooldown in whole steps (#8-#15)"),
+    ("train", "window_schedule", str, cfg.WINDOW_SCHEDULES, "blocks_ceil, blocks_floor (#18), tokens (#15), none"),
+    ("train", "repeat_first_batch", parse_bool, None, "steps 0 and 1 on the first batch (#8/#9)"),
+    ("train", "shard_switch", str, cfg.SHARD_SWITCHES, "global, per_rank (#15), per_rank_inclusive (#8/#9)"),
+    ("train", "data_ranks", int, None, "record ranks of the per-rank shard switch (8)"),
+)
+
+
 def parse_profile_window(text: str) -> tuple[int, int]:
     """"START:STOP" (or one step "S") -> (START, STOP), train-line step numbers, both included."""
     start, sep, stop = text.partition(":")
@@ -56,7 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Train the Sub3Min record's GPT in PyTorch (torchrun for several GPUs).",
     )
-    parser.add_argument("--preset", choices=sorted(cfg.PRESETS), default="record", help="starting config; flags override it")
+    parser.add_argument("--preset", choices=sorted(cfg.PRESETS), default="record",
+                        help="starting config; flags override it (record alias sub3min; the lineage: "
+                        + ", ".join(f"{name} #{number}" for name, (number, _, _) in cfg.LINEAGE_PRESETS.items()) + ")")
     parser.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available, else cpu")
     parser.add_argument("--devices", type=int, help="processes (one per device); default: torchrun's WORLD_SIZE, else 1")
     parser.add_argument("--seed", type=int, help="torch seed of the fresh init (the record has none); ignored with --init-from")
@@ -72,7 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--val-every", type=int, help="validate every K steps (and after the last)")
     parser.add_argument("--val-tokens", type=int, help="validation tokens (a multiple of devices * seq_len)")
     parser.add_argument("--window-max-tokens", type=int, help="attention window at the last step, in tokens (1728 in the record)")
-    parser.add_argument("--dtype", choices=["record", "fp32"], help="record: bf16 + FP8 head; fp32: all fp32, plain head (NS stays bf16)")
+    parser.add_argument("--dtype", choices=cfg.DTYPE_POLICIES, help="record: bf16 + FP8 head; fp32: all fp32, plain head "
+                        "(NS stays bf16); bf16_model (#15), autocast (#8/#9)")
     parser.add_argument("--out-dir", help="where logs/ and checkpoints/<run id>/ go (default: runs)")
     parser.add_argument("--checkpoint-every", type=int, metavar="K", help="save <out-dir>/checkpoints/<run id>/<step>.pt every K steps and at the end (default 0: never)")
     parser.add_argument("--keep-checkpoints", type=int, metavar="K", help="keep only the newest K step files (default 3)")
@@ -88,6 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--allow-nonfinite-loss", action="store_true",
                         help="train on through a NaN or infinite loss (by default the run stops within two steps "
                         "of one, exit 1, and saves nothing after it)")
+    lineage = parser.add_argument_group("model dims and lineage switches (override the preset)")
+    for section, name, parse, choices, help_text in LINEAGE_FLAGS:
+        lineage.add_argument("--" + name.replace("_", "-"), dest=f"{section}.{name}", type=parse, choices=choices,
+                             metavar="{true,false}" if parse is parse_bool else None, help=help_text)
     return parser
 
 
@@ -122,7 +166,15 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[cfg.Preset, RunOption
         "cycle_data": args.cycle_data,
     }
     train = cfg.replace(preset.train, devices=devices, **{k: v for k, v in train_overrides.items() if v is not None})
-    model = preset.model if args.dtype is None else cfg.replace(preset.model, dtype_policy=args.dtype)
+    switches = {"model": {}, "optim": {}, "train": {}}
+    for section, name, *_ in LINEAGE_FLAGS:
+        if (value := getattr(args, f"{section}.{name}")) is not None:
+            switches[section][name] = value
+    if args.dtype is not None:
+        switches["model"]["dtype_policy"] = args.dtype
+    model = cfg.replace(preset.model, **switches["model"])
+    train = cfg.replace(train, **switches["train"])
+    preset = cfg.replace(preset, optim=cfg.replace(preset.optim, **switches["optim"]))
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda was asked for but torch sees no CUDA device")

@@ -135,7 +135,9 @@ def distributed_data_generator(
         raise ValueError(f"batch_size {batch_size} must be a positive multiple of world_size {world_size}")
     files = list_shards(filename_pattern)
     if shard_switch == "global":
-        return ShardStream(files, filename_pattern, batch_size, rank, world_size, cycle, torch.device(device), position)
+        stream = ShardStream(files, filename_pattern, batch_size, rank, world_size, cycle, torch.device(device), position)
+        stream.batches = batches  # counted on from there (a global stream resumes from `position`)
+        return stream
     return PerRankShardStream(files, filename_pattern, batch_size, rank, world_size, cycle, torch.device(device),
                               shard_switch, data_ranks, batches)
 
@@ -154,6 +156,7 @@ class ShardStream:
         self._batch_size, self._local_size, self._rank = batch_size, batch_size // world_size, rank
         self._shard_index, self._pos = shard_index, pos
         self._tokens = read_shard(files[shard_index])
+        self.batches = 0  # batches served (distributed_data_generator counts on from a resumed count)
 
     @property
     def position(self) -> tuple[int, int]:
@@ -172,6 +175,7 @@ class ShardStream:
         if self._device.type == "cuda":
             buf = buf.pin_memory().to(self._device, non_blocking=True)
         self._pos += batch_size
+        self.batches += 1
         return buf[:-1], buf[1:].to(torch.int64)
 
     def _advance(self) -> None:
@@ -198,6 +202,14 @@ def rank_keeps_shard(pos: int, offset: int, batch_size: int, num_tokens: int, ru
     if rule == "per_rank_inclusive":
         return end <= num_tokens
     raise ValueError(f"unknown shard switch {rule!r}")
+
+
+def iter_kept(num_tokens: int, offset: int, batch_size: int, rule: str) -> Iterator[int]:
+    """Base positions B, 2B, ... at which the record rank at `offset` stays in a shard."""
+    pos = batch_size
+    while rank_keeps_shard(pos, offset, batch_size, num_tokens, rule):
+        yield pos
+        pos += batch_size
 
 
 class PerRankShardStream:
@@ -274,10 +286,22 @@ def check_holds_one_batch(path: str | os.PathLike, num_tokens: int, batch_size: 
                          f"(the advance rule needs at least batch + 2 = {batch_size + 2})")
 
 
-def batches_available(shards: Sequence[Path], batch_tokens: int, position: tuple[int, int] = (0, 0)) -> int:
+def batches_available(shards: Sequence[Path], batch_tokens: int, position: tuple[int, int] = (0, 0),
+                      shard_switch: str = "global", data_ranks: int = 1, batches: int = 0) -> int:
     """Batches the record's generator takes from `shards`, starting at `position` = (shard
     index, pos), before running out: a shard of n tokens serves batches at pos = p0, p0 + B, ...
-    while pos + B + 1 < n (RECORD.md 8.3; p0 = 0 except in the starting shard)."""
+    while pos + B + 1 < n (RECORD.md 8.3; p0 = 0 except in the starting shard). A per-rank
+    shard switch: the fewest batches any record rank reads, less the `batches` already served."""
+    if shard_switch != "global":
+        lengths = [read_shard_header(shard) for shard in shards]
+        rank_tokens = batch_tokens // data_ranks
+        counts = []
+        for rank in range(data_ranks):
+            count = 0
+            for num_tokens in lengths:  # a shard's first batch, then while the rank keeps the shard
+                count += 1 + sum(1 for _ in iter_kept(num_tokens, rank * rank_tokens, batch_tokens, shard_switch))
+            counts.append(count)
+        return max(0, min(counts) - batches)
     total = 0
     first, start_pos = position
     for index, shard in enumerate(shards[first:], start=first):

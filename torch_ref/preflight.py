@@ -49,7 +49,7 @@ def run_preset(preset: cfg.Preset, options: RunOptions, init_state: dict[str, Te
 
 
 def check_run(preset: cfg.Preset, options: RunOptions, start_step: int = 0,
-              position: tuple[int, int] = (0, 0)) -> None:
+              position: tuple[int, int] = (0, 0), served: int = 0) -> None:
     """Fail early, naming the problem, on inputs the loop could only trip over later. `preset`
     is the run's own (model dims from --init-from, cadence from --resume applied)."""
     train = preset.train
@@ -68,8 +68,9 @@ def check_run(preset: cfg.Preset, options: RunOptions, start_step: int = 0,
         check_holds_one_batch(shard, read_shard_header(shard), train.batch_tokens)
     for shard in val_shards:
         check_holds_one_batch(shard, read_shard_header(shard), world * train.seq_len)
-    available = batches_available(train_shards, train.batch_tokens, position)
-    needed = train.steps - start_step
+    available = batches_available(train_shards, train.batch_tokens, position, train.shard_switch, train.data_ranks, served)
+    # With #8/#9's repeated first batch, steps 0 and 1 share one batch of the stream.
+    needed = train.steps - start_step - int(train.repeat_first_batch and start_step == 0 and train.steps > 1)
     if not train.cycle_data and available < needed:
         raise ValueError(f"{train.train_files!r} holds {available} batches of {train.batch_tokens} tokens; "
                          f"{train.steps} steps need {needed}" + (f" from step {start_step}" if start_step else ""))
@@ -131,17 +132,18 @@ def start_run(preset: cfg.Preset, options: RunOptions) -> None:
     `options` carries the run id (cli.with_run_id)."""
     init_state = ckpt.load_checkpoint_state(options.init_from) if options.init_from else None
     resumed, resume_path = ckpt.read_resume(options)
-    start_step, position = 0, (0, 0)
+    start_step, position, served = 0, (0, 0), 0
     if resumed is not None:
         start_step = int(resumed.get("step", 0))
         saved_position = resumed.get("data_position", {})
         position = (int(saved_position.get("shard_index", 0)), int(saved_position.get("pos", 0)))
+        served = int(saved_position.get("batches", 0))
         for leftover in ckpt.leftover_tmp_files(resume_path.parent) if Path(options.resume).is_dir() else ():
             print(f"warning: ignoring {leftover}: an unfinished save of a run that was killed (never restored; "
                   "delete it to reclaim the space)", file=sys.stderr)
     run_config = run_preset(preset, options, init_state, resumed, resume_path)
     del init_state, resumed
-    check_run(run_config, options, start_step, position)
+    check_run(run_config, options, start_step, position, served)
     profiling.check_window(options.profile, start_step, run_config.train.steps)
     if (ckpt.checkpoint_directory(run_config, options) is None and options.save_checkpoint is None
             and run_config.train.steps > start_step and int(os.environ.get("RANK", 0)) == 0):

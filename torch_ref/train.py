@@ -45,8 +45,8 @@ from torch_ref import peers, preflight, profiling, runlog
 from torch_ref.cli import RunOptions, parse_args, torchrun_world_size, with_run_id
 from torch_ref.data import ShardsExhaustedError, distributed_data_generator, val_batches
 from torch_ref.interrupt import Interrupted, StopRequest, agree, interrupted
-from torch_ref.model import GPT, cast_embeddings_to_bf16, load_record_state_dict, strip_compile_prefix
-from torch_ref.optim import build_lr_schedulers, build_optimizers, set_muon_momentum, window_blocks
+from torch_ref.model import GPT, apply_dtype_policy, load_record_state_dict, strip_compile_prefix
+from torch_ref.optim import build_lr_schedulers, build_optimizers, set_muon_momentum, window_value
 
 RECORD_RANK_TOKENS = 65536  # tokens per rank-level loss mean that the FP8 gradient scale is sized for
 
@@ -67,27 +67,21 @@ class RunResult:
 
 def build_model(model_config: cfg.ModelConfig, local_tokens: int, seed: int,
                 init_state: dict[str, Tensor] | None, device: torch.device) -> GPT:
-    """The record's GPT on `device` under the config's dtype policy, from a seed or a state dict.
+    """The record's GPT (or a lineage preset's) on `device` under the config's dtype policy, from
+    a seed or a state dict.
 
     Built in fp32 on the CPU (so a seed gives the same init on any device), then moved; under the
-    "record" policy the embedding tables become bf16 and training uses the FP8 head.
+    "record" policy the embedding tables become bf16 and training uses the FP8 head (when the
+    config's fp8_head); "bf16_model" and "autocast" as `apply_dtype_policy` says.
     """
     torch.manual_seed(seed)
-    fp8 = model_config.dtype_policy == "record"
-    model = GPT(
-        model_config.vocab_size, model_config.num_layers, model_config.num_heads, model_config.model_dim,
-        fp8_head=fp8,
+    model = GPT.from_config(
+        model_config,
+        fp8_head=model_config.fp8_head and model_config.dtype_policy != "fp32",
         # 2^29 suits a rank-level mean over 65,536 tokens; keep the quantised gradients the same.
         fp8_grad_scale=model_config.fp8_grad_scale * local_tokens / RECORD_RANK_TOKENS,
-        rotary_max_len=model_config.rope_max_len,
-        eot_id=model_config.eot_id,
-        value_embed_slots=model_config.value_embed_slots,
-        long_window_layers=model_config.long_window_layers,
-        attention_free_layers=model_config.attention_free_layers,
-        qkv_layout=model_config.qkv_layout,
     )
-    if fp8:
-        cast_embeddings_to_bf16(model)
+    apply_dtype_policy(model, model_config.dtype_policy)
     if init_state is not None:
         load_record_state_dict(model, init_state)  # casts to the model's dtypes
     return model.to(device)
@@ -162,7 +156,7 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
     # steps == 0 only validates the initial model (with the step-0 window).
     schedule_steps = max(train_cfg.steps, 1)
     schedulers = build_lr_schedulers(optimizers, schedule_steps, preset.optim)
-    start_step, position = 0, (0, 0)
+    start_step, position, served = 0, (0, 0), 0
     if resumed is not None:  # every rank reads the same file: no broadcast needed
         raw_model.load_state_dict(strip_compile_prefix(resumed["model"]))
         ckpt.load_optimizer_states(optimizers, resumed["optimizers"])
@@ -170,13 +164,19 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
             sched.load_state_dict(state)
         start_step = int(resumed["step"])
         position = (int(resumed["data_position"]["shard_index"]), int(resumed["data_position"]["pos"]))
+        served = int(resumed["data_position"].get("batches", 0))
         del resumed
     runlog.write_header(log, preset, options, device)
 
     steps, val_losses, pending_metrics = train_cfg.steps, {}, []
     directory = ckpt.checkpoint_directory(preset, options)
-    train_batches = distributed_data_generator(train_cfg.train_files, train_cfg.batch_tokens, rank, world_size,
-                                               cycle=train_cfg.cycle_data, device=device, position=position)
+    stream_args = (train_cfg.train_files, train_cfg.batch_tokens, rank, world_size)
+    stream_kwargs = dict(cycle=train_cfg.cycle_data, device=device, shard_switch=train_cfg.shard_switch,
+                         data_ranks=train_cfg.data_ranks)
+    train_batches = distributed_data_generator(*stream_args, **stream_kwargs, position=position, batches=served)
+    # #8/#9 fetch their first batch, then reset the loader: steps 0 and 1 both train on it.
+    repeated = next(distributed_data_generator(*stream_args, **stream_kwargs)) \
+        if train_cfg.repeat_first_batch and start_step == 0 else None
 
     def save(step: int, *, to_folder: bool, to_path: bool) -> list[Path]:
         """Write the state after `step` updates (every rank joins; rank 0 writes). A NaN or
@@ -188,7 +188,8 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
             raise runlog.NonFiniteError(f"the state after step {step} holds NaN or infinite values although every loss "
                                         f"before it was finite; the run stopped without saving it. "
                                         f"{ckpt.where_to_resume(directory)}")
-        payload = ckpt.checkpoint_payload(raw_model, optimizers, schedulers, step, train_batches.position, preset, control)
+        payload = ckpt.checkpoint_payload(raw_model, optimizers, schedulers, step, train_batches.position, preset, control,
+                                          batches=train_batches.batches)
         written, failure = [], None
         if rank == 0:
             try:
@@ -231,7 +232,8 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
                     raise interrupted(signum, step, saved_in, options.resume)
                 if step == runlog.CLOCK_RESET_STEP:
                     clock.reset()
-                blocks = window_blocks(step, schedule_steps, train_cfg.window_max_tokens)[0]
+                # W_long in blocks (the record's), or #15's window in tokens (the window_schedule's unit)
+                blocks = window_value(step, schedule_steps, train_cfg.window_max_tokens, train_cfg.window_schedule)
                 window = window_argument(blocks, device)
                 if val_due:
                     train_time_ms = clock.pause()
@@ -250,7 +252,7 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
                 if last_step:
                     break
                 trace.before(step)
-                inputs, targets = next(train_batches)
+                inputs, targets = repeated if step == 0 and repeated is not None else next(train_batches)
                 loss = forward_backward(model, inputs, targets, train_cfg.seq_len, window)
                 losses.add(step, loss)
                 average_gradients(raw_model, world_size)
