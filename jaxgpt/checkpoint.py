@@ -23,7 +23,7 @@ import jax
 import orbax.checkpoint as ocp
 
 from jaxgpt import compat, convert
-from jaxgpt.config import Preset, TrainConfig, replace
+from jaxgpt.config import Preset, TrainConfig, config_to_json, replace
 from jaxgpt.data import DataPosition
 
 # Fields that may differ between the saved run and the resumed one: where and how often output

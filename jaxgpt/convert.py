@@ -2,7 +2,8 @@
 
 jaxgpt's parameter names and layouts are the record's (see jaxgpt.model), so conversion is
 stripping `torch.compile`'s `_orig_mod.` prefix, moving tensors to numpy (bf16 stays bf16,
-bit for bit, through ml_dtypes) and checking every key and shape.
+bit for bit, through ml_dtypes) and checking every key and shape. The earlier records'
+checkpoints (#8-#18, LINEAGE.md) use their own names, which `to_model_names` maps.
 
 torch is imported only inside the functions that need it, so jaxgpt imports without torch.
 """
@@ -54,6 +55,36 @@ def strip_compile_prefix(state_dict: Mapping[str, Any]) -> dict[str, Any]:
             raise ValueError(f"state dict has the key {key!r} both with and without the `_orig_mod.` prefix")
         stripped[key] = value
     return stripped
+
+
+# The earlier records' own state-dict names (LINEAGE.md 3.1, 5.1, 6.1) -> this project's:
+# #8/#9/#15 nest the model in `transformer` (`wte`, `vte`, `h.{i}`), #8-#18 name the attention's
+# input projections c_q, c_k, c_v (our qkv_layout "separate"), #15 keeps its rotary frequencies
+# as a persistent buffer (recomputed here, so dropped).
+_RECORD_RENAMES = (
+    (re.compile(r"^transformer\.wte\."), "embed."),
+    (re.compile(r"^transformer\.vte\."), "value_embeds.embed.0."),
+    (re.compile(r"^transformer\.h\."), "blocks."),
+    (re.compile(r"\.attn\.c_q\.weight$"), ".attn.q_w"),
+    (re.compile(r"\.attn\.c_k\.weight$"), ".attn.k_w"),
+    (re.compile(r"\.attn\.c_v\.weight$"), ".attn.v_w"),
+)
+_RECORD_BUFFERS = re.compile(r"\.attn\.rotary\.inv_freq$")
+
+
+def to_model_names(state_dict: Mapping[str, Any]) -> dict[str, Any]:
+    """A state dict saved by any record of the lineage (#8 UntieEmbed ... #20 Sub3Min, with or
+    without `_orig_mod.`) under this project's parameter names; Sub3Min's keys pass unchanged."""
+    renamed = {}
+    for key, value in strip_compile_prefix(state_dict).items():
+        if _RECORD_BUFFERS.search(key):
+            continue
+        for pattern, replacement in _RECORD_RENAMES:
+            key = pattern.sub(replacement, key)
+        if key in renamed:
+            raise ValueError(f"state dict has two keys for {key!r} (a record's name and this project's)")
+        renamed[key] = value
+    return renamed
 
 
 _QKV_KEY = re.compile(r"^(blocks\.\d+\.attn\.)(qkv_w|q_w|k_w|v_w)$")
@@ -123,7 +154,7 @@ def model_config_from_state_dict(
     other field (the per-layer patterns included) is the base's, so the depth must be the base's.
     Raises ValueError naming what does not fit; `torch_state_dict_to_params` checks every key.
     """
-    keys = strip_compile_prefix(state_dict)
+    keys = to_model_names(state_dict)
     base = replace(base or ModelConfig(), **overrides)
     base = replace(base, qkv_layout=qkv_layout_of(keys) or base.qkv_layout)
     if head_dim in (None, base.head_dim) and not model_lib.param_shape_problems(keys, _shapes(base)):
@@ -131,7 +162,9 @@ def model_config_from_state_dict(
     head_dim = head_dim or base.head_dim
     if "embed.weight" not in keys:
         raise ValueError("state dict has no `embed.weight`; cannot infer the model dims")
-    vocab_size, model_dim = (int(n) for n in np.shape(_shape_source(keys["embed.weight"])))
+    rows, model_dim = (int(n) for n in np.shape(_shape_source(keys["embed.weight"])))
+    # #8-#18 pad their tables as their head: the base's vocabulary when its padded rows fit.
+    vocab_size = base.vocab_size if rows == base.embedding_rows else rows
     if model_dim % head_dim:
         raise ValueError(f"model_dim {model_dim} (from embed.weight) is not divisible by head_dim {head_dim}")
     layers = sorted({int(m.group(1)) for key in keys if (m := _BLOCK_KEY.match(key))})
@@ -180,7 +213,7 @@ def torch_state_dict_to_params(
     and back). `config_overrides` go to
     `model_config_from_state_dict` when the config is inferred.
     """
-    keys = strip_compile_prefix(state_dict)
+    keys = to_model_names(state_dict)
     if config is None:
         config = model_config_from_state_dict(keys, head_dim=head_dim, **config_overrides)
     keys = to_qkv_layout(keys, config.qkv_layout)
@@ -190,8 +223,9 @@ def torch_state_dict_to_params(
 
 def load_checkpoint_state(path: str | Path, *, flag: str = "checkpoint") -> dict[str, Any]:
     """The state dict of a record-format torch checkpoint {"model": state_dict}, `_orig_mod.`
-    prefixes stripped, tensors on the CPU. `flag` names the file's source in errors."""
-    return strip_compile_prefix(read_record_payload(path, flag=flag)["model"])
+    prefixes stripped and any lineage record's names mapped (`to_model_names`), tensors on the
+    CPU. `flag` names the file's source in errors."""
+    return to_model_names(read_record_payload(path, flag=flag)["model"])
 
 
 def read_record_payload(path: str | Path, *, flag: str = "checkpoint") -> dict[str, Any]:

@@ -89,3 +89,27 @@ def document_layout(name: str, seq_len: int, *, vocab_size: int, eot_id: int, se
 
 
 DOCUMENT_LAYOUTS = ("one_doc", "record_like", "block_aligned", "many_short")
+
+
+def small_lineage_config(model: ModelConfig, **overrides) -> ModelConfig:
+    """`small_model_config`'s 4-layer miniature with the lineage switches of `model` (a preset's
+    ModelConfig): its per-layer patterns shrunk the same way (a chunked value table in the
+    mirrored pattern (0, 1, 1, 0), tables in (0, -, -, 0) or none; an attention-free layer when
+    the preset has one; one window for all layers when the preset has one), a window cap of 8
+    blocks for every schedule, the blocked attention and an unchunked loss."""
+    if model.value_embed_layout == "chunks" and model.num_value_embeds:
+        slots = (0, 1, 1, 0)
+    elif model.num_value_embeds:
+        slots = (0, None, None, 0)
+    else:
+        slots = (None,) * 4
+    one_window = set(model.long_window_layers) == set(range(model.num_layers))
+    fields = {name: getattr(model, name) for name in (
+        "embed_rows", "linear_init", "block_lambdas", "unet_skips", "value_embed_layout", "attn_value_lambdas",
+        "value_residual", "attention_mask", "attn_scale", "rotary", "soft_cap", "logit_cap", "logit_cap_temperature",
+        "soft_cap_rounding", "fp8_head", "rms_norm_eps", "qkv_layout")}
+    fields.update(value_embed_slots=slots, attention_free_layers=(2,) if model.attention_free_layers else (),
+                  long_window_layers=(0, 1, 2, 3) if one_window else (0, 3), max_window_blocks=8,
+                  attention_backend="blocked", loss_chunk_tokens=None)
+    fields.update(overrides)
+    return small_model_config(**fields)

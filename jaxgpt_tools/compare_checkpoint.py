@@ -14,6 +14,13 @@ N tokens of the shard in both frameworks: N / T sequences of T tokens (--seq-len
 min(N, 65536)), the mean of the per-sequence mean losses. Prints one JSON object (--json) or a
 short summary. --dump-logits writes the (T, Vp) logits before the soft-cap as arrays `torch`
 and `jax`. Memory: the logits are T x Vp fp32 per framework (13 GB each at T = 65536).
+
+--preset NAME reads a checkpoint saved by that record's own code (#8 untie-embed, #9 shortcuts,
+#15 unet-value-embeds, #18 softcap, #20 record; its state-dict names, jaxgpt.convert.to_model_names)
+into that preset's model, and takes the window as that record's forward does: --window-blocks W
+(#18, #20), --window-tokens N (#15's token window), none for #8/#9, whose dense causal attention
+runs over T = the preset's 1024-token rows unless --seq-len says otherwise. --dtype bf16 is then
+the preset's own policy (autocast for #8/#9, the bf16 model for #15, the record's for #18).
 """
 
 from __future__ import annotations
@@ -82,20 +89,15 @@ def choose_head_dim(state_dict: dict, payload: dict, requested: int | None) -> t
 
 
 class TorchModel:
-    """torch_ref's GPT holding the checkpoint, eval mode, in fp32 or the record's bf16 eval policy,
-    on `device` (compiled flex_attention on CUDA)."""
+    """torch_ref's GPT holding the checkpoint, eval mode, under `config`'s dtype policy (fp32, or
+    the preset's bf16 eval policy), on `device` (compiled flex_attention on CUDA)."""
 
-    def __init__(self, state_dict: dict, config, window: int, bf16: bool, device: str = "cpu") -> None:
+    def __init__(self, state_dict: dict, config, window: int, device: str = "cpu") -> None:
         from torch_ref import model as torch_model
 
         self.window = window
-        self.gpt = torch_model.GPT(
-            config.vocab_size, config.num_layers, config.num_heads, config.model_dim, fp8_head=False,
-            eot_id=config.eot_id, value_embed_slots=config.value_embed_slots,
-            long_window_layers=config.long_window_layers, attention_free_layers=config.attention_free_layers,
-        )
-        if bf16:
-            torch_model.cast_embeddings_to_bf16(self.gpt)
+        self.gpt = torch_model.GPT.from_config(config, fp8_head=False)
+        torch_model.apply_dtype_policy(self.gpt, config.dtype_policy)
         torch_model.load_record_state_dict(self.gpt, state_dict)  # casts to the model's dtypes
         self.device = device
         self.gpt.to(device).eval()
@@ -170,19 +172,45 @@ def jax_val_loss(model: JaxModel, shard: Path, val_tokens: int, seq_len: int) ->
     return float(np.mean(losses))
 
 
-def compare(checkpoint: Path, tokens_path: Path, *, window_blocks: int, seq_len: int | None = None,
+def model_window(attention_mask: str, window_blocks: int | None, window_tokens: int | None) -> tuple[int, int]:
+    """(the window the model's forward takes, the blocks it spans) for a preset's attention mask,
+    from the flags that record's forward would take; ValueError naming the right flag otherwise."""
+    flags = {"document_blocks": ("--window-blocks", window_blocks), "document_tokens": ("--window-tokens", window_tokens),
+             "causal": (None, None)}
+    wanted, value = flags[attention_mask]
+    given = [flag for flag, v in (("--window-blocks", window_blocks), ("--window-tokens", window_tokens))
+             if v is not None and flag != wanted]
+    if given:
+        takes = f"takes {wanted}" if wanted else "takes no window (dense causal attention within each sequence)"
+        raise ValueError(f"{given[0]} does not apply: this preset's forward {takes}")
+    if wanted is None:
+        return 0, 1
+    if value is None:
+        raise ValueError(f"this preset's forward takes a window: pass {wanted}")
+    if value < 0:
+        raise ValueError(f"{wanted} must be >= 0, got {value}")
+    return value, max(1, -(-value // BLOCK_SIZE) if wanted == "--window-tokens" else value)
+
+
+def compare(checkpoint: Path, tokens_path: Path, *, window_blocks: int | None = None, seq_len: int | None = None,
             head_dim: int | None = None, eot_id: int | None = None, attention_backend: str = "blocked",
-            dtype: str = "fp32", val_tokens: int | None = None, dump_logits: Path | None = None) -> dict:
+            dtype: str = "fp32", val_tokens: int | None = None, dump_logits: Path | None = None,
+            preset: str | None = None, window_tokens: int | None = None) -> dict:
     """Both models on the first T + 1 tokens of the shard (and, with `val_tokens`, the record's
     validation loss in both); the JSON object `scripts/compare_checkpoint.py --json` prints.
+    `preset`: the lineage record the checkpoint comes from (the module docstring); None: the
+    record's model with the dims of the checkpoint.
     Raises ValueError (bad input) or FileNotFoundError naming the problem, before any model runs."""
+    from jaxgpt import config as cfg
     from jaxgpt import convert
     from jaxgpt.data import read_shard
 
-    if window_blocks < 0:
-        raise ValueError(f"--window-blocks must be >= 0, got {window_blocks}")
+    base = cfg.get_preset(preset or "record")
+    window, window_cap = model_window(base.model.attention_mask, window_blocks, window_tokens)
     tokens = read_shard(tokens_path)
     requested = seq_len
+    if requested is None and base.model.attention_mask == "causal":
+        requested = min(base.train.seq_len, (len(tokens) - 1) // BLOCK_SIZE * BLOCK_SIZE) or None  # the record's rows
     if val_tokens is not None and requested is None:
         requested = min(val_tokens, RECORD_VAL_SEQ_LEN)
     seq_len = choose_seq_len(len(tokens), requested)
@@ -192,19 +220,21 @@ def compare(checkpoint: Path, tokens_path: Path, *, window_blocks: int, seq_len:
     inputs, targets = chunk[:-1], chunk[1:]
 
     payload = convert.read_record_payload(checkpoint, flag="CHECKPOINT")
-    state_dict = convert.strip_compile_prefix(payload["model"])
+    state_dict = convert.to_model_names(payload["model"])
     head_dim, head_dim_source = choose_head_dim(state_dict, payload, head_dim)
     eot = {} if eot_id is None else {"eot_id": eot_id}
+    # --dtype bf16: the preset's own bf16 eval policy (the record's when no preset is named).
+    policy = "fp32" if dtype == "fp32" else base.model.dtype_policy
     config = convert.model_config_from_state_dict(
-        state_dict, head_dim=head_dim, **eot, dtype_policy="fp32" if dtype == "fp32" else "record",
-        attention_backend=attention_backend, max_window_blocks=max(window_blocks, 1),
+        state_dict, base.model, head_dim=head_dim, **eot, dtype_policy=policy, loss_chunk_tokens=None,
+        attention_backend=attention_backend, max_window_blocks=window_cap,
     )
     start = time.perf_counter()
-    torch_gpt = TorchModel(state_dict, config, window_blocks, bf16=dtype == "bf16")
+    torch_gpt = TorchModel(state_dict, config, window)
     torch_logits, torch_loss = torch_gpt.logits_and_loss(inputs, targets)
     torch_seconds = time.perf_counter() - start
     start = time.perf_counter()
-    jax_gpt = JaxModel(state_dict, config, window_blocks)
+    jax_gpt = JaxModel(state_dict, config, window)
     jax_logits, jax_loss = jax_gpt.logits_and_loss(inputs, targets)
     jax_seconds = time.perf_counter() - start
 
@@ -224,6 +254,9 @@ def compare(checkpoint: Path, tokens_path: Path, *, window_blocks: int, seq_len:
         "argmax_agreement": float(np.mean(jax_logits.argmax(-1) == torch_logits.argmax(-1))),
         "seq_len": seq_len,
         "window_blocks": window_blocks,
+        "window_tokens": window_tokens,
+        "preset": preset or "record",
+        "dtype_policy": config.dtype_policy,
         "dtype": dtype,
         "head_dim_from": head_dim_source,
         "model": {"vocab_size": config.vocab_size, "padded_vocab_size": config.padded_vocab_size,

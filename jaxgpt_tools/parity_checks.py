@@ -266,25 +266,41 @@ class Run:
     metrics: list[dict]  # the run's JSONL metrics records (both trainers write one schema)
 
 
-def trajectory_preset(folder: Path, ns_dtype: str, devices: int):
-    """The shared preset: tiny model, synthetic shards written into `folder`, validation every step."""
+def trajectory_model(lineage: str | None = None):
+    """The trajectory's model: `small_model_config`, or its miniature of a lineage preset's switches."""
+    from jaxgpt import config as cfg
+    from jaxgpt.testing import small_lineage_config, small_model_config
+
+    return small_model_config() if lineage is None else small_lineage_config(cfg.get_preset(lineage).model)
+
+
+def trajectory_preset(folder: Path, ns_dtype: str, devices: int, lineage: str | None = None, steps: int = TRAJECTORY_STEPS):
+    """The shared preset: tiny model, synthetic shards written into `folder`, validation every step.
+    `lineage`: a lineage preset whose model, optimizer, window-schedule and data switches apply."""
     from jaxgpt import config as cfg
     from jaxgpt import data
-    from jaxgpt.testing import small_model_config, synthetic_tokens
+    from jaxgpt.testing import synthetic_tokens
 
     data.write_shard(folder / "p_train_000001.bin", synthetic_tokens(30_000, seed=11))
     data.write_shard(folder / "p_val_000000.bin", synthetic_tokens(3_000, seed=12))
+    switches, optim = {}, cfg.OptimConfig(ns_dtype=ns_dtype)
+    if lineage is not None:
+        base = cfg.get_preset(lineage)
+        switches = {name: getattr(base.train, name) for name in
+                    ("window_schedule", "repeat_first_batch", "shard_switch", "data_ranks", "cycle_data")}
+        optim = cfg.replace(base.optim, ns_dtype=ns_dtype)
     train = cfg.TrainConfig(
-        train_files=str(folder / "p_train_*.bin"), val_files=str(folder / "p_val_*.bin"), steps=TRAJECTORY_STEPS,
+        train_files=str(folder / "p_train_*.bin"), val_files=str(folder / "p_val_*.bin"), steps=steps,
         batch_tokens=TRAJECTORY_BATCH_TOKENS, seq_len=TRAJECTORY_SEQ_LEN, val_every=1,
         val_tokens=TRAJECTORY_BATCH_TOKENS, window_max_tokens=512, devices=devices, out_dir=str(folder / "out"),
+        **switches,
     )
-    return cfg.Preset(model=small_model_config(), optim=cfg.OptimConfig(ns_dtype=ns_dtype), train=train)
+    return cfg.Preset(model=trajectory_model(lineage), optim=optim, train=train)
 
 
 @functools.cache
 def trajectory(framework: str, ns_dtype: str, devices: int = 1, init: Init = "record",
-               norm: NormPrecision = "fp32") -> Run:
+               norm: NormPrecision = "fp32", lineage: str | None = None, steps: int = TRAJECTORY_STEPS) -> Run:
     """One run from the shared initial state (cached per process: the report's plot and rows,
     and test_checks.py's detailed bf16 test, use the same runs).
 
@@ -292,7 +308,9 @@ def trajectory(framework: str, ns_dtype: str, devices: int = 1, init: Init = "re
     process); init: "record" (the record's zero projections and head) or "signal" (those
     matrices drawn like the others, so that no gradient is zero by structure);
     norm="float64": torch_ref's RMSNorm evaluated with float64 internals, a more accurate
-    evaluation of the same function, used to measure torch_ref's own sensitivity to rounding.
+    evaluation of the same function, used to measure torch_ref's own sensitivity to rounding;
+    lineage: a lineage preset's switches on the miniature model (`trajectory_preset`); steps: the
+    run's length (the schedules follow it).
     """
     import json
     import shutil
@@ -307,8 +325,8 @@ def trajectory(framework: str, ns_dtype: str, devices: int = 1, init: Init = "re
         raise ValueError("norm='float64' is a torch_ref perturbation")
     folder = Path(tempfile.mkdtemp(prefix=f"parity-{framework}-{ns_dtype}-{devices}-{init}-"))
     try:
-        preset = trajectory_preset(folder, ns_dtype, devices)
-        init_path = shared_init(folder, init)
+        preset = trajectory_preset(folder, ns_dtype, devices, lineage, steps)
+        init_path = shared_init(folder, init, lineage)
         initial = torch.load(init_path, map_location="cpu", weights_only=True)["model"]
         if framework == "torch_ref":
             final_path = folder / "final.pt"
@@ -326,24 +344,23 @@ def trajectory(framework: str, ns_dtype: str, devices: int = 1, init: Init = "re
             raise ValueError(f"unknown framework {framework!r}")
         metrics = [json.loads(line) for line in Path(result.metrics_path).read_text().splitlines()]
         return Run(
-            val_losses=np.array([result.val_losses[s] for s in range(TRAJECTORY_STEPS + 1)]), params=params,
+            val_losses=np.array([result.val_losses[s] for s in range(steps + 1)]), params=params,
             initial={name: value.float().numpy() for name, value in initial.items()}, metrics=metrics,
         )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def shared_init(folder: Path, init: Init = "record") -> Path:
-    """torch_ref's seeded init of the small model, saved in the record's format."""
+def shared_init(folder: Path, init: Init = "record", lineage: str | None = None) -> Path:
+    """torch_ref's seeded init of the small model (or its lineage miniature), saved in the record's format."""
     import torch
 
-    from jaxgpt.testing import small_model_config
     from torch_ref import train as torch_train
 
     if init not in ("record", "signal"):
         raise ValueError(f"init must be 'record' or 'signal', got {init!r}")
     path = folder / "init.pt"
-    model = torch_train.build_model(small_model_config(), TRAJECTORY_BATCH_TOKENS, 0, None, torch.device("cpu"))
+    model = torch_train.build_model(trajectory_model(lineage), TRAJECTORY_BATCH_TOKENS, 0, None, torch.device("cpu"))
     if init == "signal":
         _draw_zero_matrices(model)
     torch.save({"model": model.state_dict()}, path)
@@ -391,8 +408,9 @@ def _loss_rel(run: Run, ref: Run) -> float:
     return float((np.abs(run.val_losses - ref.val_losses) / np.abs(ref.val_losses)).max())
 
 
-def _learned(run: Run) -> bool:
-    return bool(run.val_losses[-1] < run.val_losses[0] - 1.0)
+def _learned(run: Run, by: float = 1.0) -> bool:
+    """The run's val loss fell by `by` nats (1.0 over the 20-step runs)."""
+    return bool(run.val_losses[-1] < run.val_losses[0] - by)
 
 
 def check_trajectory_bf16_ns() -> Result:
@@ -409,7 +427,7 @@ def check_trajectory_bf16_ns() -> Result:
 
 
 def _gap_within_floor(name: str, theirs: Run, ours: Run, *, factor: float, floor_loss: float, floor_param: float,
-                      floor_name: str, reason: str, floor_notes: str) -> Result:
+                      floor_name: str, reason: str, floor_notes: str, learned_by: float = 1.0) -> Result:
     """jaxgpt's run (`ours`) against torch_ref's (`theirs`): passes when torch_ref learned and
     both the val-loss and the final-matrix relative gaps stay within `factor` x a measured floor."""
     loss_rel, param_rel = _loss_rel(ours, theirs), _param_rel(ours.params, theirs.params)
@@ -418,7 +436,7 @@ def _gap_within_floor(name: str, theirs: Run, ours: Run, *, factor: float, floor
         f"<= {factor:g} x {floor_name}: val loss rel <= {factor * floor_loss:.2e}, "
         f"final matrices rel <= {factor * floor_param:.2e}",
         reason,
-        _learned(theirs) and loss_rel <= factor * floor_loss and param_rel <= factor * floor_param,
+        _learned(theirs, learned_by) and loss_rel <= factor * floor_loss and param_rel <= factor * floor_param,
         f"{floor_notes}; jaxgpt vs torch_ref: loss {loss_rel:.2e}, matrices {param_rel:.2e}",
         extra={"torch": theirs.val_losses, "jax": ours.val_losses},
     )
@@ -456,6 +474,181 @@ def check_trajectory_fp32_ns_signal() -> Result:
     )
 
 
+# ---------------------------------------------------------------------------------------------
+# The lineage presets (#8 UntieEmbed, #9 ShortcutsTweaks, #15 UNetValueEmbedsTweaks, #18 SoftCap):
+# each preset's switches at 12 layers (its own per-layer patterns), 64 wide, 2 heads of 32, over
+# a 1000-token vocabulary (EOT 999, head and tables padded to 1024), T = 512 (4 blocks).
+
+LINEAGE_CHECKED = ("untie-embed", "shortcuts", "unet-value-embeds", "softcap")
+LINEAGE_SEQ_LEN = 512
+LINEAGE_TRAJECTORY_STEPS = 8
+# The window each forward gets: 2 of 4 blocks, or #15's 192 tokens (an odd multiple of 64, where
+# its token and block bounds alternate within a block; LINEAGE.md 5.4).
+LINEAGE_WINDOW = {"document_blocks": 2, "document_tokens": 192, "causal": 0}
+
+
+def lineage_model_config(name: str, dtype_policy: str | None = None):
+    """The preset's ModelConfig at the parity width (its own dtype policy unless given)."""
+    from jaxgpt import config as cfg
+
+    model = cfg.get_preset(name).model
+    return cfg.replace(model, vocab_size=1000, eot_id=999, num_heads=2, model_dim=64, max_window_blocks=4,
+                       attention_backend="blocked", loss_chunk_tokens=None,
+                       dtype_policy=dtype_policy or model.dtype_policy)
+
+
+def perturb_parameters(model, seed: int) -> None:
+    """Matrices get N(0, (0.5/sqrt(fan_in))^2) added (the init's scale), scalars N(0, 0.1^2), so
+    that no path of a torch_ref GPT is silent (zero-initialised projections and head included)."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            noise = torch.randn(param.shape, generator=generator, dtype=torch.float32)
+            if param.ndim >= 2 and "embed" not in name:
+                param.add_(noise * (0.5 / param.shape[-1] ** 0.5))
+            elif param.ndim <= 1:
+                param.add_(noise * 0.1)
+            # Embedding tables are already N(0, 1): left as sampled.
+
+
+def _lineage_pair(config):
+    """(torch_ref GPT in eval mode, jaxgpt params {name: array}, jaxgpt graph) with the same
+    weights: torch_ref's seeded init, every parameter perturbed (no path silent), then the
+    config's dtype policy applied on both sides."""
+    import jax.numpy as jnp
+    import torch
+    from flax import nnx
+
+    from jaxgpt import convert
+    from jaxgpt import model as jax_model
+    from torch_ref import model as torch_model
+
+    torch.manual_seed(0)
+    torch_gpt = torch_model.GPT.from_config(config, attention="sdpa", fp8_head=False)
+    perturb_parameters(torch_gpt, 0)
+    torch_model.apply_dtype_policy(torch_gpt, config.dtype_policy)
+    torch_gpt.eval()
+    graph, abstract = jax_model.ModelGraph.split(nnx.eval_shape(lambda: jax_model.GPT(config, rngs=nnx.Rngs(0))))
+    params = {name: jnp.asarray(value).astype(abstract[name].dtype)
+              for name, value in convert.torch_state_dict_to_params(torch_gpt.state_dict(), config).items()}
+    return torch_gpt, params, graph
+
+
+def _lineage_tokens(config):
+    from jaxgpt.testing import document_layout
+
+    tokens = document_layout("record_like", LINEAGE_SEQ_LEN + 1, vocab_size=config.vocab_size, eot_id=config.eot_id, seed=3)
+    return tokens[:-1], tokens[1:]
+
+
+def _torch_forward(torch_gpt, inputs, targets, window, *, backward: bool):
+    """(loss, logits (T, Vp) fp32 before the soft-cap, {name: grad} or None) of one torch forward."""
+    import torch
+
+    captured: dict = {}
+
+    def keep_logits(_module, _inputs, output) -> None:  # returns None: the output stays in the graph
+        captured["logits"] = output.detach()
+
+    hook = torch_gpt.lm_head.register_forward_hook(keep_logits)
+    try:
+        with torch.enable_grad() if backward else torch.no_grad():
+            loss = torch_gpt(torch.from_numpy(inputs), torch.from_numpy(targets.astype(np.int64)), window)
+            if backward:
+                loss.backward()
+    finally:
+        hook.remove()
+    grads = {name: p.grad.float().numpy() for name, p in torch_gpt.named_parameters()} if backward else None
+    return float(loss), captured["logits"][0].float().numpy(), grads
+
+
+def check_lineage_forward(name: str) -> Result:
+    """One lineage preset: fp32 logits, loss and every gradient, and its own bf16 policy's eval
+    logits and loss, jaxgpt against torch_ref from the same weights."""
+    import jax
+    import jax.numpy as jnp
+
+    fp32 = lineage_model_config(name, "fp32")
+    window = LINEAGE_WINDOW[fp32.attention_mask]
+    inputs, targets = _lineage_tokens(fp32)
+    torch_gpt, params, graph = _lineage_pair(fp32)
+    with torch_threads(1):
+        torch_loss, torch_logits, torch_grads = _torch_forward(torch_gpt, inputs, targets, window, backward=True)
+
+    @jax.jit
+    def loss_logits_grads(params, ids, target_ids):
+        def loss_fn(p):
+            model = graph.bind(p)
+            return model(ids, target_ids, window, train=False), model.logits(ids, window)
+        (loss, logits), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+        return loss, logits[0].astype(jnp.float32), grads
+
+    loss, logits, jax_grads = loss_logits_grads(params, jnp.asarray(inputs)[None], jnp.asarray(targets)[None])
+    logits_rel = float(np.abs(np.asarray(logits) - torch_logits).max() / np.abs(torch_logits).max())
+    loss_rel = abs(float(loss) - torch_loss) / torch_loss
+    same_names, zeros_agree = set(jax_grads) == set(torch_grads), True
+    worst = {"matrix": (0.0, ""), "scalar": (0.0, "")}
+    for param, torch_grad in torch_grads.items():
+        ours = np.asarray(jax_grads[param])
+        scale = float(np.abs(torch_grad).max())
+        if scale == 0:  # e.g. #9's layer-0 lamb (v - v), attn.lambdas[1] without a value embedding
+            zeros_agree &= not np.any(ours)
+            continue
+        kind = "matrix" if torch_grad.ndim >= 2 else "scalar"
+        worst[kind] = max(worst[kind], (float(np.abs(ours - torch_grad).max()) / scale, param))
+    (matrix_rel, matrix_name), (scalar_rel, scalar_name) = worst["matrix"], worst["scalar"]
+
+    own = lineage_model_config(name)  # the preset's bf16 policy, eval mode (no FP8 head in #8-#18)
+    torch_own, own_params, own_graph = _lineage_pair(own)
+    with torch_threads(1):
+        torch_own_loss, torch_own_logits, _ = _torch_forward(torch_own, inputs, targets, window, backward=False)
+    own_fn = jax.jit(lambda p, ids, t: (own_graph.bind(p)(ids, t, window, train=False),
+                                        own_graph.bind(p).logits(ids, window)[0].astype(jnp.float32)))
+    own_loss, own_logits = own_fn(own_params, jnp.asarray(inputs)[None], jnp.asarray(targets)[None])
+    own_logits_rel = float(np.abs(np.asarray(own_logits) - torch_own_logits).max() / np.abs(torch_own_logits).max())
+    own_loss_rel = abs(float(own_loss) - torch_own_loss) / torch_own_loss
+
+    passed = (same_names and zeros_agree and logits_rel < 1e-5 and loss_rel < 1e-6 and matrix_rel < 1e-4
+              and scalar_rel < 1e-3 and own_logits_rel < 3e-2 and own_loss_rel < 2e-4)
+    return Result(
+        f"Lineage {name}: fp32 logits, loss, gradients; {own.dtype_policy} eval logits and loss (12 layers, D 64, T 512)",
+        float(np.abs(np.asarray(logits) - torch_logits).max()), max(logits_rel, loss_rel, matrix_rel, scalar_rel),
+        "fp32: logits < 1e-5 of max|logit|, loss rel < 1e-6, gradients < 1e-4 (matrices) / 1e-3 (scalars) of "
+        "max|grad|, exact zeros zero in both; bf16 policy: logits < 3e-2 of max|logit|, loss rel < 2e-4",
+        "fp32: summation order and libm ulps only (the record's rows above); bf16: 8-bit mantissas rounded "
+        "after every op by eager torch and once per fused chain by XLA, compounded over 12 layers (as the "
+        "record's bf16 row)",
+        passed, f"fp32 logits {logits_rel:.1e}, loss {loss_rel:.1e}, worst matrix gradient {matrix_rel:.1e} "
+        f"({matrix_name}), worst scalar gradient {scalar_rel:.1e} ({scalar_name}); {own.dtype_policy} logits "
+        f"{own_logits_rel:.1e}, loss {own_loss_rel:.1e}",
+    )
+
+
+def check_lineage_trajectory(name: str) -> Result:
+    """A short run of both trainers with one lineage preset's switches (model, optimizers,
+    schedules, data stream) on the 4-layer miniature, fp32 policy and fp32 NS, from one shared
+    init with signal in every gradient; bound: 10 x jaxgpt's own 1-vs-2-device floor."""
+    factor = 10.0
+    steps = LINEAGE_TRAJECTORY_STEPS
+    theirs = trajectory("torch_ref", "fp32", init="signal", lineage=name, steps=steps)
+    ours = trajectory("jaxgpt", "fp32", 2, init="signal", lineage=name, steps=steps)
+    one = trajectory("jaxgpt", "fp32", 1, init="signal", lineage=name, steps=steps)
+    measured_loss, measured_param = _loss_rel(ours, one), _param_rel(ours.params, one.params)
+    return _gap_within_floor(
+        f"Lineage {name}: training, {steps} steps, fp32 Newton-Schulz, signal init (fp32 policy)", theirs, ours,
+        factor=factor, floor_loss=max(measured_loss, 2.4e-7), floor_param=max(measured_param, 1e-6),
+        floor_name="the noise floor",
+        reason="the preset's optimizers, schedules and data stream on the 4-layer miniature; every gradient "
+        "with signal; floor: jaxgpt on 1 vs 2 devices (reordered sums), same init and data. The frameworks "
+        "also differ in libm cos/sin of the rotary tables and in eager vs fused fp32 rounding, which the floor "
+        "lacks and fp32 Newton-Schulz amplifies alike: measured 1-6x the floor over the four presets",
+        floor_notes=f"floor: loss {measured_loss:.2e}, matrices {measured_param:.2e}",
+        learned_by=0.3,  # 8 steps, not 20: the run must still learn visibly
+    )
+
+
 CHECKS: dict[str, Callable[[], Result]] = {
     "ns_bf16_one_iteration": check_ns_bf16_one_iteration,
     "ns_bf16_five_steps": check_ns_bf16_five_steps,
@@ -464,4 +657,8 @@ CHECKS: dict[str, Callable[[], Result]] = {
     "trajectory_bf16_ns": check_trajectory_bf16_ns,
     "trajectory_fp32_ns": check_trajectory_fp32_ns,
     "trajectory_fp32_ns_signal": check_trajectory_fp32_ns_signal,
+    **{f"lineage_{name.replace('-', '_')}_forward": functools.partial(check_lineage_forward, name)
+       for name in LINEAGE_CHECKED},
+    **{f"lineage_{name.replace('-', '_')}_trajectory": functools.partial(check_lineage_trajectory, name)
+       for name in LINEAGE_CHECKED},
 }

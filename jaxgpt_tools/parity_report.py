@@ -12,7 +12,9 @@ from pathlib import Path
 from jaxgpt_tools.machine import cpu_flags, describe
 from jaxgpt_tools.parity_checks import CHECKS, Result
 
-TRAJECTORY_CHECKS = ("trajectory_bf16_ns", "trajectory_fp32_ns", "trajectory_fp32_ns_signal")
+TRAJECTORY_CHECKS = ("trajectory_bf16_ns", "trajectory_fp32_ns", "trajectory_fp32_ns_signal",
+                     *(name for name in CHECKS if name.startswith("lineage_") and name.endswith("_trajectory")))
+PLOTS_PER_ROW = 4
 FLAGS_SHOWN = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 
 
@@ -34,8 +36,12 @@ def write_plot(results: dict[str, Result], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     runs = [(key, results[key]) for key in TRAJECTORY_CHECKS if key in results]
-    fig, axes = plt.subplots(1, len(runs), figsize=(5.5 * len(runs), 4), squeeze=False)
-    for ax, (key, result) in zip(axes[0], runs):
+    columns = min(len(runs), PLOTS_PER_ROW)
+    rows = -(-len(runs) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(5.5 * columns, 4 * rows), squeeze=False)
+    for ax in axes.flat[len(runs):]:
+        ax.set_visible(False)
+    for ax, (key, result) in zip(axes.flat, runs):
         ax.plot(result.extra["torch"], "o-", label="torch_ref", markersize=4)
         ax.plot(result.extra["jax"], "x--", label="jaxgpt (2 devices)", markersize=5)
         ax.set(xlabel="step", ylabel="val loss")

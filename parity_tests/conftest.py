@@ -6,8 +6,6 @@ Helpers are plain functions (usable from any parity test) plus a few fixtures bu
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 from flax import nnx
@@ -15,6 +13,7 @@ from flax import nnx
 from jaxgpt import convert
 from jaxgpt import model as jax_model
 from jaxgpt.config import ModelConfig, fp8_grad_scale_for, replace
+from jaxgpt_tools.parity_checks import perturb_parameters
 from torch_ref import model as torch_model
 
 # 12 layers (the record's per-layer patterns), 2 heads of 64, a small vocabulary whose padding
@@ -47,19 +46,6 @@ def seeded_torch_model(config: ModelConfig, seed: int = 0, *, perturb: bool = Tr
     if config.dtype_policy == "record":
         torch_model.cast_embeddings_to_bf16(model)
     return model
-
-
-@torch.no_grad()
-def perturb_parameters(model: torch.nn.Module, seed: int) -> None:
-    """Matrices get N(0, (0.5/sqrt(fan_in))^2) added (the init's scale), scalars N(0, 0.1^2)."""
-    generator = torch.Generator().manual_seed(seed + 1)
-    for name, param in model.named_parameters():
-        noise = torch.randn(param.shape, generator=generator, dtype=torch.float32)
-        if param.ndim >= 2 and "embed" not in name:
-            param.add_(noise * (0.5 / math.sqrt(param.shape[-1])))
-        elif param.ndim == 1:
-            param.add_(noise * 0.1)
-        # Embedding tables are already N(0, 1): left as sampled.
 
 
 def jax_model_from_torch(torch_gpt: torch.nn.Module, config: ModelConfig) -> jax_model.GPT:

@@ -98,3 +98,29 @@ def test_layouts_cover_the_edge_cases():
     lists = [torch_masks.block_lists(torch_masks.document_ids(torch.from_numpy(_layout(s)))) for s in SEEDS]
     assert max(int(x.full_kv_num_blocks.max()) for x in lists) >= 14
     assert max(int(x.kv_num_blocks.max()) for x in lists) >= 2
+
+
+def _token_window_oracle(tokens: np.ndarray, window_tokens: int) -> np.ndarray:
+    """LINEAGE.md 5.4's rule for #15, in numpy: k <= q, same document, q - k < sw and
+    floor(q/128) - floor(k/128) < ceil(sw/128)."""
+    docs = np.cumsum(tokens == EOT_ID)
+    q, k = np.arange(SEQ_LEN)[:, None], np.arange(SEQ_LEN)[None, :]
+    block_window = -(-window_tokens // BLOCK_SIZE)
+    return (k <= q) & (docs[:, None] == docs[None, :]) & (q - k < window_tokens) & (q // BLOCK_SIZE - k // BLOCK_SIZE < block_window)
+
+
+@pytest.mark.parametrize("seed", [0, 3, 4])
+def test_token_window_masks_match_torch_ref_and_the_rule(seed):
+    """#15's token window: torch_ref's BlockMask lists + mask_mod expanded, jaxgpt's closed form,
+    and the rule, for windows at, between and beyond block multiples (the odd multiples of 64
+    alternate the two bounds inside a block)."""
+    tokens = _layout(seed)
+    docs = torch_masks.document_ids(torch.from_numpy(tokens))
+    for window_tokens in (64, 128, 192, 320, 1728, 1792):
+        expected = _token_window_oracle(tokens, window_tokens)
+        lists = torch_masks.token_window_block_lists(docs, window_tokens)
+        torch_mask = torch_masks.allowed_mask_from_block_lists(lists, docs, window_tokens=window_tokens).numpy()
+        jax_mask = np.asarray(jax_masks.closed_form_mask(jax_masks.document_ids(jnp.asarray(tokens)),
+                                                         -(-window_tokens // BLOCK_SIZE), window_tokens=window_tokens))
+        np.testing.assert_array_equal(torch_mask, expected, err_msg=f"torch_ref sw={window_tokens}")
+        np.testing.assert_array_equal(jax_mask, expected, err_msg=f"jaxgpt sw={window_tokens}")

@@ -2,6 +2,8 @@
 
     python scripts/compare_checkpoint.py CKPT.pt --tokens SHARD.bin --window-blocks 14 --json \
         [--dump-logits OUT.npz] [--seq-len T] [--head-dim 128] [--val-tokens N] [--dtype bf16]
+    python scripts/compare_checkpoint.py CKPT.pt --preset NAME --tokens SHARD.bin \
+        [--window-blocks W | --window-tokens N] --head-dim 128 --json   (an earlier record's checkpoint)
 
 How dims, the head count, T and the validation loss are chosen: jaxgpt_tools/compare_checkpoint.py.
 """
@@ -13,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from jaxgpt.config import EOT_ID
+from jaxgpt.config import EOT_ID, LINEAGE_PRESETS, PRESET_ALIASES
 from jaxgpt_tools.compare_checkpoint import compare
 
 
@@ -21,7 +23,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint", type=Path, help='torch file holding {"model": state_dict}')
     parser.add_argument("--tokens", type=Path, required=True, help="token shard (.bin, record format)")
-    parser.add_argument("--window-blocks", type=int, required=True, help="W_long in 128-token blocks (W_short = W // 2)")
+    parser.add_argument("--preset", choices=sorted([*LINEAGE_PRESETS, *PRESET_ALIASES]), default=None,
+                        help="the record whose own code saved CKPT: " + ", ".join(
+                            f"{name} (#{number})" for name, (number, _, _) in LINEAGE_PRESETS.items())
+                        + "; default: the record's model with the checkpoint's dims")
+    parser.add_argument("--window-blocks", type=int, default=None,
+                        help="W_long in 128-token blocks (W_short = W // 2); #18 and #20 (and no --preset)")
+    parser.add_argument("--window-tokens", type=int, default=None,
+                        help="#15's token window sw (its block window is ceil(sw / 128)); --preset unet-value-embeds")
     parser.add_argument("--seq-len", type=int, default=None,
                         help="T (multiple of 128); default: largest that fits, or min(N, 65536) with --val-tokens N")
     parser.add_argument("--head-dim", type=int, default=None,
@@ -44,14 +53,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = compare(args.checkpoint, args.tokens, window_blocks=args.window_blocks, seq_len=args.seq_len,
                          head_dim=args.head_dim, eot_id=args.eot_id, attention_backend=args.attention_backend,
-                         dtype=args.dtype, val_tokens=args.val_tokens, dump_logits=args.dump_logits)
+                         dtype=args.dtype, val_tokens=args.val_tokens, dump_logits=args.dump_logits,
+                         preset=args.preset, window_tokens=args.window_tokens)
     except (ValueError, FileNotFoundError) as err:
         print(f"compare_checkpoint: error: {err}", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"T={result['seq_len']} W={result['window_blocks']} {args.dtype}: torch_loss {result['torch_loss']:.6f}  "
+        window = result["window_tokens"] if result["window_tokens"] is not None else result["window_blocks"]
+        print(f"{result['preset']} T={result['seq_len']} window={window} {args.dtype}: torch_loss {result['torch_loss']:.6f}  "
               f"jax_loss {result['jax_loss']:.6f}  max |logit diff| {result['max_abs_logit_diff']:.3g}")
         if "torch_val_loss" in result:
             print(f"val over {result['val_tokens']} tokens: torch_ref {result['torch_val_loss']:.6f}  "

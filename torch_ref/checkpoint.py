@@ -26,7 +26,7 @@ from torch import Tensor, nn
 
 import torch_ref.config as cfg
 from torch_ref.cli import RunOptions
-from torch_ref.model import strip_compile_prefix
+from torch_ref.model import to_model_names
 from torch_ref.muon import Muon
 
 STEP_FILE = re.compile(r"^(\d+)\.pt$")
@@ -69,7 +69,7 @@ def read_checkpoint(path: str | os.PathLike, what: str = "checkpoint") -> dict[s
 
 def load_checkpoint_state(path: str) -> dict[str, Tensor]:
     """The model state dict of a record-format checkpoint, prefixes stripped, on the CPU."""
-    return strip_compile_prefix(read_checkpoint(path, "--init-from checkpoint")["model"])
+    return to_model_names(read_checkpoint(path, "--init-from checkpoint")["model"])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,12 +20,13 @@ The speedrun's lineage (docs/spec/LINEAGE.md) runs through the same classes: the
 keyword (a torch_ref.config.ModelConfig) carries its switches (`GPT.from_config` builds a model
 from one), and `apply_dtype_policy` gives a built model #8/#9's autocast or #15's bf16 model.
 Parameter names stay this module's; each record's own state-dict names are mapped by
-`from_record_names`.
+`to_model_names`.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from typing import Iterable, Literal, Mapping
 
 import torch
@@ -563,6 +564,34 @@ def strip_compile_prefix(state_dict: Mapping[str, Tensor]) -> dict[str, Tensor]:
     return out
 
 
+# The earlier records' own names (LINEAGE.md 3.1, 5.1, 6.1) -> torch_ref's: #8/#9/#15's
+# `transformer.{wte,vte,h.i}`, #8-#18's c_q/c_k/c_v (qkv_layout "separate"); #15's persistent
+# rotary buffer is recomputed from its config, so dropped.
+_RECORD_RENAMES = (
+    (r"^transformer\.wte\.", "embed."),
+    (r"^transformer\.vte\.", "value_embeds.embed.0."),
+    (r"^transformer\.h\.", "blocks."),
+    (r"\.attn\.c_q\.weight$", ".attn.q_w"),
+    (r"\.attn\.c_k\.weight$", ".attn.k_w"),
+    (r"\.attn\.c_v\.weight$", ".attn.v_w"),
+)
+
+
+def to_model_names(state_dict: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    """A state dict saved by any record of the lineage (`_orig_mod.` or not) under torch_ref's
+    parameter names; Sub3Min's keys pass unchanged."""
+    renamed: dict[str, Tensor] = {}
+    for key, value in strip_compile_prefix(state_dict).items():
+        if re.search(r"\.attn\.rotary\.inv_freq$", key):
+            continue
+        for pattern, replacement in _RECORD_RENAMES:
+            key = re.sub(pattern, replacement, key)
+        if key in renamed:
+            raise ValueError(f"state dict has two keys for {key!r} (a record's name and torch_ref's)")
+        renamed[key] = value
+    return renamed
+
+
 def to_qkv_layout(state_dict: Mapping[str, Tensor], layout: str) -> dict[str, Tensor]:
     """`state_dict` with every block's attention weights in `layout`: "merged" stacks
     `attn.q_w`, `attn.k_w`, `attn.v_w` (D, D) into `attn.qkv_w` (3, D, D), "separate" splits it.
@@ -600,7 +629,7 @@ def load_record_state_dict(model: nn.Module, state_dict: Mapping[str, Tensor]) -
     own tensor (bf16 <-> fp32). Raises ValueError listing missing, unexpected and mis-shaped keys.
     """
     own = model.state_dict()
-    renamed = to_qkv_layout(strip_compile_prefix(state_dict), qkv_layout_of(model))
+    renamed = to_qkv_layout(to_model_names(state_dict), qkv_layout_of(model))
     missing = sorted(set(own) - set(renamed))
     unexpected = sorted(set(renamed) - set(own))
     misshaped = sorted(
@@ -629,9 +658,13 @@ def model_config_from_state_dict(base: ModelConfig, state_dict: dict[str, Tensor
     D // head_dim; a block without `attn.qkv_w` (or `attn.q_w`...) is attention-free (layer 7 in
     the record); qkv_layout is the state dict's.
     """
+    state_dict = to_model_names(state_dict)
     if "embed.weight" not in state_dict:
         raise ValueError("checkpoint state dict has no 'embed.weight'; not a record-format model")
-    vocab_size, model_dim = state_dict["embed.weight"].shape
+    rows, model_dim = state_dict["embed.weight"].shape
+    # #8-#18 pad their embeddings as their head: the base's vocabulary when its padded rows fit.
+    padded_rows = next_multiple(base.vocab_size, 128) if base.embed_rows == "padded" else base.vocab_size
+    vocab_size = base.vocab_size if rows == padded_rows else rows
     layers = sorted({int(key.split(".")[1]) for key in state_dict if key.startswith("blocks.")})
     if not layers or layers != list(range(len(layers))):
         raise ValueError(f"checkpoint blocks are not numbered 0..n-1: {layers}")

@@ -152,3 +152,63 @@ def test_val_tokens_is_the_record_mean_of_sequence_losses_in_both_frameworks(tin
     # bf16 activations: ~3 significant digits per rounding; the losses still agree to 1e-2 relative
     assert abs(bf16["jax_val_loss"] - bf16["torch_val_loss"]) <= 1e-2 * bf16["torch_val_loss"]
     assert bf16["torch_val_loss"] != fp32["torch_val_loss"]  # the policy did change the numerics
+
+
+def _record_named(state: dict, name: str) -> dict:
+    """torch_ref's state dict under the names the record `name`'s own code saves (LINEAGE.md)."""
+    out = {}
+    for key, value in state.items():
+        for ours, theirs in ((".attn.q_w", ".attn.c_q.weight"), (".attn.k_w", ".attn.c_k.weight"),
+                             (".attn.v_w", ".attn.c_v.weight")):
+            key = key.replace(ours, theirs)
+        if name in ("shortcuts", "unet-value-embeds"):
+            key = key.replace("value_embeds.embed.0.", "transformer.vte.").replace("blocks.", "transformer.h.")
+            key = key.replace("embed.weight", "transformer.wte.weight") if key == "embed.weight" else key
+        out["_orig_mod." + key] = value
+    return out
+
+
+@pytest.fixture(scope="module")
+def lineage_checkpoints(tmp_path_factory, tiny_files) -> dict[str, Path]:
+    """#9 and #15 checkpoints at width 64 (2 heads of 32) in their records' own names."""
+    from torch_ref import config as torch_cfg
+
+    root = tmp_path_factory.mktemp("lineage_compare")
+    paths = {}
+    for name in ("shortcuts", "unet-value-embeds"):
+        config = torch_cfg.replace(torch_cfg.get_preset(name).model, vocab_size=VOCAB, eot_id=EOT, model_dim=64,
+                                   num_heads=2, dtype_policy="fp32")
+        torch.manual_seed(1)
+        gpt = torch_model.GPT.from_config(config, fp8_head=False)
+        with torch.no_grad():
+            for key, param in gpt.named_parameters():
+                if "embed" not in key:
+                    param.add_(torch.randn_like(param) * (0.5 / math.sqrt(param.shape[-1]) if param.ndim >= 2 else 0.1))
+        paths[name] = root / f"{name}.pt"
+        torch.save({"model": _record_named(gpt.state_dict(), name)}, paths[name])
+    return paths
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, window", [("shortcuts", {}), ("unet-value-embeds", {"window_tokens": 192})])
+def test_lineage_record_checkpoints_compare_in_fp32(lineage_checkpoints, tiny_files, name, window):
+    _, shard = tiny_files
+    report = compare_checkpoint.compare(lineage_checkpoints[name], shard, preset=name, head_dim=32, eot_id=EOT, **window)
+    assert report["preset"] == name and report["model"]["model_dim"] == 64
+    assert report["seq_len"] == 384  # #9: its 1024-token rows, cut to what the 400-token shard holds
+    # fp32 on both sides: the rows of the lineage parity checks (docs/PARITY.md), 1e-6 / 1e-5.
+    assert abs(report["jax_loss"] - report["torch_loss"]) <= 1e-6 * report["torch_loss"]
+    assert report["max_abs_logit_diff"] <= 1e-5 * report["max_abs_logit"]
+
+
+@pytest.mark.parametrize("name, flags, message", [
+    ("unet-value-embeds", ["--window-blocks", "2"], "--window-blocks does not apply: this preset's forward takes --window-tokens"),
+    ("unet-value-embeds", [], "pass --window-tokens"),
+    ("shortcuts", ["--window-tokens", "64"], "takes no window"),
+])
+def test_lineage_presets_take_their_records_window_flag(lineage_checkpoints, tiny_files, name, flags, message, capsys):
+    _, shard = tiny_files
+    args = [str(lineage_checkpoints[name]), "--preset", name, "--tokens", str(shard), "--head-dim", "32",
+            "--eot-id", str(EOT), *flags]
+    assert command.main(args) == 1
+    assert message in capsys.readouterr().err

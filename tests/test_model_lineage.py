@@ -1,0 +1,104 @@
+"""jaxgpt.model's lineage switches: the facts LINEAGE.md states about each, checked directly
+(cross-framework agreement is parity_tests/'s)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+from flax import nnx
+
+from jaxgpt import config as cfg
+from jaxgpt import model as model_lib
+
+
+def _bf16(values: np.ndarray) -> np.ndarray:
+    return np.asarray(values, np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+
+
+def test_full_rotary_tables_are_the_records_frequencies():
+    cos, sin = model_lib.rotary_tables(128, 1024, "full")
+    freq = 1.0 / 10000 ** (np.arange(0, 128, 2) / 128)  # 64 frequencies, none zero (LINEAGE.md 3.3)
+    theta = np.arange(1024)[:, None] * freq[None, :]
+    np.testing.assert_allclose(cos, np.cos(theta), atol=2e-4)  # fp32 angles of up to ~1000 rad: ~1e-4
+    np.testing.assert_allclose(sin, np.sin(theta), atol=2e-4)
+    assert cos[-1, -1] < 0.995  # even the slowest frequency rotates (none of half-truncation's zeros)
+
+
+def test_unet_value_embeds_rotary_readings():
+    """#15 (LINEAGE.md 5.3): bf16-rounded frequencies; the compiled reading keeps positions exact,
+    the eager one rounds them to bf16 (multiples of 256 above 32768)."""
+    compiled, _ = model_lib.rotary_tables(128, 65536, "full_bf16_freq")
+    eager, _ = model_lib.rotary_tables(128, 65536, "full_bf16_freq_eager")
+    freq = _bf16((1 / 10000) ** (np.arange(0, 128, 2, dtype=np.float32) / np.float32(128)))
+    np.testing.assert_allclose(compiled[40000], np.cos(np.float32(40000) * freq), atol=1e-3)
+    assert np.array_equal(eager[40001], eager[40000]) and not np.array_equal(compiled[40001], compiled[40000])
+    for t in (12, 300, 40000):  # eager: cos of the bf16 product of the bf16 position and frequency
+        np.testing.assert_allclose(eager[t], np.cos(_bf16(_bf16(np.float32(t)) * freq)), atol=1e-6)
+
+
+def test_rms_norm_eps_as_run_scales_bf16_inputs_only():
+    """2^-7 on bf16 inputs: a unit-RMS vector is scaled by 1/sqrt(1 + 2^-7) = 0.99611 (LINEAGE.md 8.2)."""
+    x = jnp.ones((4, 768), jnp.float32)
+    assert float(model_lib.norm(x.astype(jnp.bfloat16), "as_run")[0, 0]) == pytest.approx(0.99611, abs=4e-3)
+    assert float(model_lib.norm(x.astype(jnp.bfloat16))[0, 0]) == 1.0
+    assert float(model_lib.norm(x, "as_run")[0, 0]) == pytest.approx(1.0, abs=1e-6)  # fp32 input: 2^-23
+    assert model_lib.norm_eps(jnp.bfloat16, "as_run") == 2.0**-7 and model_lib.norm_eps(jnp.float32, "as_run") == 2.0**-23
+
+
+@pytest.mark.parametrize("cap", [30.0, 15.0])
+def test_tanh_soft_cap(cap):
+    z = jnp.array([-200.0, -3.0, 0.0, 2.5, 200.0], jnp.float32)
+    out = model_lib.soft_cap(z, cap, 7.5, "tanh")
+    np.testing.assert_allclose(np.asarray(out), cap * np.tanh(np.asarray(z) / cap), rtol=1e-6)
+    zb = z.astype(jnp.bfloat16)
+    once, per_op = model_lib.soft_cap(zb, cap, 7.5, "tanh", "once"), model_lib.soft_cap(zb, cap, 7.5, "tanh", "per_op")
+    assert once.dtype == per_op.dtype == jnp.float32
+    np.testing.assert_array_equal(np.asarray(once), _bf16(cap * np.tanh(np.asarray(zb, np.float32) / cap)))
+    np.testing.assert_array_equal(np.asarray(per_op), np.asarray(per_op).astype(ml_dtypes.bfloat16).astype(np.float32))
+    np.testing.assert_array_equal(np.asarray(model_lib.soft_cap(z, cap, 7.5, "none")), np.asarray(z))
+
+
+def test_linear_init_bounds():
+    assert model_lib.linear_init_bound(768, "torch_default") == pytest.approx(0.0360844, abs=1e-7)
+    assert model_lib.linear_init_bound(768) == 0.03125
+
+
+@pytest.fixture(scope="module")
+def small_models():
+    def build(name: str, **changes):
+        config = cfg.replace(cfg.get_preset(name).model, vocab_size=1000, eot_id=999, num_heads=2, model_dim=64,
+                             attention_backend="blocked", loss_chunk_tokens=None, max_window_blocks=4, **changes)
+        return model_lib.GPT(config, rngs=nnx.Rngs(0))
+    return build
+
+
+def test_dtype_policies_of_the_lineage(small_models):
+    unet = small_models("unet-value-embeds")  # bf16 model: bf16 tables and scalars, fp32 bf16-valued weights
+    params = model_lib.param_dict(unet)
+    assert params["value_embeds.embed.0.weight"].shape == (1024, 6 * 64)
+    assert params["blocks.0.lambdas"].dtype == params["skip_weights"].dtype == jnp.bfloat16
+    weight = np.asarray(params["blocks.0.attn.q_w"])
+    assert weight.dtype == np.float32 and np.array_equal(weight, _bf16(weight)) and np.abs(weight).max() > 0.03
+    untie = small_models("untie-embed")  # autocast: fp32 everything stored, fp32 stream, bf16 logits
+    params = model_lib.param_dict(untie)
+    assert all(value.dtype == jnp.float32 for value in params.values())
+    assert not any(name.endswith(("lambdas", "skip_weights", "lamb")) for name in params)
+    ids = jnp.asarray(np.random.default_rng(0).integers(0, 999, (1, 256)), jnp.int32)
+    hidden, logits = jax.eval_shape(lambda: (untie.hidden(ids, 0), untie.logits(ids, 0)))
+    assert hidden.dtype == jnp.float32 and logits.dtype == jnp.bfloat16
+
+
+def test_value_residual_mixes_layer_zeros_raw_value(small_models):
+    """#9: layer 0's lamb multiplies v - v (zero gradient); a later layer's lamb matters."""
+    model = small_models("shortcuts", dtype_policy="fp32")
+    graph, params = model_lib.ModelGraph.split(model)
+    rng = np.random.default_rng(1)
+    params = {k: v + 0.05 * rng.standard_normal(v.shape).astype(np.float32) if v.ndim >= 2 else v
+              for k, v in params.items()}
+    ids = jnp.asarray(rng.integers(0, 999, (1, 256)), jnp.int32)
+    grads = jax.jit(jax.grad(lambda p: graph.bind(p)(ids, ids, 0, train=False)))(params)
+    assert float(grads["blocks.0.attn.lamb"]) == 0.0
+    assert abs(float(grads["blocks.5.attn.lamb"])) > 0.0
