@@ -56,7 +56,9 @@ def load_checkpoint(path: str | Path, *, head_dim: int | None = None) -> LoadedM
         params, meta = checkpoint.restore_params(path)
         preset = cfg.preset_from_json(meta["config"])
         train = preset.train
-        window = optim.window_blocks(train.steps, train.steps, train.window_max_tokens)[0] if train.steps else 1
+        # The run's last validation window, in its schedule's unit (#15's is tokens).
+        window = optim.window_value(train.steps, train.steps, train.window_max_tokens, train.window_schedule) \
+            if train.steps else optim.window_value(0, 1, train.window_max_tokens, train.window_schedule)
         # The val shards' folder, relative to the working directory as in training.
         val_files = sorted(glob.glob(train.val_files))
         shards_meta = Path(val_files[0]).parent / corpus.META_FILE if val_files else None

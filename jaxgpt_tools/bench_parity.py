@@ -93,7 +93,7 @@ def jax_step(preset, batches) -> tuple[Step, dict[str, Any]]:
 
     preset, steps, params, opt_state, host_params = one_device_step(preset)
     state = {"params": params, "opt": opt_state}
-    window = np.int32(preset.model.max_window_blocks)
+    window = np.int32(step_window(preset.model))
     feed = iter(batches)
 
     def step() -> float:
@@ -107,29 +107,32 @@ def jax_step(preset, batches) -> tuple[Step, dict[str, Any]]:
     return step, host_params
 
 
+def step_window(model) -> int:
+    """The window a timed step passes: the largest block window (`max_window_blocks`), #15's
+    token window of that many blocks, or none for #8/#9's causal attention."""
+    return {"document_blocks": model.max_window_blocks, "document_tokens": 128 * model.max_window_blocks,
+            "causal": 0}[model.attention_mask]
+
+
 def torch_step(preset, host_params: dict[str, Any], batches, *, compiled: bool) -> Step:
-    """torch_ref's trainer step on the CPU from jaxgpt's initial params (same values, same layout)."""
+    """torch_ref's trainer step on the CPU from jaxgpt's initial params (same values, same layout).
+    The preset's configs go to torch_ref as they are: its config classes read the same field names
+    (parity_tests/test_config_parity.py), lineage switches included."""
     import torch
 
-    import torch_ref.config as tcfg
     from jaxgpt import convert
     from torch_ref import optim as toptim
     from torch_ref import train as ttrain
 
     m = preset.model
-    model_config = tcfg.ModelConfig(
-        vocab_size=m.vocab_size, eot_id=m.eot_id, num_layers=m.num_layers, num_heads=m.num_heads, model_dim=m.model_dim,
-        value_embed_slots=m.value_embed_slots, long_window_layers=m.long_window_layers,
-        attention_free_layers=m.attention_free_layers, dtype_policy=m.dtype_policy, qkv_layout=m.qkv_layout,
-    )
     train = preset.train
-    raw = ttrain.build_model(model_config, train.batch_tokens, train.seed, convert.params_to_torch_state_dict(host_params),
+    raw = ttrain.build_model(m, train.batch_tokens, train.seed, convert.params_to_torch_state_dict(host_params),
                              torch.device("cpu"))
     model = torch.compile(raw) if compiled else raw
-    tconfig = tcfg.OptimConfig()
+    tconfig = preset.optim
     optimizers = toptim.build_optimizers(raw, tconfig)
     schedulers = toptim.build_lr_schedulers(optimizers, max(train.steps, 1), tconfig)
-    window = m.max_window_blocks
+    window = step_window(m)
     feed = iter(batches)
     count = [0]
 

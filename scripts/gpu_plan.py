@@ -21,7 +21,7 @@ from jaxgpt import gpu_plan
 gpu_plan.compile_only_environment()  # before jax is imported (by the imports below)
 
 from jaxgpt import config as cfg  # noqa: E402
-from jaxgpt.attention import resolve_backend  # noqa: E402
+from jaxgpt.model import attention_backend  # noqa: E402
 from jaxgpt.kernels.flash_attention import compiled_kernels  # noqa: E402
 from jaxgpt.muon import Collective  # noqa: E402
 
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     preset = cfg.get_preset(args.preset)
     batch_tokens = args.batch_tokens or max(preset.train.batch_tokens // 8, preset.train.seq_len) * args.devices
     with compiled_kernels():  # the plan is a GPU's: the preset's "auto" resolves as it would there
-        attention = args.attention or resolve_backend(preset.model.attention_backend)
+        attention = args.attention or attention_backend(preset.model)
     model = cfg.replace(preset.model, attention_backend=attention)
     preset = cfg.Preset(model=model, optim=preset.optim,
                         train=cfg.replace(preset.train, batch_tokens=batch_tokens, devices=args.devices))
