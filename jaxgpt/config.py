@@ -225,9 +225,9 @@ class ModelConfig:
             if set(self.long_window_layers) != set(range(self.num_layers)):
                 _fail("long_window_layers", f"attention_mask {self.attention_mask!r} has one window for every "
                       "layer (long and short windows exist only for 'document_blocks'): list every layer")
-            if self.attention_mask == "document_tokens" and self.attention_backend == "pallas":
-                _fail("attention_backend", "the Pallas kernel applies block windows only; attention_mask "
-                      "'document_tokens' needs 'blocked' or 'dense' ('auto' picks 'blocked')")
+            if self.attention_mask == "document_tokens" and self.attention_backend in ("pallas", "mosaic"):
+                _fail("attention_backend", f"the {self.attention_backend} kernel applies block windows only; "
+                      "attention_mask 'document_tokens' needs 'blocked' or 'dense' ('auto' picks 'blocked')")
 
     @property
     def head_dim(self) -> int:

@@ -151,6 +151,38 @@ RECORD_SHAPE_SEQ_LEN = 1024  # 8 blocks: windows 5 (long) and 2 (short) both cut
 RECORD_SHAPE_WINDOW = 5
 
 
+def _jax_loss_logits_grads(graph, params, inputs: np.ndarray, targets: np.ndarray, window: int):
+    """jaxgpt's eval-mode (loss, (T, Vp) fp32 logits, {name: gradient}) of one (T,) sequence."""
+    import jax
+    import jax.numpy as jnp
+
+    @jax.jit
+    def loss_logits_grads(params, ids, target_ids):
+        def loss_fn(p):
+            model = graph.bind(p)
+            return model(ids, target_ids, window, train=False), model.logits(ids, window)
+        (loss, logits), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+        return loss, logits[0].astype(jnp.float32), grads
+
+    return loss_logits_grads(params, jnp.asarray(inputs)[None], jnp.asarray(targets)[None])
+
+
+def _gradient_gaps(torch_grads: dict, jax_grads: dict) -> tuple[bool, bool, dict[str, tuple[float, str]]]:
+    """(same names, exact zeros zero in both, {"matrix"|"scalar": (worst max|diff| / max|grad|,
+    where)}) of two frameworks' gradients by parameter name."""
+    same_names, zeros_agree = set(jax_grads) == set(torch_grads), True
+    worst = {"matrix": (0.0, ""), "scalar": (0.0, "")}
+    for name, torch_grad in torch_grads.items():
+        ours = np.asarray(jax_grads[name])
+        scale = float(np.abs(torch_grad).max())
+        if scale == 0:  # e.g. attn.lambdas[1] without a value embedding, #9's layer-0 lamb (v - v)
+            zeros_agree &= not np.any(ours)
+            continue
+        kind = "matrix" if torch_grad.ndim >= 2 else "scalar"
+        worst[kind] = max(worst[kind], (float(np.abs(ours - torch_grad).max()) / scale, name))
+    return same_names, zeros_agree, worst
+
+
 def check_record_shape_fp32() -> Result:
     """The record preset's model (D 768, 6 heads of 128, 12 layers, vocab 50257 padded to 50304)
     in fp32 at T = 1024: logits, loss and every parameter's gradient from the same weights.
@@ -160,7 +192,6 @@ def check_record_shape_fp32() -> Result:
     masked softmax; the blocked backend's equality with it is tests/test_attention.py's), which
     compiles faster at this size.
     """
-    import jax
     import jax.numpy as jnp
     import torch
     from flax import nnx
@@ -192,30 +223,12 @@ def check_record_shape_fp32() -> Result:
     del torch_gpt  # 1.1 GB of weights, now in `params`; the gradients live on in torch_grads
 
     graph, _ = jax_model.ModelGraph.split(nnx.eval_shape(lambda: jax_model.GPT(config, rngs=nnx.Rngs(0))))
-
-    @jax.jit
-    def loss_logits_grads(params, ids, target_ids):
-        def loss_fn(p):
-            model = graph.bind(p)
-            return model(ids, target_ids, RECORD_SHAPE_WINDOW, train=False), model.logits(ids, RECORD_SHAPE_WINDOW)
-        (loss, logits), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
-        return loss, logits[0].astype(jnp.float32), grads
-
-    loss, logits, jax_grads = loss_logits_grads(params, jnp.asarray(inputs)[None], jnp.asarray(targets)[None])
+    loss, logits, jax_grads = _jax_loss_logits_grads(graph, params, inputs, targets, RECORD_SHAPE_WINDOW)
     del params
     logits_abs = float(np.abs(np.asarray(logits) - torch_logits).max())
     logits_rel = logits_abs / float(np.abs(torch_logits).max())
     loss_rel = abs(float(loss) - float(torch_loss)) / float(torch_loss)
-    same_names, zeros_agree = set(jax_grads) == set(torch_grads), True
-    worst = {"matrix": (0.0, ""), "scalar": (0.0, "")}  # max|diff| / max|grad|, and where
-    for name, torch_grad in torch_grads.items():
-        ours = np.asarray(jax_grads[name])
-        scale = float(np.abs(torch_grad).max())
-        if scale == 0:  # e.g. attn.lambdas[1] of layers without value embeddings: exactly 0 in both
-            zeros_agree &= not np.any(ours)
-            continue
-        kind = "matrix" if torch_grad.ndim >= 2 else "scalar"
-        worst[kind] = max(worst[kind], (float(np.abs(ours - torch_grad).max()) / scale, name))
+    same_names, zeros_agree, worst = _gradient_gaps(torch_grads, jax_grads)
     del jax_grads
     (matrix_rel, matrix_name), (scalar_rel, scalar_name) = worst["matrix"], worst["scalar"]
     passed = (same_names and zeros_agree and logits_rel < 1e-5 and loss_rel < 1e-6
@@ -577,27 +590,10 @@ def check_lineage_forward(name: str) -> Result:
     with torch_threads(1):
         torch_loss, torch_logits, torch_grads = _torch_forward(torch_gpt, inputs, targets, window, backward=True)
 
-    @jax.jit
-    def loss_logits_grads(params, ids, target_ids):
-        def loss_fn(p):
-            model = graph.bind(p)
-            return model(ids, target_ids, window, train=False), model.logits(ids, window)
-        (loss, logits), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
-        return loss, logits[0].astype(jnp.float32), grads
-
-    loss, logits, jax_grads = loss_logits_grads(params, jnp.asarray(inputs)[None], jnp.asarray(targets)[None])
+    loss, logits, jax_grads = _jax_loss_logits_grads(graph, params, inputs, targets, window)
     logits_rel = float(np.abs(np.asarray(logits) - torch_logits).max() / np.abs(torch_logits).max())
     loss_rel = abs(float(loss) - torch_loss) / torch_loss
-    same_names, zeros_agree = set(jax_grads) == set(torch_grads), True
-    worst = {"matrix": (0.0, ""), "scalar": (0.0, "")}
-    for param, torch_grad in torch_grads.items():
-        ours = np.asarray(jax_grads[param])
-        scale = float(np.abs(torch_grad).max())
-        if scale == 0:  # e.g. #9's layer-0 lamb (v - v), attn.lambdas[1] without a value embedding
-            zeros_agree &= not np.any(ours)
-            continue
-        kind = "matrix" if torch_grad.ndim >= 2 else "scalar"
-        worst[kind] = max(worst[kind], (float(np.abs(ours - torch_grad).max()) / scale, param))
+    same_names, zeros_agree, worst = _gradient_gaps(torch_grads, jax_grads)
     (matrix_rel, matrix_name), (scalar_rel, scalar_name) = worst["matrix"], worst["scalar"]
 
     own = lineage_model_config(name)  # the preset's bf16 policy, eval mode (no FP8 head in #8-#18)
