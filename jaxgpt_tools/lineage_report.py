@@ -169,8 +169,9 @@ class StudyRun:
 
 
 def study_run(name: str, framework: str, seed: int, *, steps: int, val_every: int, val_tokens: int,
-              sample_dir: Path) -> StudyRun:
-    """One tiny-width run of a preset in one framework from its own seeded init."""
+              sample_dir: Path, compile_cache: str | None = None) -> StudyRun:
+    """One tiny-width run of a preset in one framework from its own seeded init (jaxgpt's
+    compilations through JAX's persistent cache in `compile_cache`)."""
     import time
 
     from jaxgpt_tools import machine
@@ -182,7 +183,8 @@ def study_run(name: str, framework: str, seed: int, *, steps: int, val_every: in
         if framework == "jaxgpt":
             from jaxgpt import train as jax_train
 
-            result = jax_train.train(preset, jax_train.RunOptions(run_id=f"study-{name}-{seed}", progress=False))
+            result = jax_train.train(preset, jax_train.RunOptions(run_id=f"study-{name}-{seed}", progress=False,
+                                                                  compile_cache=compile_cache))
         else:
             from torch_ref import train as torch_train
             from torch_ref.cli import RunOptions
@@ -197,15 +199,12 @@ def run_study(names: tuple[str, ...], seeds: tuple[int, ...], *, steps: int, val
               sample_dir: Path, compile_cache: str | None, log: Callable[[str], None]) -> list[StudyRun]:
     """Every preset x framework x seed. jaxgpt's compiled steps go through JAX's persistent cache
     (`compile_cache`), so a preset compiles once for all its seeds (same program, other values)."""
-    from jaxgpt import compile_cache as cache
-
-    cache.use(compile_cache)
     runs = []
     for name in names:
         for seed in seeds:
             for framework in ("jaxgpt", "torch_ref"):
                 run = study_run(name, framework, seed, steps=steps, val_every=val_every, val_tokens=val_tokens,
-                                sample_dir=sample_dir)
+                                sample_dir=sample_dir, compile_cache=compile_cache)
                 log(f"study {name} {framework} seed {seed}: final val {run.val_losses[steps]:.4f} ({run.seconds:.0f} s)")
                 runs.append(run)
     return runs
