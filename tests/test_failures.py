@@ -122,11 +122,7 @@ def test_sigint_saves_the_last_completed_step_and_exits_130(interrupted_run):
 def test_the_checkpoint_of_an_interrupted_run_restores(interrupted_run):
     _, directory, _ = interrupted_run
     params, meta = checkpoint.restore_params(directory)
-<<<<<<< HEAD
-    assert meta["step"] == 4 and meta["data_position"] == {"shard_index": 0, "pos": 4 * 1024}
-=======
-    assert meta["step"] == 3 and meta["data_position"] == {"shard_index": 0, "pos": 3 * 1024, "batches": 3}
->>>>>>> 85bf237 (Lineage report tool (scripts/lineage_report.py -> docs/LINEAGE.md: records' times and trajectories parsed from the spec, parameter counts, interleaved CPU step times, H100 plans, the CPU study); bench_parity's torch step takes the preset's configs as they are; gpu_plan and the sampler take the window in the preset's unit; README and DESIGN on the lineage presets; data positions count the batches served)
+    assert meta["step"] == 4 and meta["data_position"] == {"shard_index": 0, "pos": 4 * 1024, "batches": 4}
     assert all(np.isfinite(np.asarray(value, dtype=np.float32)).all() for value in params.values())
 
 
@@ -211,13 +207,8 @@ def test_sigint_while_a_save_is_provably_in_flight(capsys, monkeypatch, tmp_path
     assert seen_unfinished, "the save of step 2 was not in flight when SIGINT arrived"
     assert "interrupted by SIGINT at step 4; the state after step 4 is in" in err and "Traceback" not in err
     directory = tmp_path / "out" / "checkpoints" / "s"
-<<<<<<< HEAD
     assert sorted(int(p.name) for p in directory.iterdir()) == [2, 4] and not tmp_dirs(tmp_path / "out")
-    assert checkpoint.restore_params(directory)[1]["data_position"] == {"shard_index": 0, "pos": 4 * 1024}
-=======
-    assert sorted(int(p.name) for p in directory.iterdir()) == [2, 3] and not tmp_dirs(tmp_path / "out")
-    assert checkpoint.restore_params(directory)[1]["data_position"] == {"shard_index": 0, "pos": 3 * 1024, "batches": 3}
->>>>>>> 85bf237 (Lineage report tool (scripts/lineage_report.py -> docs/LINEAGE.md: records' times and trajectories parsed from the spec, parameter counts, interleaved CPU step times, H100 plans, the CPU study); bench_parity's torch step takes the preset's configs as they are; gpu_plan and the sampler take the window in the preset's unit; README and DESIGN on the lineage presets; data positions count the batches served)
+    assert checkpoint.restore_params(directory)[1]["data_position"] == {"shard_index": 0, "pos": 4 * 1024, "batches": 4}
 
 
 # 3. --resume keeps the cadence; a run without checkpoints says so -----------------------------

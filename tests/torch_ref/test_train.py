@@ -243,13 +243,8 @@ def test_interrupted_and_resumed_run_is_bit_exact(small_run, tmp_path, capsys, m
     assert "writes no checkpoint" not in resumed.err
     assert sorted(p.name for p in folder.iterdir()) == ["2.pt", "3.pt", "4.pt"]
     final = ckpt_lib.read_checkpoint(tmp_path / "c.pt")
-<<<<<<< HEAD
     same_state(final, ckpt_lib.read_checkpoint(tmp_path / "a.pt"))
-    assert final["step"] == 4 and final["data_position"] == {"shard_index": 0, "pos": 4 * seq_len}
-=======
-    assert_same_state(final, ckpt_lib.read_checkpoint(tmp_path / "a.pt"))
     assert final["step"] == 4 and final["data_position"] == {"shard_index": 0, "pos": 4 * seq_len, "batches": 4}
->>>>>>> 85bf237 (Lineage report tool (scripts/lineage_report.py -> docs/LINEAGE.md: records' times and trajectories parsed from the spec, parameter counts, interleaved CPU step times, H100 plans, the CPU study); bench_parity's torch step takes the preset's configs as they are; gpu_plan and the sampler take the window in the preset's unit; README and DESIGN on the lineage presets; data positions count the batches served)
     # The final val line (fp32, same ops on the same state) is the same string.
     assert _val_lines(resumed.out)[-1].group(1, 2, 3) == _val_lines(straight)[-1].group(1, 2, 3)
     assert not [p for p in tmp_path.rglob("*") if ckpt_lib.TMP_MARKER in p.name]
