@@ -436,17 +436,17 @@ class CausalSelfAttention(nnx.Module):
         With `decode` (after `init_cache`), the T new keys and values are written into the
         cache at decode.positions and the queries attend to the whole cache instead.
         `lists`: the kernel backends' block lists for this window, shared between layers."""
-        cfg = self.config
+        config = self.config
         batch, seq, dim = h_BTD.shape
-        if cfg.value_residual and v_first_BTHD is None:  # layer 0: its own raw value is v_first
+        if config.value_residual and v_first_BTHD is None:  # layer 0: its own raw value is v_first
             v_first_BTHD = self.value_projection(h_BTD)
         q, k, v = self.project(h_BTD, ve_BTD, rotary, v_first_BTHD)
         if decode is not None:
             y = self._attend_cached(q, k, v, doc_ids_BT, window, decode)
         else:
             y = attention_lib.attention(
-                q, k, v, doc_ids_BT, window.blocks, backend=attention_backend(cfg),
-                scale=cfg.attention_scale, block_size=cfg.block_size, max_window_blocks=window.max_blocks,
+                q, k, v, doc_ids_BT, window.blocks, backend=attention_backend(config),
+                scale=config.attention_scale, block_size=config.block_size, max_window_blocks=window.max_blocks,
                 kernel_lists=lists, window_tokens=window.tokens,
             )
         return self.c_proj(y.reshape(batch, seq, dim)), v_first_BTHD
@@ -454,10 +454,10 @@ class CausalSelfAttention(nnx.Module):
     def value_projection(self, h_BTD: jax.Array) -> jax.Array:
         """The raw value projection (B, T, H, Dh) in the matmul dtype (#9's v_first in layer 0):
         the same op as `project`'s value matmul in the separate layout, which XLA merges with it."""
-        cfg = self.config
+        config = self.config
         batch, seq, dim = h_BTD.shape
-        weight = self.qkv_w[...][2] if cfg.qkv_layout == "merged" else self.v_w[...]
-        return linear(h_BTD.astype(compute_dtype(cfg)), weight).reshape(batch, seq, cfg.num_heads, cfg.head_dim)
+        weight = self.qkv_w[...][2] if config.qkv_layout == "merged" else self.v_w[...]
+        return linear(h_BTD.astype(compute_dtype(config)), weight).reshape(batch, seq, config.num_heads, config.head_dim)
 
     def project(
         self, h_BTD: jax.Array, ve_BTD: jax.Array | None, rotary: tuple[jax.Array, jax.Array],
@@ -466,30 +466,30 @@ class CausalSelfAttention(nnx.Module):
         """(q, k, v), each (B, T, H, Dh) in the matmul dtype: QKV matmul (one merged or three
         separate), value mixing (with the value embedding, or #9's value residual with
         v_first), QK-norm and rotary on q and k."""
-        cfg = self.config
+        config = self.config
         batch, seq, dim = h_BTD.shape
-        heads = cfg.num_heads
-        h = h_BTD.astype(compute_dtype(cfg))  # autocast: bf16 copies of the fp32 stream
-        if cfg.qkv_layout == "merged":
+        heads = config.num_heads
+        h = h_BTD.astype(compute_dtype(config))  # autocast: bf16 copies of the fp32 stream
+        if config.qkv_layout == "merged":
             qkv = linear(h, self.qkv_w[...].reshape(3 * dim, dim))
-            qkv = qkv.reshape(batch, seq, 3 * heads, cfg.head_dim)
+            qkv = qkv.reshape(batch, seq, 3 * heads, config.head_dim)
             q, k, v = qkv[:, :, :heads], qkv[:, :, heads:2 * heads], qkv[:, :, 2 * heads:]
         else:
-            q, k, v = (linear(h, w[...]).reshape(batch, seq, heads, cfg.head_dim)
+            q, k, v = (linear(h, w[...]).reshape(batch, seq, heads, config.head_dim)
                        for w in (self.q_w, self.k_w, self.v_w))
         # Scalars are rounded to the activation dtype first, as torch does for a 0-dim tensor.
-        if cfg.value_residual:
+        if config.value_residual:
             # (1 - lamb) is formed in the scalar's dtype first, as the record's (1 - self.lamb).
             lamb = self.lamb[...]
             v_first = v if v_first_BTHD is None else v_first_BTHD
             v = (1 - lamb).astype(v.dtype) * v + lamb.astype(v.dtype) * v_first
-        if cfg.attn_value_lambdas:
+        if config.attn_value_lambdas:
             lam = self.lambdas[...].astype(v.dtype)
             v = lam[0] * v
             if ve_BTD is not None:
                 v = v + lam[1] * ve_BTD.astype(v.dtype).reshape(v.shape)
-        q, k = norm(q, cfg.rms_norm_eps), norm(k, cfg.rms_norm_eps)
-        in_fp32 = cfg.rotary == "half_truncated"
+        q, k = norm(q, config.rms_norm_eps), norm(k, config.rms_norm_eps)
+        in_fp32 = config.rotary == "half_truncated"
         return apply_rotary(q, *rotary, in_fp32=in_fp32), apply_rotary(k, *rotary, in_fp32=in_fp32), v
 
     def init_cache(self, batch: int, max_len: int, dtype: jnp.dtype) -> None:
@@ -502,10 +502,10 @@ class CausalSelfAttention(nnx.Module):
         start = decode.positions[0]
         for cache, new in ((self.cache_k, k), (self.cache_v, v)):
             cache.set_value(jax.lax.dynamic_update_slice_in_dim(cache.get_value(), new.astype(cache.get_value().dtype), start, axis=1))
-        cfg = self.config
+        config = self.config
         return attention_lib.cached_attention(
             q, self.cache_k.get_value(), self.cache_v.get_value(), decode.positions, doc_ids_BC,
-            decode.cache_doc_ids, window.blocks, scale=cfg.attention_scale, block_size=cfg.block_size,
+            decode.cache_doc_ids, window.blocks, scale=config.attention_scale, block_size=config.block_size,
             window_tokens=window.tokens,
         )
 
@@ -547,18 +547,18 @@ class Block(nnx.Module):
     ) -> tuple[jax.Array, jax.Array | None]:
         """(output (B, T, D), #9's v_first: layer 0's raw value projection once an attention layer
         made it (value_residual), else `v_first_BTHD` as given)."""
-        cfg = self.config
+        config = self.config
         if not isinstance(window, AttentionWindow):
-            window = AttentionWindow(window, None, cfg.max_window_blocks)
+            window = AttentionWindow(window, None, config.max_window_blocks)
         x = x_BTD
-        if cfg.block_lambdas:
+        if config.block_lambdas:
             lam = self.lambdas[...].astype(x_BTD.dtype)
             x = lam[0] * x_BTD + lam[1] * x0_BTD
         if self.attn is not None:
-            y, v_first_BTHD = self.attn(norm(x, cfg.rms_norm_eps), ve_BTD, doc_ids_BT, window, rotary, decode, lists,
+            y, v_first_BTHD = self.attn(norm(x, config.rms_norm_eps), ve_BTD, doc_ids_BT, window, rotary, decode, lists,
                                         v_first_BTHD)
             x = x + y
-        return x + self.mlp(norm(x, cfg.rms_norm_eps)), v_first_BTHD
+        return x + self.mlp(norm(x, config.rms_norm_eps)), v_first_BTHD
 
 
 def _block_runner(remat: str):
@@ -605,20 +605,20 @@ class GPT(nnx.Module):
         self.lm_head = Linear(config.model_dim, config.padded_vocab_size, zero_init=True, rngs=rngs)
 
     def _check_inputs(self, input_ids: jax.Array) -> None:
-        cfg = self.config
+        config = self.config
         if input_ids.ndim != 2:
             raise ValueError(f"input_ids must be (B, T), got shape {input_ids.shape}")
         if not jnp.issubdtype(input_ids.dtype, jnp.integer):
             raise ValueError(f"input_ids must be integers, got {input_ids.dtype}")
         seq = input_ids.shape[1]
-        if seq == 0 or seq % cfg.block_size:
-            raise ValueError(f"sequence length {seq} is not a positive multiple of {cfg.block_size}")
-        if seq > cfg.rope_max_len:
-            raise ValueError(f"sequence length {seq} exceeds rope_max_len {cfg.rope_max_len}")
+        if seq == 0 or seq % config.block_size:
+            raise ValueError(f"sequence length {seq} is not a positive multiple of {config.block_size}")
+        if seq > config.rope_max_len:
+            raise ValueError(f"sequence length {seq} exceeds rope_max_len {config.rope_max_len}")
 
     def _rotary_tables(self) -> tuple[np.ndarray, np.ndarray]:
-        cfg = self.config
-        return rotary_tables(cfg.head_dim, cfg.rope_max_len, cfg.rotary)
+        config = self.config
+        return rotary_tables(config.head_dim, config.rope_max_len, config.rotary)
 
     def document_ids(self, input_ids: jax.Array) -> jax.Array:
         """(B, T) int32 document ids the attention separates: the EOT count, or zeros (one
@@ -639,49 +639,49 @@ class GPT(nnx.Module):
 
     def _windows(self, window: WindowBlocks, seq_len: int) -> dict[str, AttentionWindow]:
         """The attention windows of a step by kind ("long", "short") from its window value."""
-        cfg = self.config
-        if cfg.attention_mask == "causal":  # every earlier key of the sequence: a window of all its blocks
-            everything = AttentionWindow(-(-seq_len // cfg.block_size), None, -(-seq_len // cfg.block_size))
+        config = self.config
+        if config.attention_mask == "causal":  # every earlier key of the sequence: a window of all its blocks
+            everything = AttentionWindow(-(-seq_len // config.block_size), None, -(-seq_len // config.block_size))
             return {"long": everything, "short": everything}
-        if cfg.attention_mask == "document_tokens":  # tokens AND ceil(tokens / 128) blocks (LINEAGE.md 5.4)
-            blocks = (window + cfg.block_size - 1) // cfg.block_size
-            one = AttentionWindow(blocks, window, cfg.max_window_blocks)
+        if config.attention_mask == "document_tokens":  # tokens AND ceil(tokens / 128) blocks (LINEAGE.md 5.4)
+            blocks = (window + config.block_size - 1) // config.block_size
+            one = AttentionWindow(blocks, window, config.max_window_blocks)
             return {"long": one, "short": one}
-        return {"long": AttentionWindow(window, None, cfg.max_window_blocks),
-                "short": AttentionWindow(window // 2, None, cfg.max_window_blocks)}
+        return {"long": AttentionWindow(window, None, config.max_window_blocks),
+                "short": AttentionWindow(window // 2, None, config.max_window_blocks)}
 
     def _layers(
         self, input_ids: jax.Array, doc_ids: jax.Array, window: WindowBlocks,
         rotary: tuple[jax.Array, jax.Array], decode: DecodeContext | None = None,
     ) -> jax.Array:
         """Embeddings, the blocks (U-net when unet_skips) and the final norm: (B, T) ids -> (B, T, D)."""
-        cfg = self.config
-        windows = self._windows(window, input_ids.shape[1] if decode is None else cfg.rope_max_len)
+        config = self.config
+        windows = self._windows(window, input_ids.shape[1] if decode is None else config.rope_max_len)
         lists = None
-        if attention_backend(cfg) in ("pallas", "mosaic") and decode is None:
+        if attention_backend(config) in ("pallas", "mosaic") and decode is None:
             # The kernel's block lists, built once per step for each window and shared by its layers.
             lists = {kind: kernel_block_lists(doc_ids, w.blocks, max_window_blocks=w.max_blocks,
-                                              block_size=cfg.block_size) for kind, w in windows.items()}
+                                              block_size=config.block_size) for kind, w in windows.items()}
 
-        x = x0 = norm(self.embed(input_ids), cfg.rms_norm_eps)
-        value_embeds = self.value_embeds.lookup(input_ids, cfg.model_dim)
+        x = x0 = norm(self.embed(input_ids), config.rms_norm_eps)
+        value_embeds = self.value_embeds.lookup(input_ids, config.model_dim)
         skips = []
         v_first = None
-        run_block = _block_runner(cfg.remat)
+        run_block = _block_runner(config.remat)
         for layer, block in enumerate(self.blocks):
-            decoder_step = layer - cfg.num_encoder_layers
-            if cfg.unet_skips and decoder_step >= 0:  # decoder layer j adds the (L/2 - 1 - j)th encoder output
+            decoder_step = layer - config.num_encoder_layers
+            if config.unet_skips and decoder_step >= 0:  # decoder layer j adds the (L/2 - 1 - j)th encoder output
                 skip_w = self.skip_weights[...][decoder_step].astype(x.dtype)
                 x = x + skip_w * skips.pop()
-            slot = cfg.value_embed_slots[layer]
+            slot = config.value_embed_slots[layer]
             ve = None if slot is None else value_embeds[slot]
-            kind = "long" if cfg.uses_long_window(layer) else "short"
+            kind = "long" if config.uses_long_window(layer) else "short"
             # v_first: #9's layer-0 raw value projection, mixed into every later layer's value
             x, v_first = run_block(block, x, ve, x0, doc_ids, windows[kind], rotary, decode,
                                    None if lists is None else lists.get(kind), v_first)
-            if cfg.unet_skips and decoder_step < 0:
+            if config.unet_skips and decoder_step < 0:
                 skips.append(x)
-        return norm(x, cfg.rms_norm_eps)
+        return norm(x, config.rms_norm_eps)
 
     def logits(self, input_ids: jax.Array, window_blocks: WindowBlocks, *, train: bool = False) -> jax.Array:
         """(B, T, Vp) lm_head logits before the soft-cap: bf16 (bf16 policies) or fp32 (fp32 policy).
@@ -691,8 +691,8 @@ class GPT(nnx.Module):
         return self._head(self.hidden(input_ids, window_blocks), train=train)
 
     def _uses_fp8(self, train: bool) -> bool:
-        cfg = self.config
-        return train and cfg.fp8_head and cfg.dtype_policy != "fp32"
+        config = self.config
+        return train and config.fp8_head and config.dtype_policy != "fp32"
 
     def _head(self, x_BTD: jax.Array, *, train: bool) -> jax.Array:
         batch, seq, dim = x_BTD.shape
@@ -706,14 +706,14 @@ class GPT(nnx.Module):
     def init_decode_cache(self, batch: int, max_len: int) -> None:
         """Allocate zeroed caches for decoding up to `max_len` positions of `batch` sequences:
         keys and values of every attention layer and the document id of every position."""
-        cfg = self.config
-        if not 0 < max_len <= cfg.rope_max_len:
-            raise ValueError(f"decode cache length {max_len} must be in 1..rope_max_len {cfg.rope_max_len}")
+        config = self.config
+        if not 0 < max_len <= config.rope_max_len:
+            raise ValueError(f"decode cache length {max_len} must be in 1..rope_max_len {config.rope_max_len}")
         self.cache_length = nnx.Cache(jnp.zeros((), jnp.int32))
         self.cache_doc_ids = nnx.Cache(jnp.zeros((batch, max_len), jnp.int32))
         for block in self.blocks:
             if block.attn is not None:
-                block.attn.init_cache(batch, max_len, compute_dtype(cfg))
+                block.attn.init_cache(batch, max_len, compute_dtype(config))
 
     def decode_logits(self, input_ids: jax.Array, window_blocks: WindowBlocks) -> jax.Array:
         """(B, C, Vp) eval-mode logits (before the soft-cap) of C tokens that continue the
@@ -746,14 +746,14 @@ class GPT(nnx.Module):
         """
         if target_ids.shape != input_ids.shape:  # input_ids are checked by `hidden`
             raise ValueError(f"target_ids shape {target_ids.shape} != input_ids shape {input_ids.shape}")
-        cfg = self.config
+        config = self.config
         x = self.hidden(input_ids, window_blocks)
         batch, seq, dim = x.shape
         return head_loss(
-            x.reshape(batch * seq, dim).astype(compute_dtype(cfg)), self.lm_head.weight[...], target_ids.reshape(-1),
-            use_fp8=self._uses_fp8(train), cap=cfg.logit_cap,
-            temperature=cfg.logit_cap_temperature, chunk_tokens=cfg.loss_chunk_tokens,
-            fp8_grad_scale=cfg.fp8_grad_scale, cap_kind=cfg.soft_cap, cap_rounding=cfg.soft_cap_rounding,
+            x.reshape(batch * seq, dim).astype(compute_dtype(config)), self.lm_head.weight[...], target_ids.reshape(-1),
+            use_fp8=self._uses_fp8(train), cap=config.logit_cap,
+            temperature=config.logit_cap_temperature, chunk_tokens=config.loss_chunk_tokens,
+            fp8_grad_scale=config.fp8_grad_scale, cap_kind=config.soft_cap, cap_rounding=config.soft_cap_rounding,
         )
 
 
