@@ -44,7 +44,7 @@ QUICK = ParityConfig(num_layers=4, seq_len=256, sequences=1)
 FULL = ParityConfig()
 
 
-def _layer_patterns(num_layers: int) -> dict[str, Any]:
+def layer_patterns(num_layers: int) -> dict[str, Any]:
     """The record's per-layer patterns shrunk to `num_layers` (even): value embeddings on the
     first and last min(3, L/2) layers, long windows on the first and last layer, and from 4
     layers on no attention in layer L/2 + 1 (the record's 7 of 12)."""
@@ -69,7 +69,7 @@ def jax_preset(config: ParityConfig):
     model = cfg.replace(tiny.model, vocab_size=config.vocab_size, num_layers=config.num_layers, model_dim=config.model_dim,
                         num_heads=config.num_heads, dtype_policy=config.dtype_policy,
                         qkv_layout=config.qkv_layout, eot_id=min(tiny.model.eot_id, config.vocab_size - 1),
-                        **_layer_patterns(config.num_layers))
+                        **layer_patterns(config.num_layers))
     train = cfg.replace(tiny.train, seq_len=config.seq_len, batch_tokens=config.seq_len * config.sequences,
                         devices=1, seed=config.seed)
     return cfg.Preset(model=model, optim=tiny.optim, train=train)

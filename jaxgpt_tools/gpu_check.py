@@ -144,7 +144,7 @@ def parity(sizes: Sizes, val_glob: str) -> dict[str, Any]:
         max_window_blocks=sizes.parity_window,
     )
     start = time.perf_counter()
-    torch_logits, torch_loss = compare.TorchModel(state_dict, config, sizes.parity_window, bf16=False,
+    torch_logits, torch_loss = compare.TorchModel(state_dict, config, sizes.parity_window,
                                                   device=sizes.torch_device).logits_and_loss(inputs, targets)
     torch_s = time.perf_counter() - start
     start = time.perf_counter()

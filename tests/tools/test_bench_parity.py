@@ -7,13 +7,13 @@ import math
 
 import pytest
 
-from jaxgpt_tools.bench_parity import ParityConfig, _layer_patterns, bench_parity_step
+from jaxgpt_tools.bench_parity import ParityConfig, layer_patterns, bench_parity_step
 from jaxgpt import config as cfg
 
 
 def test_layer_patterns_fit_the_config():
     for layers in (2, 4, 6, 12):
-        model = cfg.replace(cfg.ModelConfig(), num_layers=layers, **_layer_patterns(layers))  # validated
+        model = cfg.replace(cfg.ModelConfig(), num_layers=layers, **layer_patterns(layers))  # validated
         assert len(model.value_embed_slots) == layers
 
 
