@@ -146,7 +146,9 @@ def plan_memory(name: str, gpu_python: Path, log: Callable[[str], None]) -> dict
     done = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT,
                           env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
     if done.returncode != 0:
-        tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        from jaxgpt_tools.artifacts import repo_relative_paths
+
+        tail = repo_relative_paths((done.stderr.strip().splitlines() or ["(no output)"])[-1])
         log(f"plan {name}: failed: {tail}")
         return {"error": tail[:300]}
     plan = json.loads(done.stdout.strip().splitlines()[-1])

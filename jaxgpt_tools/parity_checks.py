@@ -1,4 +1,5 @@
-"""Parity checks shared by pytest (parity_tests/test_checks.py) and the report
+"""Parity checks shared by pytest (parity_tests/test_checks.py; the lineage's in
+parity_tests/test_lineage_checks.py) and the report
 (`python scripts/parity_report.py` -> docs/PARITY.md): one list, so the two cannot drift apart.
 
 Each check measures one cross-framework difference and returns a `Result`: the max absolute and
