@@ -224,8 +224,9 @@ def capped_cross_entropy(logits_NV: jax.Array, targets_N: jax.Array, *, cap: flo
     buffer (the compile-only H100 plan before this wrote the capped logits once and read them
     twice):
     - log-sum-exp shifted by the cap, not the row max: soft_cap bounds the capped logits to
-      (0, cap), so exp(capped - cap) stays in fp32's normal range with no max pass (the same
-      math; the fp32 sum rounds differently, at the ulp level);
+      (0, cap) (the tanh cap to (-cap, cap)), so exp(capped - cap) stays in fp32's normal range
+      with no max pass (the same math; the fp32 sum rounds differently, at the ulp level); #8's
+      uncapped logits take the usual max-shifted log-sum-exp;
     - the target logit is picked from the fp32 logits by a one-hot select, then capped: a
       gather's transpose would be a scatter into a zeroed (N, Vp) buffer, while the select's
       fuses into the softmax gradient;
