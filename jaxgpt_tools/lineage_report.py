@@ -231,18 +231,25 @@ def write_plot(runs: list[StudyRun], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for index, name in enumerate(dict.fromkeys(run.preset for run in runs)):
+    names = list(dict.fromkeys(run.preset for run in runs))
+    fig, (ax, final_ax) = plt.subplots(1, 2, figsize=(11, 4.5), gridspec_kw={"width_ratios": (3, 2)})
+    for index, name in enumerate(names):
         color = f"C{index}"
         for run in (r for r in runs if r.preset == name):
             steps = sorted(run.val_losses)
-            style = "-" if run.framework == "jaxgpt" else "--"
-            ax.plot(steps, [run.val_losses[s] for s in steps], style, color=color, alpha=0.7,
-                    label=name if run.framework == "jaxgpt" and run.seed == min(r.seed for r in runs) else None)
-    ax.set(xlabel="step", ylabel="val loss (sample shards)", yscale="log",
-           title="Lineage presets at width 128 (12 layers); solid jaxgpt, dashed torch_ref, one line per seed")
-    ax.title.set_fontsize(10)
+            jax_run = run.framework == "jaxgpt"
+            ax.plot(steps, [run.val_losses[s] for s in steps], "-" if jax_run else "--", color=color, alpha=0.7,
+                    label=name if jax_run and run.seed == min(r.seed for r in runs) else None)
+            # the final losses side by side: where the curves overlap, the seeds' and frameworks' spread
+            final_ax.plot(index + (-0.12 if jax_run else 0.12), run.val_losses[steps[-1]], "o" if jax_run else "x",
+                          color=color)
+    ax.set(xlabel="step", ylabel="val loss (sample shards)")
+    ax.set_title("Lineage presets at width 128 (12 layers)\nsolid jaxgpt, dashed torch_ref, one line per seed",
+                 fontsize=10)
     ax.legend()
+    final_ax.set_xticks(range(len(names)), names, rotation=20, fontsize=8)
+    final_ax.set_ylabel("final val loss")
+    final_ax.set_title("final val loss of each run (o jaxgpt, x torch_ref)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=80)
     plt.close(fig)
