@@ -140,11 +140,7 @@ def torch_step(preset, host_params: dict[str, Any], batches, *, compiled: bool) 
         tokens = torch.from_numpy(next(feed).astype("int64"))
         inputs, targets = tokens[:, :-1].reshape(-1), tokens[:, 1:].reshape(-1)
         loss = ttrain.forward_backward(model, inputs, targets, train.seq_len, window).item()
-        toptim.set_muon_momentum(optimizers[1], count[0], tconfig)
-        for opt, sched in zip(optimizers, schedulers):
-            opt.step()
-            sched.step()
-        raw.zero_grad(set_to_none=True)
+        toptim.optimizer_step(raw, optimizers, schedulers, count[0], tconfig)
         count[0] += 1
         return loss
 

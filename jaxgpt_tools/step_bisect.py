@@ -45,7 +45,7 @@ def run(ns_dtype: str, init: checks.Init, swap_step1_scalars: bool) -> None:
     from jaxgpt.cli import RunOptions
     from torch_ref import train as torch_train
     from torch_ref.data import distributed_data_generator, val_batches
-    from torch_ref.optim import build_lr_schedulers, build_optimizers, set_muon_momentum
+    from torch_ref.optim import build_lr_schedulers, build_optimizers, optimizer_step
 
     torch.set_num_threads(1)
     folder = Path(tempfile.mkdtemp(prefix="step-bisect-"))
@@ -100,11 +100,7 @@ def run(ns_dtype: str, init: checks.Init, swap_step1_scalars: bool) -> None:
             jax_loss, jax_grads = value_and_grad({n: jnp.asarray(v) for n, v in before.items()}, x, y, window)
             print(f"   fwd/bwd at torch_ref's params: loss {float(jax_loss) - torch_loss:+.1e}, worst gradient "
                   + _worst({n: _rel(jax_grads[n], g) for n, g in grads.items()}))
-            set_muon_momentum(muon, step, preset.optim)
-            for opt, scheduler in zip((adam, muon), schedulers):
-                opt.step()
-                scheduler.step()
-            model.zero_grad(set_to_none=True)
+            optimizer_step(model, (adam, muon), schedulers, step, preset.optim)
             after = torch_params()
             fed_before = {name: np.asarray(value) for name, value in fed.items()}
             updates, fed_state = update({n: jnp.asarray(g) for n, g in grads.items()}, fed_state, fed)

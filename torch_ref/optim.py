@@ -180,3 +180,15 @@ def set_muon_momentum(muon: Muon, step: int, optim_config: OptimConfig) -> float
     for group in muon.param_groups:
         group["momentum"] = momentum
     return momentum
+
+
+def optimizer_step(model: nn.Module, optimizers: tuple[torch.optim.Optimizer, ...],
+                   schedulers: list[torch.optim.lr_scheduler.LambdaLR], step: int, optim_config: OptimConfig) -> None:
+    """The record's update `step` after the gradients are in place (and averaged across ranks):
+    Muon's momentum for this step, every optimizer then its LR scheduler, gradients set to None.
+    `optimizers` is build_optimizers' (adam, muon) pair; `schedulers` build_lr_schedulers' list."""
+    set_muon_momentum(optimizers[1], step, optim_config)
+    for opt, sched in zip(optimizers, schedulers):
+        opt.step()
+        sched.step()
+    model.zero_grad(set_to_none=True)

@@ -46,7 +46,7 @@ from torch_ref.cli import RunOptions, parse_args, torchrun_world_size, with_run_
 from torch_ref.data import ShardsExhaustedError, distributed_data_generator, val_batches
 from torch_ref.interrupt import Interrupted, StopRequest, agree, interrupted
 from torch_ref.model import GPT, apply_dtype_policy, load_record_state_dict, strip_compile_prefix
-from torch_ref.optim import build_lr_schedulers, build_optimizers, set_muon_momentum, window_value
+from torch_ref.optim import build_lr_schedulers, build_optimizers, optimizer_step, window_value
 
 RECORD_RANK_TOKENS = 65536  # tokens per rank-level loss mean that the FP8 gradient scale is sized for
 
@@ -256,11 +256,7 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
                 loss = forward_backward(model, inputs, targets, train_cfg.seq_len, window)
                 losses.add(step, loss)
                 average_gradients(raw_model, world_size)
-                set_muon_momentum(optimizers[1], step, preset.optim)
-                for opt, sched in zip(optimizers, schedulers):
-                    opt.step()
-                    sched.step()
-                raw_model.zero_grad(set_to_none=True)
+                optimizer_step(raw_model, optimizers, schedulers, step, preset.optim)
                 train_time_ms = clock.elapsed_ms()
                 log.write(runlog.train_line(step, steps, train_time_ms), console=True)
                 pending_metrics.append((step, loss, train_time_ms, blocks))
