@@ -1,11 +1,15 @@
-"""Small, learnable data, token layouts and models for tests of code built on jaxgpt (ours included).
+"""Small, learnable data, token layouts and models for tests of code built on jaxgpt (ours included),
+and the child processes of multi-process tests.
 
 Nothing here downloads anything: the tokens are synthetic, so tests can write their own shards.
 """
 
 from __future__ import annotations
 
+import socket
 import struct
+import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -113,3 +117,52 @@ def small_lineage_config(model: ModelConfig, **overrides) -> ModelConfig:
                   attention_backend="blocked", loss_chunk_tokens=None)
     fields.update(overrides)
     return small_model_config(**fields)
+
+
+# Child processes of multi-process tests (either trainer) ------------------------------------------
+
+
+def free_port() -> int:
+    """A loopback TCP port free at the time of the call (for a coordinator or a rendezvous)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_children(commands: list[list[str]], envs: list[dict[str, str]], logs: list[Path],
+                   cwd: Path) -> list[subprocess.Popen]:
+    """One child per command, with its environment; its stdout and stderr go to its log file."""
+    children = []
+    for command, env, log_path in zip(commands, envs, logs, strict=True):
+        with open(log_path, "w") as log:
+            children.append(subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT))
+    return children
+
+
+def kill_children(children: list[subprocess.Popen]) -> None:
+    """SIGKILL every child still running and reap it."""
+    for child in children:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def log_tail(log: Path, chars: int = 3000) -> str:
+    return log.read_text()[-chars:]
+
+
+def wait_children(children: list[subprocess.Popen], logs: list[Path], timeout_s: float,
+                  name: str = "process") -> list[int]:
+    """The children's exit codes, in order. All share one deadline: when a child still runs
+    `timeout_s` after the call, every child is killed and AssertionError names it with its log's
+    tail (a hang must not hang CI). The children are reaped however this returns."""
+    deadline = time.monotonic() + timeout_s
+    try:
+        for index, (child, log) in enumerate(zip(children, logs, strict=True)):
+            try:
+                child.wait(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                raise AssertionError(f"{name} {index} still running after {timeout_s} s:\n{log_tail(log)}") from None
+    finally:
+        kill_children(children)
+    return [child.returncode for child in children]

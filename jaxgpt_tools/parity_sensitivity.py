@@ -88,8 +88,6 @@ def step1_scalar_gradients(preset, init_path: Path) -> dict[str, dict[str, float
 
 
 def val_losses(preset, init_path: Path, framework: str, norm: str = "fp32") -> dict[int, float]:
-    import torch
-
     from jaxgpt import train as jax_train
     from jaxgpt.cli import RunOptions
     from torch_ref import train as torch_train
@@ -98,11 +96,9 @@ def val_losses(preset, init_path: Path, framework: str, norm: str = "fp32") -> d
     if framework == "torch_ref":
         with torch_ref_norm(norm), torch_threads(1):
             options = TorchRunOptions(device="cpu", init_from=str(init_path),
-                                             log_dir=tempfile.mkdtemp(prefix="sensitivity-"))
+                                      log_dir=tempfile.mkdtemp(prefix="sensitivity-"))
             return torch_train.train(preset, options).val_losses
     return jax_train.train(preset, RunOptions(init_from=str(init_path), run_id="sensitivity", progress=False)).val_losses
-
-
 
 
 def sensitivity_report(steps: int, gradients_only: bool) -> None:

@@ -1,6 +1,10 @@
-"""jaxgpt.testing: the synthetic data other tests build on has the structure they rely on."""
+"""jaxgpt.testing: the synthetic data other tests build on has the structure they rely on, and a
+hung child process fails its test instead of hanging it."""
 
 from __future__ import annotations
+
+import os
+import sys
 
 import numpy as np
 import pytest
@@ -35,3 +39,17 @@ def test_small_model_config_keeps_the_record_patterns_and_takes_overrides():
     config = testing.small_model_config(model_dim=128)
     assert config.model_dim == 128 and config.num_layers == 4 and config.attention_free_layers == (2,)
     assert config.value_embed_slots[0] == config.value_embed_slots[-1] == 0
+
+
+def test_children_report_their_exit_codes_and_a_hung_one_is_killed_with_its_log(tmp_path):
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    quick = [sys.executable, "-c", "print('done'); raise SystemExit(3)"]
+    children = testing.start_children([quick, quick], [dict(os.environ)] * 2, logs, tmp_path)
+    assert testing.wait_children(children, logs, timeout_s=60) == [3, 3]
+    assert logs[0].read_text() == "done\n"
+
+    hung = [sys.executable, "-c", "import time; print('waiting', flush=True); time.sleep(600)"]
+    children = testing.start_children([quick, hung], [dict(os.environ)] * 2, logs, tmp_path)
+    with pytest.raises(AssertionError, match=r"(?s)rank 1 still running after 5 s:.*waiting"):
+        testing.wait_children(children, logs, timeout_s=5, name="rank")
+    assert all(child.poll() is not None for child in children)  # killed and reaped, not left running

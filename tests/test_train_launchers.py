@@ -11,10 +11,8 @@ import json
 import os
 import random
 import socket
-import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -22,7 +20,7 @@ import pytest
 from jaxgpt import data, preflight
 from jaxgpt import config as cfg
 from jaxgpt.cli import RunOptions
-from jaxgpt.testing import small_model_config, synthetic_tokens
+from jaxgpt.testing import log_tail, small_model_config, start_children, synthetic_tokens, wait_children
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CHILD_TIMEOUT_S = 300  # compile + 2 steps: ~15 s idle, 146 s seen at load 20 on 2 cores; a hung rendezvous must not hang CI
@@ -114,27 +112,14 @@ def test_two_tasks_of_an_srun_step_join_one_run(tmp_path):
                 JAX_CPU_COLLECTIVES_IMPLEMENTATION="gloo",
                 PYTHONPATH=str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
                 SLURM_JOB_ID=str(job_id), SLURM_STEP_NODELIST="127.0.0.1", SLURM_NTASKS="2", SLURM_STEP_NUM_NODES="1")
-    children = []
-    try:
-        for task in range(2):
-            log = open(tmp_path / f"task{task}.log", "w")
-            env = {**base, "SLURM_PROCID": str(task), "SLURM_LOCALID": str(task)}
-            children.append((log, subprocess.Popen(
-                [sys.executable, str(tmp_path / "runner.py"), str(tmp_path / "config.json"), str(tmp_path / f"task{task}.json")],
-                cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)))
-        deadline = time.monotonic() + CHILD_TIMEOUT_S
-        for task, (_, child) in enumerate(children):
-            try:
-                code = child.wait(timeout=max(1.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pytest.fail(f"task {task} still running after {CHILD_TIMEOUT_S} s:\n" + (tmp_path / f"task{task}.log").read_text()[-3000:])
-            assert code == 0, f"task {task} exited {code}:\n" + (tmp_path / f"task{task}.log").read_text()[-3000:]
-    finally:
-        for log, child in children:
-            if child.poll() is None:
-                child.kill()
-                child.wait()
-            log.close()
+    logs = [tmp_path / f"task{task}.log" for task in range(2)]
+    children = start_children(
+        [[sys.executable, str(tmp_path / "runner.py"), str(tmp_path / "config.json"), str(tmp_path / f"task{task}.json")]
+         for task in range(2)],
+        [{**base, "SLURM_PROCID": str(task), "SLURM_LOCALID": str(task)} for task in range(2)], logs, tmp_path)
+    codes = wait_children(children, logs, CHILD_TIMEOUT_S, name="task")
+    for task, code in enumerate(codes):
+        assert code == 0, f"task {task} exited {code}:\n" + log_tail(logs[task])
     results = [json.loads((tmp_path / f"task{task}.json").read_text()) for task in range(2)]
     # Task p became process p of 2, each with its one device; the losses are global, so equal.
     assert [result["process"] for result in results] == [[0, 2], [1, 2]]

@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -31,7 +30,8 @@ from jaxgpt import checkpoint, interrupt, peers
 from jaxgpt import config as cfg
 from jaxgpt import data
 from jaxgpt import train as train_lib
-from jaxgpt.testing import SMALL_VOCAB, small_model_config, synthetic_tokens
+from jaxgpt.testing import (SMALL_VOCAB, free_port, kill_children, log_tail, small_model_config, start_children,
+                            synthetic_tokens, wait_children)
 
 VOCAB = SMALL_VOCAB
 STEPS = 4
@@ -112,12 +112,6 @@ def make_preset(folder: Path, out_dir: Path) -> cfg.Preset:
     return cfg.Preset(model=model, optim=cfg.OptimConfig(ns_dtype="fp32"), train=train)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def child_environment(devices_per_process: int = DEVICES_PER_PROCESS) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
@@ -131,35 +125,19 @@ def child_environment(devices_per_process: int = DEVICES_PER_PROCESS) -> dict[st
     return env
 
 
+def child_logs(folder: Path, count: int) -> list[Path]:
+    return [folder / f"child{process_id}.log" for process_id in range(count)]
+
+
 def start_processes(folder: Path, commands: list[list[str]], envs: list[dict[str, str]]) -> list[subprocess.Popen]:
     """One child per command, its stdout and stderr in folder/child<p>.log."""
-    children = []
-    for process_id, (command, env) in enumerate(zip(commands, envs)):
-        with open(folder / f"child{process_id}.log", "w") as log:
-            children.append(subprocess.Popen(command, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT))
-    return children
+    return start_children(commands, envs, child_logs(folder, len(commands)), folder)
 
 
 def wait_for(folder: Path, children: list[subprocess.Popen], timeout_s: float = CHILD_TIMEOUT_S) -> list[int]:
     """The children's exit codes; fails the test (and kills them) when one is still running
     after `timeout_s`: a hang must not hang CI."""
-    deadline = time.monotonic() + timeout_s
-    try:
-        for process_id, child in enumerate(children):
-            try:
-                child.wait(timeout=max(1.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pytest.fail(f"process {process_id} still running after {timeout_s} s:\n" + _tail(folder, process_id))
-    finally:
-        kill_all(children)
-    return [child.returncode for child in children]
-
-
-def kill_all(children: list[subprocess.Popen]) -> None:
-    for child in children:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+    return wait_children(children, child_logs(folder, len(children)), timeout_s)
 
 
 def run_two_processes(tmp_path: Path, preset: cfg.Preset, cache: Path) -> list[tuple[str, dict, np.ndarray]]:
@@ -185,7 +163,7 @@ def run_two_processes(tmp_path: Path, preset: cfg.Preset, cache: Path) -> list[t
 
 
 def _tail(tmp_path: Path, process_id: int) -> str:
-    return (tmp_path / f"child{process_id}.log").read_text()[-3000:]
+    return log_tail(tmp_path / f"child{process_id}.log")
 
 
 @pytest.fixture(scope="module")
@@ -360,7 +338,7 @@ def test_a_killed_process_ends_the_other_with_its_name_within_the_bound(multi_ru
         code = children[0].wait(timeout=max(1.0, deadline - time.monotonic()) + peers.HEARTBEAT_TIMEOUT_S)
         seconds = time.monotonic() - killed_at
     finally:
-        kill_all(children)
+        kill_children(children)
     output = _tail(folder / "killed", 0)
     print(f"process 0 ended {seconds:.1f} s after process 1 was killed")
     assert children[1].returncode == -signal.SIGKILL, _tail(folder / "killed", 1)

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from jaxgpt_tools.bench_parity import ParityConfig, layer_patterns, bench_parity_step
+from jaxgpt_tools.bench_parity import ParityConfig, bench_parity_step, layer_patterns
 from jaxgpt import config as cfg
 
 

@@ -9,15 +9,14 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-import torch
 
+from jaxgpt.testing import free_port, start_children, wait_children
 from torch_ref import checkpoint as ckpt_lib
 from torch_ref import peers
 from torch_ref import train as train_lib
@@ -25,12 +24,6 @@ from torch_ref.interrupt import TEST_SIGNAL_AT_STEP
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WAIT_S = 300  # the 4-step run takes ~10 s here; a hang must not hang CI
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def two_rank_args(small_run, out: Path, *extra: str) -> list[str]:
@@ -42,33 +35,22 @@ def launch(folder: Path, args: list[str], signals: tuple[str | None, str | None]
     """`python -m torch_ref.train ARGS` as ranks 0 and 1; `signals[r]`: rank r's
     interrupt.TEST_SIGNAL_AT_STEP ("STEP:SIGNAL") or None. Output in folder/rank<r>.log."""
     folder.mkdir(parents=True, exist_ok=True)
-    port, children = free_port(), []
+    port, envs = free_port(), []
     for rank, at_step in enumerate(signals):
         env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
                "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1"}
-        if at_step is not None:
-            env[TEST_SIGNAL_AT_STEP] = at_step
-        with open(folder / f"rank{rank}.log", "w") as log:
-            children.append(subprocess.Popen([sys.executable, "-m", "torch_ref.train", *args], cwd=REPO_ROOT, env=env,
-                                             stdout=log, stderr=subprocess.STDOUT))
-    return children
+        envs.append({**env, TEST_SIGNAL_AT_STEP: at_step} if at_step is not None else env)
+    return start_children([[sys.executable, "-m", "torch_ref.train", *args]] * 2, envs, rank_logs(folder), REPO_ROOT)
+
+
+def rank_logs(folder: Path) -> list[Path]:
+    return [folder / f"rank{rank}.log" for rank in range(2)]
 
 
 def finish(folder: Path, children: list[subprocess.Popen]) -> tuple[list[int], list[str]]:
     """Exit codes and outputs; both killed (and the test failed) when one outlives WAIT_S."""
-    deadline = time.monotonic() + WAIT_S
-    try:
-        for rank, child in enumerate(children):
-            try:
-                child.wait(timeout=max(1.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pytest.fail(f"rank {rank} still running after {WAIT_S} s:\n" + (folder / f"rank{rank}.log").read_text())
-    finally:
-        for child in children:
-            if child.poll() is None:
-                child.kill()
-                child.wait()
-    return [child.returncode for child in children], [(folder / f"rank{r}.log").read_text() for r in range(2)]
+    codes = wait_children(children, rank_logs(folder), WAIT_S, name="rank")
+    return codes, [log.read_text() for log in rank_logs(folder)]
 
 
 @pytest.fixture(scope="module")
