@@ -76,7 +76,8 @@ def _cuda_visible() -> bool:
 # collected first, so that xdist's per-file scheduling (--dist loadfile) never starts one of
 # them last while the other worker idles. Only the order changes; a stale entry costs nothing.
 LONGEST_FIRST = ("tests/tools/test_gpu_check.py", "tests/torch_ref/test_train.py", "tests/test_model_qkv_layout.py",
-                 "tests/test_train.py", "tests/test_train_multihost.py", "parity_tests/test_checks.py")
+                 "tests/test_train.py", "tests/test_train_multihost.py", "parity_tests/test_checks.py",
+                 "parity_tests/test_lineage_checks.py")
 
 
 def _schedule_rank(item: pytest.Item) -> int:

@@ -280,7 +280,6 @@ def train_comparison(sizes: Sizes, data: dict[str, str], out: Path, quick: bool,
             summary[f"ratio_{a}_over_{b}"] = round(summary[f"{a}_step_ms"] / summary[f"{b}_step_ms"], 3)
     if record_skipped:
         summary["record_skipped"] = record_skipped
-    summary["plan_peak_mib"] = None  # the compile-only H100 plan, once a tool provides it here
     return summary
 
 

@@ -33,7 +33,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--sample-dir", type=Path, default=report.REPO_ROOT / "data" / "sample")
     parser.add_argument("--study-steps", type=int, default=30)
     parser.add_argument("--study-val-every", type=int, default=10)
-    parser.add_argument("--study-val-tokens", type=int, default=8192)
+    parser.add_argument("--study-val-tokens", type=int, default=4096)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--step-warmup", type=int, default=2, help="untimed steps before the timed ones (the first compiles)")
     parser.add_argument("--step-repeats", type=int, default=3)
