@@ -122,14 +122,21 @@ def flex_times(tokens: np.ndarray, windows: list[int], repeats: int) -> dict[int
     return results
 
 
-def bench_attention_gpu(*, quick: bool, repeats: int = 10, mean_doc_tokens: int = 1000) -> dict[str, Any]:
-    """The suite (module docstring): {"shape", "device", "repeats", "rows": one per window with each
-    implementation's ms and TFLOP/s and their ratios, "flex_error", "mosaic_error"}; SystemExit
-    without a CUDA GPU."""
+def require_gpu() -> None:
+    """ValueError unless JAX's default backend is a GPU: the suite times CUDA kernels."""
     import jax
 
     if jax.default_backend() != "gpu":
-        raise SystemExit("bench.py attention_gpu: needs a CUDA GPU (set JAX_PLATFORMS=cuda on a GPU machine)")
+        raise ValueError("the attention_gpu suite needs a CUDA GPU (set JAX_PLATFORMS=cuda on a GPU machine)")
+
+
+def bench_attention_gpu(*, quick: bool, repeats: int = 10, mean_doc_tokens: int = 1000) -> dict[str, Any]:
+    """The suite (module docstring): {"shape", "device", "repeats", "rows": one per window with each
+    implementation's ms and TFLOP/s and their ratios, "flex_error", "mosaic_error"}; ValueError
+    without a CUDA GPU (`require_gpu`)."""
+    import jax
+
+    require_gpu()
     windows = [1, 4, 14] if quick else [1, 2, 4, 7, 10, 14]
     tokens = document_tokens(SEQ_LEN, mean_doc_tokens)
     timings: dict[str, Any] = {}

@@ -39,13 +39,19 @@ def log(message: str) -> None:
     print(f"[fusion] {message}", file=sys.stderr, flush=True)
 
 
+def allowed_cores(threads: int) -> list[int]:
+    """The first `threads` cores this process may use; ValueError when it may use fewer."""
+    cores = sorted(os.sched_getaffinity(0))[:threads]
+    if len(cores) < threads:
+        raise ValueError(f"--threads {threads} but this process may use only {len(cores)} cores")
+    return cores
+
+
 def pin_threads(threads: int) -> list[int]:
     """Pin this process to its first `threads` allowed cores, before jax or torch start their
     pools: XLA:CPU sizes its thread pool by the cores it may use, torch is set to `threads`, so
     both compilers' programs run on the same cores. Returns the cores."""
-    cores = sorted(os.sched_getaffinity(0))[:threads]
-    if len(cores) < threads:
-        raise SystemExit(f"fusion_report.py: --threads {threads} but this process may use only {len(cores)} cores")
+    cores = allowed_cores(threads)
     os.sched_setaffinity(0, cores)
     return cores
 
@@ -68,6 +74,14 @@ def unknown_names(shapes: list[str], compilers: list[str], parts: list[str], mod
     """The names among these that the study does not know (empty when all are known)."""
     known = [(shapes, SHAPES), (compilers, ("xla", "inductor")), (parts, PARTS), (modes, MODES)]
     return [name for names, allowed in known for name in names if name not in allowed]
+
+
+def check_request(shapes: list[str], compilers: list[str], parts: list[str], modes: list[str], threads: int) -> None:
+    """ValueError naming what the study cannot do: unknown names, or more threads than cores."""
+    unknown = unknown_names(shapes, compilers, parts, modes)
+    if unknown:
+        raise ValueError(f"unknown shape, compiler, part or mode: {', '.join(unknown)}")
+    allowed_cores(threads)
 
 
 def git_commit() -> str:

@@ -16,6 +16,7 @@ import sys
 from typing import Sequence
 
 from jaxgpt_tools.bench import HIDDEN_SUITES, SUITES, BenchOptions, parse_suites, run_benchmarks
+from jaxgpt_tools.bench_attention_gpu import require_gpu
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,6 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         suites = parse_suites(args.only)
+        if "attention_gpu" in suites:
+            require_gpu()  # before any other suite spends its minutes
         options = BenchOptions(
             quick=args.quick, repeats=args.repeats if args.repeats is not None else (2 if args.quick else 3),
             dtypes=tuple(name.strip() for name in args.dtypes.split(",") if name.strip()),

@@ -9,10 +9,9 @@
     python scripts/fusion_report.py --from-results artifacts/fusion runs/fusion-gpu --write-docs
                                                      # compile nothing: the page from earlier runs' results
 
-Prints one JSON object (a row per program); progress goes to stderr. The programs and what is
-counted: jaxgpt_tools/fusion_xla.py, fusion_inductor.py. The H100 compile-only column needs the
-venv with the jax CUDA plugin (--gpu-python, default the `make gpu-plan` venv .venv-gpu-aot, or
-$JAXGPT_GPU_PYTHON); without it that column says why it is missing.
+Prints one JSON object (a row per program); progress on stderr. Programs and counts: jaxgpt_tools/
+fusion_xla.py, fusion_inductor.py. The H100 compile-only column needs the jax CUDA plugin's venv
+(--gpu-python; default `make gpu-plan`'s .venv-gpu-aot, or $JAXGPT_GPU_PYTHON), else it says why not.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ import os
 import sys
 from pathlib import Path
 
-from jaxgpt_tools.fusion_report import REPO_ROOT, load_results, run_study, study_threads, unknown_names, write_outputs
+from jaxgpt_tools.fusion_report import REPO_ROOT, check_request, load_results, run_study, study_threads, write_outputs
 from jaxgpt_tools.fusion_xla import MODES, PARTS, SHAPES, Timing
 
 # The venv `make gpu-plan` builds (jax with its CUDA plugin), unless the environment names another.
@@ -76,9 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     compilers = [] if args.compilers == "none" else [c.strip() for c in args.compilers.split(",") if c.strip()]
     parts = args.parts.split(",") if args.parts else (["qkv"] if args.quick else list(PARTS))
     modes = args.modes.split(",")
-    unknown = unknown_names(shapes + gpu_shapes, compilers, parts, modes)
-    if unknown:
-        raise SystemExit(f"fusion_report.py: unknown shape, compiler, part or mode: {', '.join(unknown)}")
+    try:
+        check_request(shapes + gpu_shapes, compilers, parts, modes, args.threads)
+    except ValueError as err:
+        raise SystemExit(f"fusion_report.py: {err}") from None
     if args.device == "cpu":
         os.environ["JAX_PLATFORMS"] = "cpu"  # before jax starts: XLA's CPU, even on a GPU machine
     else:  # jax and torch share the GPU: no preallocation of most of its memory by jax

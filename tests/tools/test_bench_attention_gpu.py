@@ -11,7 +11,7 @@ from jaxgpt_tools.bench_attention_gpu import document_tokens, listed_blocks
 def test_attention_gpu_suite_refuses_without_a_gpu_and_counts_listed_blocks():
     from scripts import bench as command
 
-    with pytest.raises(SystemExit, match="needs a CUDA GPU"):
+    with pytest.raises(SystemExit, match="bench.py: the attention_gpu suite needs a CUDA GPU"):
         command.main(["--only", "attention_gpu", "--json"])
     tokens = document_tokens(4096, 300)
     assert tokens[0] == 50256 and 5 < (tokens == 50256).sum() < 40

@@ -133,5 +133,7 @@ def test_unknown_names_are_refused_by_name():
     from scripts import fusion_report
 
     assert unknown_names(["small", "huge"], ["xla", "tvm"], ["qkv"], ["fwd"]) == ["huge", "tvm"]
-    with pytest.raises(SystemExit, match="unknown shape, compiler, part or mode: huge"):
+    with pytest.raises(SystemExit, match="fusion_report.py: unknown shape, compiler, part or mode: huge"):
         fusion_report.main(["--shapes", "huge", "--no-gpu-aot"])
+    with pytest.raises(SystemExit, match="fusion_report.py: --threads 4096 but this process may use only"):
+        fusion_report.main(["--quick", "--threads", "4096", "--no-gpu-aot"])
