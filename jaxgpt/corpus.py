@@ -12,6 +12,7 @@ tokenizers (BPE from local files, or byte tokens) are in `jaxgpt.tokenizer`.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -215,8 +216,7 @@ def build_shards(source: str, out: str | os.PathLike, encoder: Encoder, *, prefi
     if existing and not overwrite:
         raise ValueError(f"{out} already holds {len(existing)} shard file(s) (e.g. {existing[0].name}); the loader "
                          "would mix them with the new ones: pass --overwrite to replace them, or choose another --out")
-    staging = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
-    try:
+    with staged_shard_folder(out, existing) as staging:
         if Path(source).exists():
             texts = (text for path in local_text_files(source) for text in _documents_naming_the_file(path, text_field))
         else:
@@ -225,9 +225,6 @@ def build_shards(source: str, out: str | os.PathLike, encoder: Encoder, *, prefi
         # Says which tokenizer decodes these shards (python -m jaxgpt.sample reads it).
         meta = {"source": source, **shard_meta(paths, encoder)}
         (staging / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
-        _move_into_place(staging, out, existing)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return [out / path.name for path in paths]
 
 
@@ -236,6 +233,20 @@ def _documents_naming_the_file(path: Path, text_field: str) -> Iterator[str]:
         yield from iter_text_file_documents(path, text_field)
     except UnicodeDecodeError as error:
         raise ValueError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+
+
+@contextlib.contextmanager
+def staged_shard_folder(out: Path, old_shards: list[Path]) -> Iterator[Path]:
+    """A staging folder beside `out` for a build's shards and meta.json. When the block completes,
+    its files replace `old_shards` (and the marker and meta.json) in `out`, the completion marker
+    written last; when it raises, `out` is left as it was. The staging folder is removed either way."""
+    staging = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
+    staging.mkdir(parents=True)
+    try:
+        yield staging
+        _move_into_place(staging, out, old_shards)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _move_into_place(staging: Path, out: Path, old_shards: list[Path]) -> None:

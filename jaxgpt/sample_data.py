@@ -139,24 +139,28 @@ def build_sample_data(
 
     Idempotent: returns the existing meta.json when `.complete` is present, unless `force`
     (or, with the default `encoder`, the shards are in another encoding than it would use).
-    Old shards of this prefix are removed first, so a rebuild never mixes two corpora.
+    The build is staged beside `out_dir` (`corpus.staged_shard_folder`, as make_shards): when it
+    completes, its shards replace the old ones of this prefix, so a rebuild never mixes two
+    corpora, and a build that fails leaves the folder as it was.
     `encoder` defaults to `tokenizer.gpt2_tokenizer()` (GPT-2 BPE from local files, else bytes).
     Returns the metadata dict (also written to meta.json).
     """
     out = Path(out_dir)
     if not force and (is_up_to_date(out) if encoder is None else is_complete(out)):
         return corpus.read_meta(out / META_FILE)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / COMPLETE_MARKER).unlink(missing_ok=True)
-    for stale in out.glob(f"{PREFIX}_*.bin"):
-        stale.unlink()
     encoder = encoder or tokenizer.gpt2_tokenizer()
     texts = sample_texts(limit_modules)
-    documents = corpus.encode_documents(texts, encoder)
-    paths = corpus.write_shards(
-        documents, out, PREFIX, train_shard_tokens, val_shard_size=val_shard_tokens, progress=progress
-    )
-    shards = corpus.shard_meta(paths, encoder)
+    with corpus.staged_shard_folder(out, sorted(out.glob(f"{PREFIX}_*.bin"))) as staging:
+        documents = corpus.encode_documents(texts, encoder)
+        paths = corpus.write_shards(
+            documents, staging, PREFIX, train_shard_tokens, val_shard_size=val_shard_tokens, progress=progress
+        )
+        meta = _sample_meta(corpus.shard_meta(paths, encoder), limit_modules, len(texts))
+        (staging / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+    return meta
+
+
+def _sample_meta(shards: dict, limit_modules: int | None, num_documents: int) -> dict:
     meta = {
         "encoding": shards.pop("encoding"),
         "encoding_files": shards.pop("encoding_files"),
@@ -168,9 +172,7 @@ def build_sample_data(
             + "; one EOT-prefixed document each"
         ),
         "python_version": sys.version.split()[0],
-        "num_documents": len(texts),
+        "num_documents": num_documents,
         **shards,
     }
-    (out / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
-    (out / COMPLETE_MARKER).write_text(meta["sha256"] + "\n")
     return meta

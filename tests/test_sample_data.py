@@ -91,6 +91,19 @@ def test_interrupted_build_is_redone(built: tuple[Path, dict], tmp_path: Path) -
     assert sorted(path.name for path in tmp_path.glob("sample_*.bin")) == sorted(meta["shards"])
 
 
+def test_a_failed_rebuild_leaves_the_complete_folder_as_it_was(built: tuple[Path, dict], tmp_path: Path) -> None:
+    shutil.copytree(built[0], tmp_path / "sample")
+    before = {path.name: path.read_bytes() for path in (tmp_path / "sample").iterdir()}
+
+    def failing_encoder(text: str):
+        raise OSError("disk gone")
+
+    with pytest.raises(OSError, match="disk gone"):
+        sample_data.build_sample_data(tmp_path / "sample", limit_modules=SUBSET, encoder=failing_encoder, force=True)
+    assert {path.name: path.read_bytes() for path in (tmp_path / "sample").iterdir()} == before
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["sample"]  # no staging folder left
+
+
 def test_module_document_renders_docstrings_and_signatures() -> None:
     source = '"""Top."""\nclass A(B):\n    """Doc A."""\n    def f(self, x=1):\n        """Doc f."""\n\ndef _g():\n    pass\n'
     assert sample_data.module_document("m", source) == (
