@@ -119,6 +119,19 @@ def small_lineage_config(model: ModelConfig, **overrides) -> ModelConfig:
     return small_model_config(**fields)
 
 
+def record_like_attention_inputs(seq_len: int, rng: np.random.Generator):
+    """Attention inputs at the record's head shape for kernel tests: (document ids (1, T) int32 of
+    ~1000-token documents, q, k, v (1, T, 6, 128) bf16 standard normal)."""
+    import jax.numpy as jnp
+
+    from jaxgpt import masks
+
+    tokens = rng.integers(0, 50000, size=(1, seq_len))
+    tokens[0, rng.choice(seq_len, seq_len // 1000, replace=False)] = 50256
+    q, k, v = (jnp.asarray(rng.standard_normal((1, seq_len, 6, 128)), jnp.bfloat16) for _ in range(3))
+    return masks.document_ids(jnp.asarray(tokens)), q, k, v
+
+
 # Child processes of multi-process tests (either trainer) ------------------------------------------
 
 

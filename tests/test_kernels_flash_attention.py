@@ -17,6 +17,7 @@ from jax.sharding import PartitionSpec as P
 from jaxgpt import attention, compat, masks
 from jaxgpt.kernels.block_lists import kernel_block_lists
 from jaxgpt.kernels.flash_attention import KernelTiles, Tiles, flash_attention
+from jaxgpt.testing import record_like_attention_inputs
 
 T, HEADS, DIM, CAP = 512, 2, 16, 3
 TILES = Tiles(forward=KernelTiles(64, 32), dq=KernelTiles(64, 32), dkdv=KernelTiles(32, 64))
@@ -179,10 +180,7 @@ def test_pallas_on_gpu_matches_dense_at_8192_and_blocked_at_65536():
     rng = np.random.default_rng(0)
     for seq_len, reference, windows in ((8192, attention.dense_attention, (1, 7, 14)),
                                         (65536, attention.blocked_attention, (1, 14))):
-        tokens = rng.integers(0, 50000, size=(1, seq_len))
-        tokens[0, rng.choice(seq_len, seq_len // 1000, replace=False)] = 50256  # ~1000-token documents
-        ids = masks.document_ids(jnp.asarray(tokens))
-        q, k, v = (jnp.asarray(rng.standard_normal((1, seq_len, 6, 128)), jnp.bfloat16) for _ in range(3))
+        ids, q, k, v = record_like_attention_inputs(seq_len, rng)
         for window in windows:
             got = flash_attention(q, k, v, ids, window)
             want = reference(q, k, v, ids, window)

@@ -23,6 +23,7 @@ from jaxgpt import attention, compat, gpu_plan, masks
 from jaxgpt.kernels.block_lists import kernel_block_lists
 from jaxgpt.kernels.mosaic_attention import (MosaicKernelTiles, MosaicTiles, check_hopper, document_bounds,
                                              mosaic_attention)
+from jaxgpt.testing import record_like_attention_inputs
 
 T, HEADS, DIM, CAP = 512, 1, 64, 3
 LAYOUTS = {  # EOT positions
@@ -200,10 +201,7 @@ def test_mosaic_on_gpu_matches_dense_at_8192_and_blocked_at_65536():
     rng = np.random.default_rng(0)
     for seq_len, reference, windows in ((8192, attention.dense_attention, (1, 7, 14)),
                                         (65536, attention.blocked_attention, (1, 14))):
-        tokens = rng.integers(0, 50000, size=(1, seq_len))
-        tokens[0, rng.choice(seq_len, seq_len // 1000, replace=False)] = 50256  # ~1000-token documents
-        ids = masks.document_ids(jnp.asarray(tokens))
-        q, k, v = (jnp.asarray(rng.standard_normal((1, seq_len, 6, 128)), jnp.bfloat16) for _ in range(3))
+        ids, q, k, v = record_like_attention_inputs(seq_len, rng)
         for window in windows:
             got = _value_and_grads(lambda q, k, v: mosaic_attention(q, k, v, ids, window), q, k, v)
             want = _value_and_grads(lambda q, k, v, reference=reference: reference(q, k, v, ids, window), q, k, v)
