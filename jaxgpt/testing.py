@@ -161,6 +161,7 @@ def kill_children(children: list[subprocess.Popen]) -> None:
 
 
 def log_tail(log: Path, chars: int = 3000) -> str:
+    """The last `chars` characters of a child's log (what a failure message shows)."""
     return log.read_text()[-chars:]
 
 
