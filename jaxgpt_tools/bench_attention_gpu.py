@@ -59,16 +59,17 @@ JAX_BACKENDS = ("pallas", "mosaic", "blocked")
 
 def jax_times(tokens: np.ndarray, windows: list[int], repeats: int, backend: str) -> dict[int, dict[str, float]]:
     """{window: {"fwd_ms", "fwd_bwd_ms"}} of one jaxgpt attention backend on random bf16 q, k, v
-    (1, SEQ_LEN, HEADS, HEAD_DIM) with the documents of `tokens` (SEQ_LEN,) int32."""
+    (1, T, HEADS, HEAD_DIM) with the documents of `tokens` (T,) int32 (T = SEQ_LEN in the suite)."""
     import jax
     import jax.numpy as jnp
 
     from jaxgpt import attention, masks
 
+    shape = (1, len(tokens), HEADS, HEAD_DIM)
     rng = np.random.default_rng(1)
-    q, k, v = (jnp.asarray(rng.standard_normal((1, SEQ_LEN, HEADS, HEAD_DIM)), jnp.bfloat16) for _ in range(3))
+    q, k, v = (jnp.asarray(rng.standard_normal(shape), jnp.bfloat16) for _ in range(3))
     doc_ids = masks.document_ids(jnp.asarray(tokens)[None])
-    cotangent = jnp.asarray(rng.standard_normal((1, SEQ_LEN, HEADS, HEAD_DIM)), jnp.bfloat16)
+    cotangent = jnp.asarray(rng.standard_normal(shape), jnp.bfloat16)
 
     def forward(q, k, v, window):
         return attention.attention(q, k, v, doc_ids, window, backend=backend)
@@ -96,9 +97,9 @@ def flex_times(tokens: np.ndarray, windows: list[int], repeats: int) -> dict[int
 
     device = torch.device("cuda")
     generator = torch.Generator(device=device).manual_seed(1)
-    q, k, v = (torch.randn(1, HEADS, SEQ_LEN, HEAD_DIM, device=device, dtype=torch.bfloat16, generator=generator,
+    q, k, v = (torch.randn(1, HEADS, len(tokens), HEAD_DIM, device=device, dtype=torch.bfloat16, generator=generator,
                            requires_grad=True) for _ in range(3))
-    cotangent = torch.randn(1, HEADS, SEQ_LEN, HEAD_DIM, device=device, dtype=torch.bfloat16, generator=generator)
+    cotangent = torch.randn(1, HEADS, len(tokens), HEAD_DIM, device=device, dtype=torch.bfloat16, generator=generator)
     docs = torch_masks.document_ids(torch.as_tensor(tokens, device=device))
     lists = torch_masks.block_lists(docs)
     results = {}
@@ -130,28 +131,15 @@ def require_gpu() -> None:
         raise ValueError("the attention_gpu suite needs a CUDA GPU (set JAX_PLATFORMS=cuda on a GPU machine)")
 
 
-def bench_attention_gpu(*, quick: bool, repeats: int = 10, mean_doc_tokens: int = 1000) -> dict[str, Any]:
-    """The suite (module docstring): {"shape", "device", "repeats", "rows": one per window with each
-    implementation's ms and TFLOP/s and their ratios, "flex_error", "mosaic_error"}; ValueError
-    without a CUDA GPU (`require_gpu`)."""
-    import jax
+def measure(name: str, tokens: np.ndarray, windows: list[int], repeats: int) -> dict[int, dict[str, float]]:
+    """One implementation's times (`jax_times` for jaxgpt's backends, `flex_times` for "flex")."""
+    return flex_times(tokens, windows, repeats) if name == "flex" else jax_times(tokens, windows, repeats, name)
 
-    require_gpu()
-    windows = [1, 4, 14] if quick else [1, 2, 4, 7, 10, 14]
-    tokens = document_tokens(SEQ_LEN, mean_doc_tokens)
-    timings: dict[str, Any] = {}
-    for backend in JAX_BACKENDS:
-        try:
-            timings[backend] = jax_times(tokens, windows, repeats, backend)
-        except Exception as error:  # noqa: BLE001 - only the kernel no GPU has run yet may fail here
-            if backend != "mosaic":
-                raise
-            timings[backend] = {"error": f"{type(error).__name__}: {error}"}
-    try:
-        timings["flex"] = flex_times(tokens, windows, repeats)
-    except Exception as error:  # noqa: BLE001 - the jax columns stand on their own
-        timings["flex"] = {"error": f"{type(error).__name__}: {error}"}
-    rows = []
+
+def rows(tokens: np.ndarray, windows: list[int], timings: dict[str, dict[Any, Any]]) -> list[dict[str, Any]]:
+    """One row per window: each measured implementation's ms and achieved TFLOP/s, and the ratios
+    of those present (`timings[name]` holds an "error" instead where that implementation failed)."""
+    result = []
     for window in windows:
         fwd_flops = 4 * BLOCK_SIZE * BLOCK_SIZE * HEAD_DIM * HEADS * listed_blocks(tokens, window)
         row: dict[str, Any] = {"window_blocks": window, "fwd_gflop": round(fwd_flops / 1e9, 2)}
@@ -163,15 +151,36 @@ def bench_attention_gpu(*, quick: bool, repeats: int = 10, mean_doc_tokens: int 
             row[f"{name}_fwd_bwd_ms"] = round(t["fwd_bwd_ms"], 3)
             row[f"{name}_fwd_tflops"] = round(fwd_flops / t["fwd_ms"] / 1e9, 1)
             row[f"{name}_fwd_bwd_tflops"] = round(3.5 * fwd_flops / t["fwd_bwd_ms"] / 1e9, 1)
-        for kernel in ("pallas", "mosaic"):
-            if f"{kernel}_fwd_bwd_ms" in row and "flex_fwd_bwd_ms" in row:
-                row[f"{kernel}_over_flex_fwd_bwd"] = round(row[f"{kernel}_fwd_bwd_ms"] / row["flex_fwd_bwd_ms"], 3)
-        if "mosaic_fwd_bwd_ms" in row:
-            row["mosaic_over_pallas_fwd_bwd"] = round(row["mosaic_fwd_bwd_ms"] / row["pallas_fwd_bwd_ms"], 3)
-        row["blocked_over_pallas_fwd_bwd"] = round(row["blocked_fwd_bwd_ms"] / row["pallas_fwd_bwd_ms"], 2)
-        rows.append(row)
+        for a, b in (("pallas", "flex"), ("mosaic", "flex"), ("mosaic", "pallas"), ("blocked", "pallas")):
+            if f"{a}_fwd_bwd_ms" in row and f"{b}_fwd_bwd_ms" in row:
+                row[f"{a}_over_{b}_fwd_bwd"] = round(row[f"{a}_fwd_bwd_ms"] / row[f"{b}_fwd_bwd_ms"], 3)
+        result.append(row)
+    return result
+
+
+def shape(tokens: np.ndarray) -> dict[str, Any]:
     documents = int((tokens == EOT_ID).sum())
-    return {"shape": {"batch": 1, "seq_len": SEQ_LEN, "heads": HEADS, "head_dim": HEAD_DIM, "dtype": "bfloat16",
-                      "documents": documents, "mean_doc_tokens": round(SEQ_LEN / documents)},
-            "device": str(jax.devices()[0].device_kind), "repeats": repeats, "rows": rows,
+    return {"batch": 1, "seq_len": len(tokens), "heads": HEADS, "head_dim": HEAD_DIM, "dtype": "bfloat16",
+            "documents": documents, "mean_doc_tokens": round(len(tokens) / documents)}
+
+
+def bench_attention_gpu(*, quick: bool, repeats: int = 10, mean_doc_tokens: int = 1000) -> dict[str, Any]:
+    """The suite (module docstring): {"shape", "device", "repeats", "rows": one per window with each
+    implementation's ms and TFLOP/s and their ratios, "flex_error", "mosaic_error"}; ValueError
+    without a CUDA GPU (`require_gpu`)."""
+    import jax
+
+    require_gpu()
+    windows = [1, 4, 14] if quick else [1, 2, 4, 7, 10, 14]
+    tokens = document_tokens(SEQ_LEN, mean_doc_tokens)
+    timings: dict[str, Any] = {}
+    for name in (*JAX_BACKENDS, "flex"):
+        try:
+            timings[name] = measure(name, tokens, windows, repeats)
+        except Exception as error:  # noqa: BLE001 - only the kernel no GPU has run yet, and torch's, may fail here
+            if name not in ("mosaic", "flex"):
+                raise
+            timings[name] = {"error": f"{type(error).__name__}: {error}"}
+    return {"shape": shape(tokens), "device": str(jax.devices()[0].device_kind), "repeats": repeats,
+            "rows": rows(tokens, windows, timings),
             **{f"{name}_error": timings[name].get("error") for name in ("flex", "mosaic")}}

@@ -41,6 +41,7 @@ from typing import Any, Callable
 from jaxgpt_tools import plot_runs, upstream_record
 from jaxgpt_tools.artifacts import REPO_ROOT, repo_relative_paths
 from jaxgpt_tools.machine import describe
+from jaxgpt_tools.subprocesses import Launch, log_tail, run_streamed
 
 STEP_LINE = re.compile(r"^step:(\d+)/(\d+) train_time:(\d+)ms")
 VAL_LINE = re.compile(r"^step:(\d+)/(\d+) val_loss:([0-9.naninf]+)")
@@ -105,15 +106,18 @@ def child_env(jax_platform: str) -> dict[str, str]:
 # Parts
 
 
-def gpu_tests(timeout_s: float) -> dict[str, Any]:
+def gpu_tests(timeout_s: float, out: Path) -> dict[str, Any]:
+    """Every `gpu`-marked test (pytest in a child; its output in out/gpu_tests.log, kept on a timeout)."""
     command = [sys.executable, "-m", "pytest", "tests", "parity_tests", "-m", "gpu", "-q", "-p", "no:cacheprovider"]
-    done = subprocess.run(command, cwd=REPO_ROOT, env=child_env("cuda"), capture_output=True, text=True, timeout=timeout_s)
-    lines = (done.stdout + done.stderr).strip().splitlines()
+    log = out / "gpu_tests.log"
+    status, code = run_streamed(Launch(command, REPO_ROOT, child_env("cuda")), log, timeout_s)
+    lines = log.read_text(errors="replace").strip().splitlines()
     summary = next((line for line in reversed(lines) if re.search(r"\d+ (passed|failed|error)", line)),
                    lines[-1] if lines else "")
     failed = [line for line in lines if line.startswith(("FAILED", "ERROR"))]
-    return {"returncode": done.returncode, "summary": summary,
-            "failed": failed, "tail": "\n".join(lines[-40:])}
+    if status == "timed_out":
+        raise TimeoutError(f"the gpu-marked tests ran past {timeout_s:.0f} s ({len(failed)} failed by then; output in {log})")
+    return {"returncode": code, "summary": summary, "failed": failed, "tail": "\n".join(lines[-40:])}
 
 
 def parity(sizes: Sizes, val_glob: str) -> dict[str, Any]:
@@ -158,10 +162,19 @@ def parity(sizes: Sizes, val_glob: str) -> dict[str, Any]:
             "torch_seconds": round(torch_s, 1), "jax_seconds": round(jax_s, 1)}
 
 
+def step_deltas(text: str) -> dict[int, int]:
+    """step -> its own ms, from the cumulative `train_time` of consecutive step lines; the step
+    across the record's clock reset after step 10 (RECORD.md section 9) has none."""
+    # Imported here, after run_check has set the platform jax starts on.
+    from jaxgpt.runlog import CLOCK_RESET_STEP
+
+    cumulative = {int(match[1]): int(match[3]) for line in text.splitlines() if (match := STEP_LINE.match(line))}
+    return {s: cumulative[s] - cumulative[s - 1] for s in sorted(cumulative)
+            if s - 1 in cumulative and s != CLOCK_RESET_STEP + 1}
+
+
 def parse_log(text: str) -> dict[str, Any]:
     """Per-step times, first-step time, val losses and peak memory from the record's log lines."""
-    # The record's clock restarts after step 10 (RECORD.md section 9); imported here, after
-    # run_check has set the platform jax starts on.
     from jaxgpt.runlog import CLOCK_RESET_STEP
 
     cumulative: dict[int, int] = {}
@@ -174,11 +187,9 @@ def parse_log(text: str) -> dict[str, Any]:
             val[int(match[1])] = float(match[3])
         elif match := PEAK_LINE.match(line):
             peak = int(match[1])
-    # Consecutive train_time lines differ by one step's time, except across the clock reset
-    # after step 10. The record times the steps after it; a run too short for those (the dry
-    # run) falls back to steps 2..10, which follow the compiling first step.
-    deltas = {s: cumulative[s] - cumulative[s - 1] for s in sorted(cumulative)
-              if s - 1 in cumulative and s != CLOCK_RESET_STEP + 1}
+    # The record times the steps after the clock reset; a run too short for those (the dry run)
+    # falls back to steps 2..10, which follow the compiling first step.
+    deltas = step_deltas(text)
     timed = [ms for s, ms in deltas.items() if s > CLOCK_RESET_STEP + 1] or list(deltas.values())
     return {"first_step_ms": cumulative.get(1), "step_ms_median": statistics.median(timed) if timed else None,
             "step_ms": timed, "val_losses": val, "peak_mib": peak, "steps_logged": len(cumulative),
@@ -200,16 +211,17 @@ def trainer_command(framework: str, sizes: Sizes, data: dict[str, str], steps: i
 
 
 def run_logged(command: list[str], log: Path, timeout_s: float, cwd: Path = REPO_ROOT,
-               env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Run a command, its stdout and stderr written to `log`; RuntimeError with its last line if it fails."""
+               env: dict[str, str] | None = None) -> str:
+    """Run a command, its output streamed into `log` (kept on a timeout too); returns the output.
+    RuntimeError with its last lines when it fails, TimeoutError when it outlives `timeout_s`."""
     say("  " + " ".join(command[1:]))
-    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s)
-    text = done.stdout + done.stderr
-    log.write_text(text)
-    if done.returncode != 0:
-        raise RuntimeError(f"{Path(command[1]).name if command[1] != '-m' else command[2]} exited {done.returncode}: "
-                           f"{text.strip().splitlines()[-1:]} (whole output in {log})")
-    return done
+    status, code = run_streamed(Launch(command, cwd, env), log, timeout_s)
+    name = Path(command[1]).name if command[1] != "-m" else command[2]
+    if status == "timed_out":
+        raise TimeoutError(f"{name} ran past {timeout_s:.0f} s and was stopped (its output so far in {log})")
+    if status == "failed":
+        raise RuntimeError(f"{name} exited {code}: {log_tail(log, 1)} (whole output in {log})")
+    return log.read_text(errors="replace")
 
 
 def _timed(result: dict[str, Any], batch_tokens: int, command: list[str]) -> dict[str, Any]:
@@ -226,9 +238,9 @@ def train_run(framework: str, sizes: Sizes, data: dict[str, str], out: Path, att
     command = trainer_command(framework, run_sizes, data, sizes.steps, sizes.steps)
     command += (["--out-dir", str(out / f"jaxgpt_{attention}")] if framework == "jaxgpt"
                 else ["--log-dir", str(out / "torch_ref")])
-    done = run_logged(command, out / f"{framework}{'_' + attention if attention else ''}.log", timeout_s,
-                      env=child_env(sizes.jax_platform))
-    return _timed(parse_log(done.stdout), sizes.batch_tokens, command)
+    stdout = run_logged(command, out / f"{framework}{'_' + attention if attention else ''}.log", timeout_s,
+                        env=child_env(sizes.jax_platform))
+    return _timed(parse_log(stdout), sizes.batch_tokens, command)
 
 
 def record_run(sizes: Sizes, data: dict[str, str], out: Path, script: Path, timeout_s: float) -> dict[str, Any]:
@@ -241,9 +253,9 @@ def record_run(sizes: Sizes, data: dict[str, str], out: Path, script: Path, time
     if sizes.torch_device != "cuda":
         return {**listed, "skipped": "the record's script needs CUDA (it asserts it at import); patched and "
                                      f"compiled only, in {run.folder}"}
-    done = run_logged(run.command, out / "record.log", timeout_s, cwd=run.folder, env=run.env)
-    result = parse_log(done.stdout)
-    result["peak_mib"] = parse_log(upstream_record.log_file_text(done.stdout, run.folder))["peak_mib"]
+    stdout = run_logged(run.command, out / "record.log", timeout_s, cwd=run.folder, env=run.env)
+    result = parse_log(stdout)
+    result["peak_mib"] = parse_log(upstream_record.log_file_text(stdout, run.folder))["peak_mib"]
     return {**_timed(result, sizes.batch_tokens, run.command), **listed}
 
 
@@ -263,8 +275,14 @@ def train_comparison(sizes: Sizes, data: dict[str, str], out: Path, quick: bool,
     if not quick:
         runs = runs + runs + [("jaxgpt_blocked", lambda: train_run("jaxgpt", sizes, data, out, "blocked", timeout_s))]
     results: dict[str, list[dict[str, Any]]] = {}
+    failures: dict[str, list[str]] = {}
     for key, run in runs:
-        result = run()
+        try:  # one run at a time: a failed or timed-out run keeps the others' numbers
+            result = run()
+        except Exception as error:  # noqa: BLE001 - recorded with its reason, the next run goes on
+            failures.setdefault(key, []).append(f"{type(error).__name__}: {error}")
+            say(f"  {key} FAILED: {str(error)[:300]}")
+            continue
         if "skipped" in result:
             record_skipped = result
             continue
@@ -280,6 +298,8 @@ def train_comparison(sizes: Sizes, data: dict[str, str], out: Path, quick: bool,
             summary[f"ratio_{a}_over_{b}"] = round(summary[f"{a}_step_ms"] / summary[f"{b}_step_ms"], 3)
     if record_skipped:
         summary["record_skipped"] = record_skipped
+    if failures:
+        summary["failed_runs"] = failures
     return summary
 
 
@@ -330,8 +350,8 @@ def schedule(sizes: Sizes, data: dict[str, str], out: Path, scratch: Path, train
         checkpoint = scratch / framework / ("checkpoints" if framework == "jaxgpt" else "final.pt")
         command += ["--save-checkpoint"] + ([str(checkpoint)] if framework == "torch_ref" else [])
         start = time.perf_counter()
-        done = run_logged(command, folder / f"{framework}.log", timeout_s, env=child_env(sizes.jax_platform))
-        run = _timed(parse_log(done.stdout), sizes.batch_tokens, command)
+        stdout = run_logged(command, folder / f"{framework}.log", timeout_s, env=child_env(sizes.jax_platform))
+        run = _timed(parse_log(stdout), sizes.batch_tokens, command)
         run["wall_s"] = round(time.perf_counter() - start, 1)
         for suffix in ("txt", "jsonl"):  # the trainer's own log and metrics, beside this report
             (folder / f"{framework}.{suffix}").write_text((scratch / framework / "logs" / f"{run_id}.{suffix}").read_text())
@@ -402,6 +422,7 @@ def train_markdown(train: dict[str, Any]) -> list[str]:
                   f"{train['record_step_ms']}; jaxgpt / torch_ref {train.get('ratio_jax_over_torch')}, jaxgpt / record "
                   f"{train.get('ratio_jax_over_record')} (jaxgpt with attention `{train.get('jax_attention')}`; torch_ref "
                   "compiled; record: its own script, one process)", ""]
+        lines += [f"- {key} FAILED: {reason}" for key, reasons in train.get("failed_runs", {}).items() for reason in reasons]
         record = (train["runs"].get("record") or [train.get("record_skipped") or {}])[0]
         if "skipped" in record:
             lines += [f"The record's script was not timed: {record['skipped']}", ""]
@@ -461,21 +482,28 @@ def run_check(*, out: Path | None, quick: bool, dry_run: bool, train_files: str,
     data = {"train": train_files, "val": val_files}
     report: dict[str, Any] = {"command": command, "started": started, "dry_run": dry_run, "quick": quick,
                               "environment": env}
-    if "gpu_tests" in parts:
-        report["gpu_tests"] = ({"ok": True, "summary": "skipped (dry run)"} if dry_run
-                               else guarded("gpu_tests", lambda: gpu_tests(timeout_s)))
+
+    def write_report() -> None:
+        """Rewritten after every part: a run killed at its limit keeps the parts that finished."""
+        report["total_seconds"] = round(time.perf_counter() - start, 1)
+        # Paths inside the repository written from its root: the report may be committed as it is.
+        for name, text in (("gpu_check.json", json.dumps(report, indent=1, default=str) + "\n"),
+                           ("gpu_check.md", markdown(report))):
+            partial = out / f".{name}.partial"
+            partial.write_text(repo_relative_paths(text))
+            partial.replace(out / name)
+
+    write_report()
     # The trainers run before this process puts models on the GPU (parity), so they find it empty.
-    if "train" in parts:
-        report["train"] = guarded("train", lambda: train_comparison(sizes, data, out, quick or dry_run, timeout_s,
-                                                                    record_script))
-    if "schedule" in parts:
-        report["schedule"] = guarded("schedule", lambda: schedule(sizes, data, out, scratch or out / "scratch",
-                                                                  list(schedule_trainers), timeout_s))
-    if "parity" in parts:
-        report["parity"] = guarded("parity", lambda: parity(sizes, val_files))
-    report["total_seconds"] = round(time.perf_counter() - start, 1)
-    # Paths inside the repository written from its root: the report may be committed as it is.
-    (out / "gpu_check.json").write_text(repo_relative_paths(json.dumps(report, indent=1, default=str)) + "\n")
-    (out / "gpu_check.md").write_text(repo_relative_paths(markdown(report)))
+    legs: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+        ("gpu_tests", (lambda: {"summary": "skipped (dry run)"}) if dry_run else (lambda: gpu_tests(timeout_s, out))),
+        ("train", lambda: train_comparison(sizes, data, out, quick or dry_run, timeout_s, record_script)),
+        ("schedule", lambda: schedule(sizes, data, out, scratch or out / "scratch", list(schedule_trainers), timeout_s)),
+        ("parity", lambda: parity(sizes, val_files))]
+    for name, leg in legs:
+        if name in parts:
+            report[name] = guarded(name, leg)
+            write_report()
     say(f"wrote {out / 'gpu_check.json'} and {out / 'gpu_check.md'}")
-    return 0 if all(report[part].get("ok") for part in ("environment", *parts)) else 1
+    passed = all(report[part].get("ok") and not report[part].get("failed_runs") for part in ("environment", *parts))
+    return 0 if passed else 1

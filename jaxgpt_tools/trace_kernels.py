@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import gzip
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,32 @@ def rank(path: Path) -> Ranking:
     kernels = sorted((KernelTime(name, total, calls[name]) for name, total in totals.items()),
                      key=lambda kernel: (-kernel.total_ms, kernel.name))
     return Ranking(trace=trace, kind=kind, kernels=kernels)
+
+
+# Kernel classes by name, first match wins: a reading aid for comparing two frameworks' rankings,
+# not a measurement (a fusion's name says its root op, not all it does; Newton-Schulz's GEMMs
+# count as GEMMs). Names seen on an H100: XLA's `gemm_fusion_*`, cuBLAS's `nvjet_*` / `*xmma_gemm*`,
+# jaxgpt's Pallas `block_sparse_attention_*`, torch's `triton_tem_fused_*flex*`, `_scaled_mm`.
+KERNEL_CLASSES = (
+    ("attention", re.compile(r"attention|attn|flex|flash", re.IGNORECASE)),
+    ("fp8 head", re.compile(r"scaled_mm|f8|fp8|e4m3|e5m2", re.IGNORECASE)),
+    ("gemm", re.compile(r"gemm|nvjet|cutlass|cublas|xmma|matmul|\bdot|_mm\b|addmm|\bmm\b|bmm", re.IGNORECASE)),
+    ("copy", re.compile(r"memcpy|memset|copy|transpose", re.IGNORECASE)),
+    ("reduction", re.compile(r"reduce|norm|sum|mean|softmax|cross_entropy", re.IGNORECASE)),
+)
+
+
+def kernel_class(name: str) -> str:
+    """The class of a kernel by its name (KERNEL_CLASSES), "elementwise/other" when none matches."""
+    return next((title for title, pattern in KERNEL_CLASSES if pattern.search(name)), "elementwise/other")
+
+
+def class_totals(ranking: Ranking, *, steps: int | None = None) -> dict[str, float]:
+    """ms (per step with `steps`) of each kernel class, largest first."""
+    totals: dict[str, float] = collections.defaultdict(float)
+    for kernel in ranking.kernels:
+        totals[kernel_class(kernel.name)] += kernel.total_ms / (steps or 1)
+    return dict(sorted(totals.items(), key=lambda item: -item[1]))
 
 
 KIND_TITLES = {"gpu": "GPU kernels", "xla:cpu": "XLA:CPU ops (the host runs them; no GPU in this trace)",

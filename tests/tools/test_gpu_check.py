@@ -97,3 +97,34 @@ def test_gpu_check_reads_step_times_from_the_record_log_lines():
     assert parsed["val_losses"] == {0: 10.8258, 14: 2.5}
     short = gpu_check.parse_log("\n".join(lines[:5]))  # steps 1..4 only: falls back to steps 2..4
     assert short["step_ms"] == [1000, 1000, 1000]
+
+
+def test_a_failed_or_timed_out_run_keeps_the_other_runs_numbers(tmp_path, monkeypatch, stand_in):
+    """Each run of the train leg is guarded on its own: the record's run timing out (and
+    torch_ref failing) leaves jaxgpt's median and says why the others have none."""
+    def train_run(framework, *args):
+        if framework == "torch_ref":
+            raise RuntimeError("torch_ref.train exited 1: ['CUDA out of memory']")
+        return {"step_ms_median": 200.0, "first_step_ms": 26000, "peak_mib": 1, "val_losses": {}}
+
+    def record_run(*args):
+        raise TimeoutError("train_gpt_patched.py ran past 300 s and was stopped")
+
+    monkeypatch.setattr(gpu_check, "train_run", train_run)
+    monkeypatch.setattr(gpu_check, "record_run", record_run)
+    script = tmp_path / "train_gpt.py"
+    script.write_text(stand_in)
+    summary = gpu_check.train_comparison(gpu_check.GPU_SIZES, {}, tmp_path, True, 1, script)
+    assert summary["jax_step_ms"] == 200.0 and summary["torch_step_ms"] is None and summary["record_step_ms"] is None
+    assert "out of memory" in summary["failed_runs"]["torch_ref"][0]
+    assert summary["failed_runs"]["record"][0].startswith("TimeoutError: train_gpt_patched.py ran past 300 s")
+    text = "\n".join(gpu_check.train_markdown({"ok": True, **summary}))
+    assert "- record FAILED: TimeoutError" in text and "- torch_ref FAILED: RuntimeError" in text
+
+
+def test_a_run_past_its_limit_leaves_its_log(tmp_path):
+    log = tmp_path / "run.log"
+    code = "import time; print('step:1/30 train_time:26000ms', flush=True); time.sleep(30)"
+    with pytest.raises(TimeoutError, match="ran past 1 s"):
+        gpu_check.run_logged([sys.executable, "-c", code], log, timeout_s=1)
+    assert "step:1/30 train_time:26000ms" in log.read_text() and "killed after 1 s" in log.read_text()

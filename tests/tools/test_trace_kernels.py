@@ -91,3 +91,16 @@ def test_unusable_inputs_are_named(tmp_path, capsys):
         trace_kernels.rank(tmp_path / "bad.json")
     assert command.main([str(tmp_path / "missing")]) == 1
     assert "no trace file or folder" in capsys.readouterr().err
+
+
+def test_kernel_classes_by_name_on_names_seen_on_an_h100():
+    from jaxgpt_tools.trace_kernels import KernelTime, Ranking, class_totals, kernel_class
+
+    names = {"block_sparse_attention_dkdv": "attention", "triton_tem_fused_flex_attention_0": "attention",
+             "nvjet_sm90_tst_128x160_64x5_2x1_v_bz_TNT": "gemm", "gemm_fusion_dot_general_51": "gemm",
+             "sm90_xmma_gemm_e4m3bf16_bf16f32": "fp8 head", "memcpy128": "copy",
+             "input_reduce_fusion": "reduction", "loop_multiply_fusion": "elementwise/other"}
+    assert {name: kernel_class(name) for name in names} == names
+    ranking = Ranking(Path("t.json"), "gpu", [KernelTime(name, 2.0, 1) for name in names])
+    totals = class_totals(ranking, steps=2)
+    assert totals["attention"] == 2.0 and totals["gemm"] == 2.0 and sum(totals.values()) == 8.0
