@@ -121,6 +121,7 @@ def torch_step(preset, host_params: dict[str, Any], batches, *, compiled: bool) 
     import torch
 
     from jaxgpt import convert
+    from torch_ref import compilation
     from torch_ref import optim as toptim
     from torch_ref import train as ttrain
 
@@ -128,7 +129,7 @@ def torch_step(preset, host_params: dict[str, Any], batches, *, compiled: bool) 
     train = preset.train
     raw = ttrain.build_model(m, train.batch_tokens, train.seed, convert.params_to_torch_state_dict(host_params),
                              torch.device("cpu"))
-    model = torch.compile(raw) if compiled else raw
+    model = compilation.compile_model(raw) if compiled else raw
     tconfig = preset.optim
     optimizers = toptim.build_optimizers(raw, tconfig)
     schedulers = toptim.build_lr_schedulers(optimizers, max(train.steps, 1), tconfig)

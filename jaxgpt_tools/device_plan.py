@@ -88,6 +88,7 @@ class PlanOptions:
     val_files: str = "data/sample/sample_val_*.bin"
     record_script: Path = upstream_record.DEFAULT_SCRIPT
     jax_attention: str = "pallas"
+    jaxgpt_args: tuple[str, ...] = ()  # more flags for jaxgpt's run (an A/B test of one change)
     caps: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_CAPS))
     cpu: bool = False  # the CPU stand-ins (cpu_stand_ins)
 
@@ -271,6 +272,7 @@ def trainer_step(framework: str, options: PlanOptions) -> Step:
         command = gpu_check.trainer_command(framework, sizes, data, options.steps, options.steps)
         command += ["--profile", profile, "--run-id", framework, "--out-dir", str(work / framework)]
         command += ["--seq-len", str(options.seq_len)] if options.seq_len else []
+        command += list(options.jaxgpt_args) if framework == "jaxgpt" else []
         return Launch(command, env=child_env(options.cpu))
 
     def collect(work: Path, log: Path) -> dict[str, Any]:

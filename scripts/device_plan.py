@@ -14,6 +14,7 @@ Exit status: 0 when every step ran to its end, 1 when one failed, timed out or w
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import tempfile
 from pathlib import Path
@@ -30,13 +31,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="comma-separated steps to run (default: all, in priority order)")
     parser.add_argument("--attention", default=device_plan.PlanOptions.jax_attention,
                         help="jaxgpt's attention backend in its step (default %(default)s)")
+    parser.add_argument("--jaxgpt-args", default="", metavar="FLAGS",
+                        help="more flags for jaxgpt's run, one string (e.g. '--remat block'): an A/B test of one change")
     parser.add_argument("--record-script", type=Path, default=device_plan.PlanOptions.record_script,
                         help="the record's own script (default: where scripts/fetch_record.py writes it)")
     parser.add_argument("--cpu", action="store_true", help="CPU stand-ins of the GPU commands, to test the plan here")
     args = parser.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="device_plan_"))
     options = device_plan.PlanOptions(out=args.out, work=work, deadline_s=args.deadline, jax_attention=args.attention,
-                                          record_script=args.record_script)
+                                          record_script=args.record_script, jaxgpt_args=tuple(shlex.split(args.jaxgpt_args)))
     if args.cpu:
         options = device_plan.cpu_stand_ins(options)
     steps = device_plan.record_steps(options)

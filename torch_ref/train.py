@@ -41,7 +41,7 @@ from torch import Tensor, nn
 
 import torch_ref.config as cfg
 from torch_ref import checkpoint as ckpt
-from torch_ref import peers, preflight, profiling, runlog
+from torch_ref import compilation, peers, preflight, profiling, runlog
 from torch_ref.cli import RunOptions, parse_args, torchrun_world_size, with_run_id
 from torch_ref.data import ShardsExhaustedError, distributed_data_generator, val_batches
 from torch_ref.interrupt import Interrupted, StopRequest, agree, interrupted
@@ -151,7 +151,7 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
     if world_size > 1:  # every rank starts from rank 0's weights, as the record
         for param in raw_model.parameters():
             dist.broadcast(param.detach(), 0)
-    model = torch.compile(raw_model) if device.type == "cuda" else raw_model
+    model = compilation.compile_model(raw_model) if device.type == "cuda" else raw_model
     optimizers = build_optimizers(raw_model, preset.optim, rank, world_size)
     # steps == 0 only validates the initial model (with the step-0 window).
     schedule_steps = max(train_cfg.steps, 1)
@@ -289,6 +289,7 @@ def _control_group(device_type: str, world_size: int) -> Any | None:
 
 def _rank_device(device_type: str, rank: int) -> torch.device:
     if device_type == "cuda":
+        compilation.set_allocator()  # before the first CUDA allocation
         local_rank = int(os.environ.get("LOCAL_RANK", rank))
         torch.cuda.set_device(local_rank)
         return torch.device("cuda", local_rank)
