@@ -26,11 +26,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from jaxgpt import checkpoint, convert, corpus, optim, tokenizer
+from jaxgpt import checkpoint, convert, corpus, schedules, tokenizer
 from jaxgpt import config as cfg
 from jaxgpt import model as model_lib
 
-RECORD_FINAL_WINDOW_BLOCKS = optim.window_blocks(1393, 1393)[0]  # 14: the record's last validation
+RECORD_FINAL_WINDOW_BLOCKS = schedules.window_blocks(1393, 1393)[0]  # 14: the record's last validation
 
 
 @dataclass(frozen=True)
@@ -57,8 +57,8 @@ def load_checkpoint(path: str | Path, *, head_dim: int | None = None) -> LoadedM
         preset = cfg.preset_from_json(meta["config"])
         train = preset.train
         # The run's last validation window, in its schedule's unit (#15's is tokens).
-        window = optim.window_value(train.steps, train.steps, train.window_max_tokens, train.window_schedule) \
-            if train.steps else optim.window_value(0, 1, train.window_max_tokens, train.window_schedule)
+        window = schedules.window_value(train.steps, train.steps, train.window_max_tokens, train.window_schedule) \
+            if train.steps else schedules.window_value(0, 1, train.window_max_tokens, train.window_schedule)
         # The val shards' folder, relative to the working directory as in training.
         val_files = sorted(glob.glob(train.val_files))
         shards_meta = Path(val_files[0]).parent / corpus.META_FILE if val_files else None

@@ -34,7 +34,7 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxgpt import checkpoint, convert, data, interrupt, optim, peers, preflight, profiling, runlog
+from jaxgpt import checkpoint, convert, data, interrupt, optim, peers, preflight, profiling, runlog, schedules
 from jaxgpt import config as cfg
 from jaxgpt import model as model_lib
 from jaxgpt.cli import RunOptions, parse_args
@@ -287,7 +287,7 @@ def train(preset: cfg.Preset, options: RunOptions = RunOptions()) -> RunResult:
                     raise interrupt.interrupted(stop.agreed, step, runlog.shown_path(directory) if on_disk else None)
                 if step == log.clock_reset_step:
                     clock.reset()
-                window = np.int32(optim.window_value(step, max(total_steps, 1), train_cfg.window_max_tokens,
+                window = np.int32(schedules.window_value(step, max(total_steps, 1), train_cfg.window_max_tokens,
                                                      train_cfg.window_schedule))
                 if val_due:
                     elapsed = clock.pause()

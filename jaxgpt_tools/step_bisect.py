@@ -40,7 +40,7 @@ def run(ns_dtype: str, init: checks.Init, swap_step1_scalars: bool) -> None:
     import optax
     import torch
 
-    from jaxgpt import optim
+    from jaxgpt import optim, schedules
     from jaxgpt import train as jax_train
     from jaxgpt.cli import RunOptions
     from torch_ref import train as torch_train
@@ -86,7 +86,7 @@ def run(ns_dtype: str, init: checks.Init, swap_step1_scalars: bool) -> None:
         batches = distributed_data_generator(train.train_files, train.batch_tokens, 0, 1)
         print(f"ns {ns_dtype}, init {init}, swap step-1 scalars: {swap_step1_scalars}")
         for step in range(steps + 1):
-            window = optim.window_blocks(step, steps, train.window_max_tokens)[0]
+            window = schedules.window_blocks(step, steps, train.window_max_tokens)[0]
             reference, fed_loss, free_loss = torch_val(window), jax_val(fed, window), jax_val(free, window)
             print(f"step {step:2d} W={window}: val torch_ref {reference:.6f}  fed {fed_loss - reference:+.1e}  "
                   f"free {free_loss - reference:+.1e}")

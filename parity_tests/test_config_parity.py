@@ -15,9 +15,9 @@ import pytest
 import jaxgpt.config as jax_cfg
 import torch_ref.config as torch_cfg
 from jaxgpt import data as jax_data
-from jaxgpt import optim as jax_optim
+from jaxgpt import schedules as jax_schedules
 from torch_ref import data as torch_data
-from torch_ref import optim as torch_optim
+from torch_ref import schedules as torch_schedules
 
 
 def test_module_constants_agree():
@@ -55,9 +55,9 @@ def test_torch_ref_validates_like_jaxgpt():
 def test_schedules_agree_on_every_step(total):
     """lr multiplier, Muon momentum and window blocks at every step of a run of `total` steps."""
     for step in range(total + 1):
-        assert torch_optim.lr_multiplier(step, total) == jax_optim.lr_multiplier(step, total)
-        assert torch_optim.muon_momentum(step) == jax_optim.muon_momentum(step)
-        assert torch_optim.window_blocks(step, total) == jax_optim.window_blocks(step, total)
+        assert torch_schedules.lr_multiplier(step, total) == jax_schedules.lr_multiplier(step, total)
+        assert torch_schedules.muon_momentum(step) == jax_schedules.muon_momentum(step)
+        assert torch_schedules.window_blocks(step, total) == jax_schedules.window_blocks(step, total)
 
 
 @pytest.mark.parametrize("lengths", [[3000, 1030, 2051, 2049, 4100], [1026, 2050, 5000]])
@@ -93,8 +93,8 @@ def test_lineage_schedules_agree_on_every_step(name):
     o, t = preset.optim, preset.train
     for step in range(t.steps + 1):
         lr = (step, t.steps, o.cooldown_frac, o.final_lr_frac, o.cooldown_whole_steps)
-        assert torch_optim.lr_multiplier(*lr) == jax_optim.lr_multiplier(*lr)
+        assert torch_schedules.lr_multiplier(*lr) == jax_schedules.lr_multiplier(*lr)
         momentum = (step, o.muon_momentum_start, o.muon_momentum_end, o.muon_momentum_warmup_steps)
-        assert torch_optim.muon_momentum(*momentum) == jax_optim.muon_momentum(*momentum)
+        assert torch_schedules.muon_momentum(*momentum) == jax_schedules.muon_momentum(*momentum)
         window = (step, t.steps, t.window_max_tokens, t.window_schedule)
-        assert torch_optim.window_value(*window) == jax_optim.window_value(*window)
+        assert torch_schedules.window_value(*window) == jax_schedules.window_value(*window)

@@ -33,8 +33,10 @@ import torch
 from jaxgpt.config import OptimConfig, get_preset
 from jaxgpt.config import replace as cfg_replace
 from jaxgpt.muon import newton_schulz
-from jaxgpt.optim import dotted_name, lr_multiplier, muon_momentum, param_group, record_optimizer, window_blocks
+from jaxgpt.optim import dotted_name, param_group, record_optimizer
+from jaxgpt.schedules import lr_multiplier, muon_momentum, window_blocks
 from torch_ref import optim as torch_optim
+from torch_ref import schedules as torch_schedules
 from torch_ref.model import GPT
 from torch_ref.muon import zeropower_via_newtonschulz5
 
@@ -85,9 +87,9 @@ def test_newton_schulz_matches_torch_ref(name, ns_dtype):
 
 def test_schedules_equal_torch_ref_on_every_record_step():
     for step in range(1394):  # host float64 on both sides: exactly equal, not merely close
-        assert lr_multiplier(step, 1393) == torch_optim.lr_multiplier(step, 1393)
-        assert muon_momentum(step) == torch_optim.muon_momentum(step)
-        assert window_blocks(step, 1393) == torch_optim.window_blocks(step, 1393)
+        assert lr_multiplier(step, 1393) == torch_schedules.lr_multiplier(step, 1393)
+        assert muon_momentum(step) == torch_schedules.muon_momentum(step)
+        assert window_blocks(step, 1393) == torch_schedules.window_blocks(step, 1393)
 
 
 # --- optimizer steps --------------------------------------------------------------------------

@@ -17,7 +17,8 @@ from jax.sharding import PartitionSpec as P
 
 from jaxgpt.config import OptimConfig
 from jaxgpt.muon import muon
-from jaxgpt.optim import muon_momentum_schedule, record_optimizer
+from jaxgpt.optim import record_optimizer
+from jaxgpt.schedules import muon_momentum_schedule
 
 AXIS = "data"
 D = 16

@@ -1,17 +1,17 @@
-"""jaxgpt.optim's lineage schedules hold the numbers LINEAGE.md reads off each record's code."""
+"""jaxgpt.schedules: the lineage's schedules hold the numbers LINEAGE.md reads off each record's code."""
 
 from __future__ import annotations
 
 import pytest
 
 from jaxgpt import config as cfg
-from jaxgpt import optim
+from jaxgpt import schedules
 
 
 def _lr(name: str, step: int) -> float:
     preset = cfg.get_preset(name)
     o = preset.optim
-    return optim.lr_multiplier(step, preset.train.steps, o.cooldown_frac, o.final_lr_frac, o.cooldown_whole_steps)
+    return schedules.lr_multiplier(step, preset.train.steps, o.cooldown_frac, o.final_lr_frac, o.cooldown_whole_steps)
 
 
 @pytest.mark.parametrize("name, flat_until, cooldown", [
@@ -35,21 +35,21 @@ def test_token_window_schedule_of_unet_value_embeds():
     """#15's (sw, ceil(sw / 128)) first steps (LINEAGE.md 5.5): 64 tokens at 0 up to 1792 at 1480."""
     first_steps = {0: 64, 55: 128, 110: 192, 329: 448, 878: 1088, 1426: 1728, 1480: 1792}
     for step, tokens in first_steps.items():
-        assert optim.window_value(step, 1480, 1728, "tokens") == tokens
+        assert schedules.window_value(step, 1480, 1728, "tokens") == tokens
         if step:
-            assert optim.window_value(step - 1, 1480, 1728, "tokens") == tokens - 64
+            assert schedules.window_value(step - 1, 1480, 1728, "tokens") == tokens - 64
 
 
 def test_floor_block_window_schedule_of_softcap():
     """#18's W = floor(1 + 13.5 s / 1390) first steps (LINEAGE.md 6.3): 1 at 0 ... 14 from 1339."""
     first_steps = [0, 103, 206, 309, 412, 515, 618, 721, 824, 927, 1030, 1133, 1236, 1339]
     for blocks, step in enumerate(first_steps, start=1):
-        assert optim.window_value(step, 1390, 1728, "blocks_floor") == blocks
+        assert schedules.window_value(step, 1390, 1728, "blocks_floor") == blocks
         if step:
-            assert optim.window_value(step - 1, 1390, 1728, "blocks_floor") == blocks - 1
-    assert optim.window_value(1390, 1390, 1728, "blocks_floor") == 14
+            assert schedules.window_value(step - 1, 1390, 1728, "blocks_floor") == blocks - 1
+    assert schedules.window_value(1390, 1390, 1728, "blocks_floor") == 14
 
 
 def test_record_window_value_is_window_blocks():
     for step in range(0, 1394, 7):
-        assert optim.window_value(step, 1393) == optim.window_blocks(step, 1393)[0]
+        assert schedules.window_value(step, 1393) == schedules.window_blocks(step, 1393)[0]

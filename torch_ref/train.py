@@ -46,7 +46,8 @@ from torch_ref.cli import RunOptions, parse_args, torchrun_world_size, with_run_
 from torch_ref.data import ShardsExhaustedError, distributed_data_generator, val_batches
 from torch_ref.interrupt import Interrupted, StopRequest, agree, interrupted
 from torch_ref.model import GPT, apply_dtype_policy, load_record_state_dict, strip_compile_prefix
-from torch_ref.optim import build_lr_schedulers, build_optimizers, optimizer_step, window_value
+from torch_ref.optim import build_lr_schedulers, build_optimizers, optimizer_step
+from torch_ref.schedules import window_value
 
 RECORD_RANK_TOKENS = 65536  # tokens per rank-level loss mean that the FP8 gradient scale is sized for
 

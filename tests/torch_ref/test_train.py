@@ -21,7 +21,7 @@ from torch_ref import train as train_lib
 from torch_ref.config import EOT_ID
 from torch_ref.data import write_shard
 from torch_ref.model import GPT, load_record_state_dict, strip_compile_prefix
-from torch_ref.optim import window_blocks
+from torch_ref.schedules import window_blocks
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VAL_LINE = re.compile(r"^step:(\d+)/(\d+) val_loss:(\d+\.\d{4}) train_time:(\d+)ms step_avg:(nan|\d+\.\d{2})ms$")
