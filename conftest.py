@@ -13,7 +13,7 @@ import pytest
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # No test reads or writes the user's persistent compilation cache (the training CLI's default,
-# jaxgpt.compile_cache); a test of the cache passes its own folder. Child processes inherit this.
+# jaxgpt.run.compile_cache); a test of the cache passes its own folder. Child processes inherit this.
 os.environ["JAXGPT_COMPILE_CACHE"] = "none"
 os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)  # nor JAX's own, read when jax is first imported
 _flag = "--xla_force_host_platform_device_count=8"
@@ -75,7 +75,7 @@ def _cuda_visible() -> bool:
 # The files that take longest in `make test` (its --durations list, fresh clone, 2026-11-23):
 # collected first, so that xdist's per-file scheduling (--dist loadfile) never starts one of
 # them last while the other worker idles. Only the order changes; a stale entry costs nothing.
-LONGEST_FIRST = ("tests/tools/test_gpu_check.py", "tests/torch_ref/test_train.py", "tests/test_model_qkv_layout.py",
+LONGEST_FIRST = ("tests/tools/gpu/test_check.py", "tests/torch_ref/test_train.py", "tests/test_model_qkv_layout.py",
                  "tests/test_train.py", "tests/test_train_multihost.py", "parity_tests/test_checks.py",
                  "parity_tests/test_lineage_checks.py")
 

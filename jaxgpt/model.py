@@ -2,7 +2,7 @@
 
 Parameter paths joined with "." are the record's state-dict keys (`embed.weight`,
 `blocks.3.attn.qkv_w`, ...) and every matrix keeps the record's (out, in) layout, so a torch
-checkpoint converts by renaming and casting only (see `jaxgpt.convert`).
+checkpoint converts by renaming and casting only (see `jaxgpt.run.convert`).
 
 Dtype policies (ModelConfig.dtype_policy):
   "record":     embedding tables stored bf16, linear weights fp32 and cast to bf16 at use,
@@ -15,7 +15,7 @@ Dtype policies (ModelConfig.dtype_policy):
 The lineage's other switches (ModelConfig's "lineage switches") change which parameters exist
 (`block_lambdas`, `unet_skips`, value embeddings, `attn_value_lambdas`, `value_residual`) and how
 the layers compute (`attention_mask`, `rotary`, `soft_cap`, `rms_norm_eps`); parameter names
-stay this module's in every case (jaxgpt.convert maps each record's own state-dict names).
+stay this module's in every case (jaxgpt.run.convert maps each record's own state-dict names).
 
 Shape suffixes (the project's one legend; docs/DESIGN.md points here): an array argument of a
 fixed layout inside the layers and the head carries its axes as a suffix, `x_BTD` is (B, T, D).

@@ -2,7 +2,7 @@
 
 PATH is a training checkpoint directory (orbax; `python -m jaxgpt.train --save-checkpoint`
 writes one and prints this command) or a record-format torch file `{"model": state_dict}`
-(read through `jaxgpt.convert`; dims inferred from shapes). The prompt is encoded as a
+(read through `jaxgpt.run.convert`; dims inferred from shapes). The prompt is encoded as a
 document of the training data, [EOT] + encode(prompt), with the tokenizer named in the
 shards' meta.json (the checkpoint's validation shards; `--shards-meta` or `--tokenizer`
 otherwise). Generation stops after --max-new-tokens or at an EOT (the next document).
@@ -26,7 +26,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from jaxgpt import checkpoint, convert, corpus, schedules, tokenizer
+from jaxgpt.run import checkpoint, convert
+from jaxgpt.corpus import build as corpus, tokenizer
+from jaxgpt import schedules
 from jaxgpt import config as cfg
 from jaxgpt import model as model_lib
 

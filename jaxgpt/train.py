@@ -8,8 +8,8 @@ The window (W_long) enters the step as an int32 value and the LR / momentum sche
 count-based inside the optimizer, so the step compiles once for the whole run. The loop never
 waits for the step it has just dispatched (the train loss is read one step late).
 
-The command line is jaxgpt.cli, where a run starts and its checks jaxgpt.preflight, signals
-jaxgpt.interrupt, the log lines and timing jaxgpt.runlog, checkpoint files jaxgpt.checkpoint.
+The command line is jaxgpt.run.cli, where a run starts and its checks jaxgpt.run.preflight, signals
+jaxgpt.run.interrupt, the log lines and timing jaxgpt.run.runlog, checkpoint files jaxgpt.run.checkpoint.
 Docs: docs/TRAINING.md.
 """
 
@@ -34,10 +34,11 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxgpt import checkpoint, convert, data, interrupt, optim, peers, preflight, profiling, runlog, schedules
+from jaxgpt.run import checkpoint, convert, interrupt, peers, preflight, profiling, runlog
+from jaxgpt import data, optim, schedules
 from jaxgpt import config as cfg
 from jaxgpt import model as model_lib
-from jaxgpt.cli import RunOptions, parse_args
+from jaxgpt.run.cli import RunOptions, parse_args
 from jaxgpt.kernels.flash_attention import default_interpret
 from jaxgpt.muon import Collective
 

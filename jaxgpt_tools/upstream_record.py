@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from glob import glob
 from pathlib import Path
 
-from jaxgpt_tools.artifacts import REPO_ROOT
+from jaxgpt_tools.common.artifacts import REPO_ROOT
 
 RECORD_NAME = "2025-01-16_Sub3Min"
 LOG_NAME = "1d3bd93b-a69e-4118-aeb8-8184239d7566.txt"

@@ -10,10 +10,10 @@ import pytest
 import torch
 from flax import nnx
 
-from jaxgpt import convert
+from jaxgpt.run import convert
 from jaxgpt import model as jax_model
 from jaxgpt.config import ModelConfig, fp8_grad_scale_for, replace
-from jaxgpt_tools.parity_checks import perturb_parameters
+from jaxgpt_tools.parity.checks import perturb_parameters
 from torch_ref import model as torch_model
 
 # 12 layers (the record's per-layer patterns), 2 heads of 64, a small vocabulary whose padding
@@ -49,7 +49,7 @@ def seeded_torch_model(config: ModelConfig, seed: int = 0, *, perturb: bool = Tr
 
 
 def jax_model_from_torch(torch_gpt: torch.nn.Module, config: ModelConfig) -> jax_model.GPT:
-    """jaxgpt GPT(config) holding torch_gpt's weights (through jaxgpt.convert)."""
+    """jaxgpt GPT(config) holding torch_gpt's weights (through jaxgpt.run.convert)."""
     params = convert.torch_state_dict_to_params(torch_gpt.state_dict(), config)
     model = jax_model.GPT(config, rngs=nnx.Rngs(0))
     convert.load_params(model, params)

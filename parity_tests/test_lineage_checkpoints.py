@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from jaxgpt import config as jax_cfg
-from jaxgpt import convert
+from jaxgpt.run import convert
 from jaxgpt import model as jax_model
 from torch_ref import config as torch_cfg
 from torch_ref import model as torch_model

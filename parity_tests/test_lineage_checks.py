@@ -1,4 +1,4 @@
-"""The lineage presets' checks of jaxgpt_tools.parity_checks.CHECKS (docs/PARITY.md's "Lineage"
+"""The lineage presets' checks of jaxgpt_tools.parity.checks.CHECKS (docs/PARITY.md's "Lineage"
 rows): each preset's fp32 logits, loss and gradients and bf16 eval, and a short training run of
 both trainers from one shared init. A file of their own, so that make test's workers (pytest-xdist
 --dist loadfile) run them beside test_checks.py's record checks."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from jaxgpt_tools.parity_checks import CHECKS
+from jaxgpt_tools.parity.checks import CHECKS
 
 
 @pytest.mark.slow

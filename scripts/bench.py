@@ -5,7 +5,7 @@
     python scripts/bench.py --json --quick --only parity_step   # jaxgpt vs torch_ref, one step
 
 `--json` prints {"machine": ..., "suites": ...} as one JSON object on stdout, and progress goes to
-stderr. What each suite measures: jaxgpt_tools/bench.py. Results and commands: docs/BENCHMARKS.md.
+stderr. What each suite measures: jaxgpt_tools/bench/suites.py. Results and commands: docs/BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import json
 import sys
 from typing import Sequence
 
-from jaxgpt_tools.bench import HIDDEN_SUITES, SUITES, BenchOptions, parse_suites, run_benchmarks
-from jaxgpt_tools.bench_attention_gpu import require_gpu
+from jaxgpt_tools.bench.suites import HIDDEN_SUITES, SUITES, BenchOptions, parse_suites, run_benchmarks
+from jaxgpt_tools.bench.attention_gpu import require_gpu
 
 
 def build_parser() -> argparse.ArgumentParser:

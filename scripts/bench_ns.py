@@ -3,7 +3,7 @@
     python scripts/bench_ns.py --devices 8 --json
 
 `--devices N` (N > 1) on a CPU makes XLA expose N virtual host devices; it must be set before
-JAX starts, which is why the library (jaxgpt_tools/bench_ns.py) imports JAX only inside its
+JAX starts, which is why the library (jaxgpt_tools/bench/newton_schulz.py) imports JAX only inside its
 functions. Virtual devices share the machine's cores, so on a CPU the split shows the per-device
 work shrinking, not a wall-clock speedup.
 """
@@ -16,7 +16,7 @@ import os
 import sys
 from typing import Sequence
 
-from jaxgpt_tools.bench_ns import bench_newton_schulz, scaled_record_shapes
+from jaxgpt_tools.bench.newton_schulz import bench_newton_schulz, scaled_record_shapes
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -9,7 +9,7 @@ import argparse
 import sys
 import time
 
-from jaxgpt import sample_data
+from jaxgpt.corpus import stdlib_docs as sample_data
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,7 +5,7 @@
     python scripts/compare_checkpoint.py CKPT.pt --preset NAME --tokens SHARD.bin \
         [--window-blocks W | --window-tokens N] --head-dim 128 --json   (an earlier record's checkpoint)
 
-How dims, the head count, T and the validation loss are chosen: jaxgpt_tools/compare_checkpoint.py.
+How dims, the head count, T and the validation loss are chosen: jaxgpt_tools/parity/compare_checkpoint.py.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from jaxgpt.config import EOT_ID, LINEAGE_PRESETS, PRESET_ALIASES
-from jaxgpt_tools.compare_checkpoint import compare
+from jaxgpt_tools.parity.compare_checkpoint import compare
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -7,7 +7,7 @@
 
     python scripts/device_plan.py --cpu --out runs/device_plan   # the same plan with CPU stand-ins
 
-Steps, caps, the deadline and the files it leaves (8 at most, flat): jaxgpt_tools/device_plan.py.
+Steps, caps, the deadline and the files it leaves (8 at most, flat): jaxgpt_tools/gpu/device_plan.py.
 Exit status: 0 when every step ran to its end, 1 when one failed, timed out or was skipped.
 """
 
@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from jaxgpt_tools import device_plan
+from jaxgpt_tools.gpu import device_plan
 
 
 def main(argv: list[str] | None = None) -> int:

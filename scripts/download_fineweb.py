@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Download the record's GPT-2-tokenized FineWeb shards (RECORD.md 8.5; jaxgpt.corpus.download_fineweb).
+"""Download the record's GPT-2-tokenized FineWeb shards (RECORD.md 8.5; jaxgpt.corpus.build.download_fineweb).
 
 Fetches fineweb_val_000000.bin and fineweb_train_000001.bin .. fineweb_train_%06d.bin of N
 from the Hugging Face dataset repo kjj0/fineweb10B-gpt2 into --out (default data/fineweb10B),
@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from jaxgpt.corpus import DEFAULT_FINEWEB_SHARDS, download_fineweb, fineweb_filenames
+from jaxgpt.corpus.build import DEFAULT_FINEWEB_SHARDS, download_fineweb, fineweb_filenames
 
 
 def main(argv: list[str] | None = None) -> int:

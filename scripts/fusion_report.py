@@ -22,8 +22,8 @@ import os
 import sys
 from pathlib import Path
 
-from jaxgpt_tools.fusion_report import REPO_ROOT, check_request, load_results, run_study, study_threads, write_outputs
-from jaxgpt_tools.fusion_xla import MODES, PARTS, SHAPES, Timing
+from jaxgpt_tools.fusion.report import REPO_ROOT, check_request, load_results, run_study, study_threads, write_outputs
+from jaxgpt_tools.fusion.xla import MODES, PARTS, SHAPES, Timing
 
 # The venv `make gpu-plan` builds (jax with its CUDA plugin), unless the environment names another.
 DEFAULT_GPU_PYTHON = os.environ.get("JAXGPT_GPU_PYTHON", str(REPO_ROOT / ".venv-gpu-aot" / "bin" / "python"))

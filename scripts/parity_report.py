@@ -2,7 +2,7 @@
 
     python scripts/parity_report.py [--only NAME ...] [--out docs/PARITY.md]
 
-The checks are jaxgpt_tools/parity_checks.py's (the same list `pytest parity_tests/test_checks.py`
+The checks are jaxgpt_tools/parity/checks.py's (the same list `pytest parity_tests/test_checks.py`
 runs); exit 1 when one fails.
 """
 
@@ -17,9 +17,9 @@ import argparse  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from jaxgpt_tools.artifacts import REPO_ROOT  # noqa: E402
-from jaxgpt_tools.parity_checks import CHECKS  # noqa: E402
-from jaxgpt_tools.parity_report import run_report  # noqa: E402
+from jaxgpt_tools.common.artifacts import REPO_ROOT  # noqa: E402
+from jaxgpt_tools.parity.checks import CHECKS  # noqa: E402
+from jaxgpt_tools.parity.report import run_report  # noqa: E402
 
 DOCS = REPO_ROOT / "docs"
 

@@ -3,7 +3,7 @@ policy, the record's bf16 Newton-Schulz): step-1 scalar gradients, then 30 steps
 
     python scripts/parity_sensitivity.py [--steps 30] [--gradients-only]
 
-Prints markdown tables; what each part measures: jaxgpt_tools/parity_sensitivity.py.
+Prints markdown tables; what each part measures: jaxgpt_tools/parity/sensitivity.py.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")  
 import argparse  # noqa: E402
 import sys  # noqa: E402
 
-from jaxgpt_tools.parity_sensitivity import sensitivity_report  # noqa: E402
+from jaxgpt_tools.parity.sensitivity import sensitivity_report  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

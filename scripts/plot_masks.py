@@ -5,7 +5,7 @@
 Reads one sequence of `--seq-len` tokens (the record's 65,536 per device) from a shard (the
 sample val shard by default), builds the block lists the model uses at the window
 `--window-blocks` (the record's last-step 14, short = 7) and draws the first `--view-blocks`
-query and key blocks (jaxgpt_tools/mask_picture.py). Needs matplotlib (`.[plot]`).
+query and key blocks (jaxgpt_tools/reports/mask_picture.py). Needs matplotlib (`.[plot]`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 
 from jaxgpt import data
 from jaxgpt.config import BLOCK_SIZE
-from jaxgpt_tools.mask_picture import draw, mask_panels
+from jaxgpt_tools.reports.mask_picture import draw, mask_panels
 
 
 def main(argv: list[str] | None = None) -> int:

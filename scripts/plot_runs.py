@@ -4,7 +4,7 @@
     python scripts/plot_runs.py RUN.jsonl [RUN2.jsonl ...] --out curves.png
 
 Each RUN.jsonl is the metrics file a trainer writes (jaxgpt.train: `<out_dir>/logs/<run_id>.jsonl`;
-torch_ref.train: `<log_dir>/<uuid>.jsonl`); the schema and the drawing: jaxgpt_tools/plot_runs.py.
+torch_ref.train: `<log_dir>/<uuid>.jsonl`); the schema and the drawing: jaxgpt_tools/reports/plot_runs.py.
 Needs matplotlib (`pip install -e ".[plot]"`).
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from jaxgpt_tools.plot_runs import plot_runs, read_run
+from jaxgpt_tools.reports.plot_runs import plot_runs, read_run
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,7 @@
     python scripts/project_8gpu.py --from-hlo runs/gpu_plan/record_pallas_h100_x1_train_step.hlo.txt \\
         runs/gpu_plan/record_pallas_h100_x8_train_step.hlo.txt
 
-A projection (jaxgpt_tools/projection.py states the model), never a timing.
+A projection (jaxgpt_tools/gpu/projection.py states the model), never a timing.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-from jaxgpt_tools import hlo_schedule, projection
-from jaxgpt_tools.artifacts import REPO_ROOT
+from jaxgpt_tools.gpu import hlo_schedule, projection
+from jaxgpt_tools.common.artifacts import REPO_ROOT
 
 SCHEDULES = REPO_ROOT / "artifacts" / "gpu" / "h100_plan_schedules.json"
 GPU_CHECKS = [str(REPO_ROOT / "artifacts" / "gpu" / "**" / "*gpu_check*.json"), str(REPO_ROOT / "runs" / "gpu_check" / "**" / "gpu_check.json")]

@@ -7,7 +7,7 @@ Trains the tiny preset on the built-in sample (cycled) with validation and a che
 `--every` steps (2 kept), samples memory every few seconds, and prints the growth per 100 steps
 after `--warmup` steps with the samples' noise, and the step time over the run; everything is
 also written to OUT/soak-RUN_ID.json. Flags after `--` go to `python -m jaxgpt.train`. Not
-part of `make test`; the figures are in docs/RELIABILITY.md. How: jaxgpt_tools/soak.py.
+part of `make test`; the figures are in docs/RELIABILITY.md. How: jaxgpt_tools/bench/soak.py.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from jaxgpt_tools.soak import soak
+from jaxgpt_tools.bench.soak import soak
 
 
 def main(argv: list[str] | None = None) -> int:

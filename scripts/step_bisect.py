@@ -2,7 +2,7 @@
 
     python scripts/step_bisect.py [--ns fp32|bf16] [--init record|signal] [--swap-step1-scalars]
 
-What each printed line compares: jaxgpt_tools/step_bisect.py.
+What each printed line compares: jaxgpt_tools/parity/step_bisect.py.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from jaxgpt_tools.step_bisect import run
+from jaxgpt_tools.parity.step_bisect import run
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,7 +7,7 @@ With no GPU, on a CPU with the jax CUDA plugin (which settings the compiler acce
 no timings, "compiled without a GPU, no autotuning"):
     PYTHONPATH=. python scripts/tile_sweep.py --compile-only --out runs/tile_sweep_compile.jsonl
 
-What is swept and timed: jaxgpt_tools/tile_sweep.py.
+What is swept and timed: jaxgpt_tools/gpu/tile_sweep.py.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from jaxgpt_tools.tile_sweep import IMPLEMENTATIONS, KERNELS, sweep
+from jaxgpt_tools.gpu.tile_sweep import IMPLEMENTATIONS, KERNELS, sweep
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -38,7 +38,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.compile_only:
-        from jaxgpt import gpu_plan
+        from jaxgpt_tools.gpu import compile_plan as gpu_plan
 
         gpu_plan.compile_only_environment()  # before jax initialises its backends
     sweep(kernels=args.kernels, windows=args.windows, seq_len=args.seq_len, repeats=args.repeats, limit=args.limit,

@@ -4,7 +4,7 @@
 
 PATH is a trace file or a folder holding one (the newest is read): jaxgpt's jax.profiler output
 or torch_ref's torch.profiler Chrome trace. Which events count as kernels:
-jaxgpt_tools/trace_kernels.py.
+jaxgpt_tools/gpu/trace_kernels.py.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from jaxgpt_tools.trace_kernels import format_ranking, rank
+from jaxgpt_tools.gpu.trace_kernels import format_ranking, rank
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxgpt import checkpoint, cli, config, data, interrupt
+from jaxgpt.run import checkpoint, cli, interrupt
+from jaxgpt import config, data
 from jaxgpt import train as train_lib
 
 REPO = Path(__file__).resolve().parents[1]
@@ -373,7 +374,7 @@ def test_make_shards_names_a_file_that_is_not_utf8(tmp_path):
 
 
 def test_a_truncated_meta_json_names_the_file(tmp_path):
-    from jaxgpt import sample_data, tokenizer  # noqa: PLC0415 - only this test needs them
+    from jaxgpt.corpus import stdlib_docs as sample_data, tokenizer  # noqa: PLC0415 - only this test needs them
 
     (tmp_path / "meta.json").write_text('{"encoding": "gpt2-by')  # a write cut short
     with pytest.raises(ValueError, match=r"meta.json: not valid JSON"):

@@ -19,7 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxgpt import attention, compat, gpu_plan, masks
+from jaxgpt import attention, compat, masks
+from jaxgpt_tools.gpu import compile_plan as gpu_plan
 from jaxgpt.kernels.block_lists import kernel_block_lists
 from jaxgpt.kernels.mosaic_attention import (MosaicKernelTiles, MosaicTiles, check_hopper, document_bounds,
                                              mosaic_attention)

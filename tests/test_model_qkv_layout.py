@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from jaxgpt import convert
+from jaxgpt.run import convert
 from jaxgpt import model as model_lib
 from jaxgpt.config import ModelConfig, OptimConfig, fp8_grad_scale_for, replace
 from jaxgpt.muon import newton_schulz

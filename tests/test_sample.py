@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from jaxgpt import checkpoint, convert, sample
+from jaxgpt.run import checkpoint, convert
+from jaxgpt import sample
 from jaxgpt import model as model_lib
 from jaxgpt.config import EOT_ID, ModelConfig, Preset, TrainConfig, config_to_json
 from jaxgpt.data import write_shard
-from jaxgpt.tokenizer import GPT2BPE, ByteGPT2
+from jaxgpt.corpus.tokenizer import GPT2BPE, ByteGPT2
 
 # 16-token blocks keep the sequences short while the window (2 blocks, short window 1) and
 # the documents still cut through them. Four layers keep every per-layer feature of the

@@ -18,8 +18,8 @@ MACHINE_PATH = re.compile("/(" + "|".join(["wo" + "rk", "tm" + "p", "ro" + "ot",
 # (file, substring of the matching line) where such a path is the subject, not a location.
 ALLOWED = (
     # the machine paths that repo_relative_paths must rewrite, as its test's input
-    ("tests/tools/test_artifacts.py", "text = ('FileNames 1 \""),
-    ("tests/tools/test_artifacts.py", '"python scripts/fusion_report.py --out '),
+    ("tests/tools/common/test_artifacts.py", "text = ('FileNames 1 \""),
+    ("tests/tools/common/test_artifacts.py", '"python scripts/fusion_report.py --out '),
 )
 TRACKER_NUMBER = re.compile(r"\b[Ii]ssues? #?\d+")
 

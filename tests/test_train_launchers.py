@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from jaxgpt import data, preflight
+from jaxgpt import data
+from jaxgpt.run import preflight
 from jaxgpt import config as cfg
-from jaxgpt.cli import RunOptions
+from jaxgpt.run.cli import RunOptions
 from jaxgpt.testing import log_tail, small_model_config, start_children, synthetic_tokens, wait_children
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

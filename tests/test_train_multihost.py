@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxgpt import checkpoint, interrupt, peers
+from jaxgpt.run import checkpoint, interrupt, peers
 from jaxgpt import config as cfg
 from jaxgpt import data
 from jaxgpt import train as train_lib

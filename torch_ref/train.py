@@ -19,8 +19,8 @@ last completed step (exit 130/143), every output path checked before the first s
 usage errors and 1 for runtime errors. `--steps 0` runs the start-up checks and the step-0
 validation, then exits.
 
-The command line is torch_ref.cli, the checks before the first step torch_ref.preflight, signals
-torch_ref.interrupt, the log lines and timing torch_ref.runlog, checkpoint files torch_ref.checkpoint.
+The command line is torch_ref.run.cli, the checks before the first step torch_ref.run.preflight, signals
+torch_ref.run.interrupt, the log lines and timing torch_ref.run.runlog, checkpoint files torch_ref.run.checkpoint.
 """
 
 from __future__ import annotations
@@ -40,11 +40,12 @@ import torch.multiprocessing as mp
 from torch import Tensor, nn
 
 import torch_ref.config as cfg
-from torch_ref import checkpoint as ckpt
-from torch_ref import compilation, peers, preflight, profiling, runlog
-from torch_ref.cli import RunOptions, parse_args, torchrun_world_size, with_run_id
+from torch_ref.run import checkpoint as ckpt
+from torch_ref import compilation
+from torch_ref.run import peers, preflight, profiling, runlog
+from torch_ref.run.cli import RunOptions, parse_args, torchrun_world_size, with_run_id
 from torch_ref.data import ShardsExhaustedError, distributed_data_generator, val_batches
-from torch_ref.interrupt import Interrupted, StopRequest, agree, interrupted
+from torch_ref.run.interrupt import Interrupted, StopRequest, agree, interrupted
 from torch_ref.model import GPT, apply_dtype_policy, load_record_state_dict, strip_compile_prefix
 from torch_ref.optim import build_lr_schedulers, build_optimizers, optimizer_step
 from torch_ref.schedules import window_value

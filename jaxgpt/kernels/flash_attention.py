@@ -46,7 +46,7 @@ def default_interpret() -> bool:
 @contextlib.contextmanager
 def compiled_kernels() -> Iterator[None]:
     """Within this context, kernels traced with interpret=None lower to Triton even where the
-    default backend is a CPU: for compiling to compile-only GPU devices (jaxgpt.gpu_plan)."""
+    default backend is a CPU: for compiling to compile-only GPU devices (jaxgpt_tools.gpu.compile_plan)."""
     token = _COMPILED_KERNELS.set(True)
     try:
         yield

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from torch_ref import checkpoint as ckpt_lib
+from torch_ref.run import checkpoint as ckpt_lib
 from torch_ref import train as train_lib
 from torch_ref.config import EOT_ID
 from torch_ref.data import write_shard

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from jaxgpt.testing import free_port, start_children, wait_children
-from torch_ref import checkpoint as ckpt_lib
-from torch_ref import peers
+from torch_ref.run import checkpoint as ckpt_lib
+from torch_ref.run import peers
 from torch_ref import train as train_lib
-from torch_ref.interrupt import TEST_SIGNAL_AT_STEP
+from torch_ref.run.interrupt import TEST_SIGNAL_AT_STEP
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WAIT_S = 300  # the 4-step run takes ~10 s here; a hang must not hang CI

@@ -1,0 +1,307 @@
+"""Training checkpoints with orbax, and export to the record's torch format.
+
+A checkpoint directory holds one orbax step folder per saved step (orbax writes to a temporary
+folder and renames it when complete, so a crash never leaves a half-written step that looks
+finished). Each step folder has two items:
+
+  state:  the pytree {"params": ..., "opt_state": ...} as saved by orbax's StandardSave
+  meta:   JSON {"step": int, "data_position": {...}, "config": {...}}
+
+`step` counts the optimizer updates already applied, so a run resumed from step s continues
+with iteration s of the training loop. The config is the full Preset as nested JSON; resuming
+under a different config is refused with the list of fields that differ.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import orbax.checkpoint as ocp
+
+from jaxgpt import compat
+from jaxgpt.run import convert
+from jaxgpt.config import Preset, TrainConfig, config_to_json, replace
+from jaxgpt.data import DataPosition
+
+# Fields that may differ between the saved run and the resumed one: where and how often output
+# is written, and how many devices share the global batch (the batches, the optimizer state and
+# the schedules do not depend on it; only the order of the fp32 sums across devices does, so a
+# run saved on 1 device continues on 2 within the parity suite's reordering noise, and back).
+RESUME_IGNORED_FIELDS = frozenset({"train.out_dir", "train.checkpoint_every", "train.keep_checkpoints", "train.devices"})
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """Human-readable `field: saved -> current` lines for every field that differs, ignoring
+    the output-only fields of RESUME_IGNORED_FIELDS. Empty when the configs agree."""
+    # A field the saved config lacks (added since) had its default then: compare that.
+    defaults = config_to_json(Preset())
+    old = {**_flatten(defaults), **_flatten(saved)}
+    new = _flatten(current)
+    lines = []
+    for name in sorted(old.keys() | new.keys()):
+        if name in RESUME_IGNORED_FIELDS:
+            continue
+        before, after = old.get(name, "<absent>"), new.get(name, "<absent>")
+        if before != after:
+            lines.append(f"{name}: {before!r} -> {after!r}")
+    return lines
+
+
+def refuse_config_change(meta: dict[str, Any], config: dict[str, Any], directory: Path) -> None:
+    """Raise ValueError listing the differing fields when `meta` was saved under another config."""
+    differences = config_differences(meta["config"], config)
+    if differences:
+        raise ValueError(
+            f"cannot resume from {directory}: it was saved by a run with a different config; "
+            "differing fields (saved -> now):\n  " + "\n  ".join(differences)
+        )
+
+
+class CorruptCheckpointError(ValueError):
+    """A checkpoint step folder whose files cannot be read back."""
+
+    def __init__(self, folder: Path, cause: BaseException) -> None:
+        first_line = (str(cause).strip().splitlines() or [""])[0][:200]
+        super().__init__(f"cannot read the checkpoint in {folder}: its files are damaged or not an orbax "
+                         f"checkpoint ({type(cause).__name__}: {first_line}); resume from an earlier step or start afresh")
+
+
+TMP_MARKER = "tmp"  # orbax names unfinished saves <step>.orbax-checkpoint-tmp-<n>
+
+
+def leftover_tmp_dirs(directory: Path) -> list[Path]:
+    """Folders of saves that never finished (a killed run): orbax never restores them."""
+    return sorted(path for path in directory.iterdir() if path.is_dir() and TMP_MARKER in path.name)
+
+
+class CheckpointSaveError(Exception):
+    """A save that failed (no space, permission lost, any error of orbax's writer). The run
+    stops on it: the previous complete checkpoint is untouched and the failed save's files stay
+    in a `*-tmp` folder that is never restored."""
+
+    def __init__(self, step: int | None, directory: Path, cause: BaseException) -> None:
+        first_line = (str(cause).strip().splitlines() or [""])[0][:300]
+        at_step = f"of step {step} " if step is not None else ""
+        super().__init__(f"saving the checkpoint {at_step}into {directory} failed ({type(cause).__name__}: {first_line}). "
+                         f"{where_to_resume(directory)}")
+
+
+def completed_steps(directory: Path) -> list[int]:
+    """Steps whose save finished in `directory`, read from disk (orbax's own list is not kept
+    up to date after a failed save)."""
+    return sorted(ocp.utils.checkpoint_steps(directory)) if directory.is_dir() else []
+
+
+def where_to_resume(directory: Path | None) -> str:
+    """One sentence naming the newest complete checkpoint in `directory` (None: the run saves
+    none), as the errors that stop a run end."""
+    if directory is None:
+        return "This run writes no checkpoint."
+    steps = completed_steps(directory)
+    if not steps:
+        return f"No checkpoint was completed in {directory}."
+    return f"The newest complete checkpoint is step {steps[-1]} in {directory} (continue with --resume {directory})."
+
+
+class Checkpointer:
+    """Saves and restores training state in one directory, keeping the newest `max_to_keep`.
+
+    Saving is asynchronous where orbax supports it: `save` returns once the arrays are copied
+    off the devices and the files are written in a background thread; `wait` blocks until the
+    last save is on disk (call it before reading the directory or exiting). A save that fails
+    raises CheckpointSaveError naming its step: from `save` itself, or, when the background
+    write fails, from the first `poll`, `save`, `wait` or `close` after it.
+    """
+
+    def __init__(self, directory: str | Path, *, max_to_keep: int = 3, async_save: bool = True) -> None:
+        if max_to_keep < 1:
+            raise ValueError(f"keep_checkpoints must be >= 1, got {max_to_keep}")
+        self.directory = Path(directory).absolute()
+        options = ocp.CheckpointManagerOptions(
+            max_to_keep=max_to_keep, enable_async_checkpointing=async_save, create=True
+        )
+        self._manager = ocp.CheckpointManager(self.directory, options=options)
+        self._closed = False
+        self._pending: int | None = None  # the step whose asynchronous save may still be running
+
+    def latest_step(self) -> int | None:
+        return self._manager.latest_step()
+
+    def all_steps(self) -> list[int]:
+        return sorted(self._manager.all_steps())
+
+    def save(self, step: int, state: Any, *, data_position: dict[str, Any], config: dict[str, Any]) -> None:
+        """Save `state` (a pytree of jax arrays) after `step` updates, with the loader position
+        and config as JSON. A step that is already saved is left as it is."""
+        self.wait()  # orbax would wait for the previous save too; this names its step if it failed
+        if step in self._manager.all_steps():
+            return
+        meta = {"step": int(step), "data_position": data_position, "config": config}
+        try:
+            self._manager.save(
+                step,
+                args=ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)),
+            )
+        except Exception as error:  # noqa: BLE001 - OSError, tensorstore's and orbax's errors alike
+            raise CheckpointSaveError(step, self.directory, error) from error
+        self._pending = step
+
+    def poll(self) -> None:
+        """Raise CheckpointSaveError when the save in flight has ended in a failure; a host-side
+        check without waiting (the loop calls it every step)."""
+        if self._pending is not None and compat.save_has_ended(self._manager):
+            self.wait()
+
+    def read_meta(self, step: int | None = None) -> dict[str, Any]:
+        """The JSON item of `step` (default: the newest step)."""
+        step = self._require_step(step)
+        return self._restore(step, ocp.args.Composite(meta=ocp.args.JsonRestore())).meta
+
+    def restore(self, abstract_state: Any, *, config: dict[str, Any] | None, step: int | None = None) -> tuple[Any, dict[str, Any]]:
+        """Restore the state saved at `step` (default: newest) into the structure, dtypes and
+        shardings of `abstract_state` (a pytree of jax.ShapeDtypeStruct or arrays).
+
+        Returns (state, meta). Raises ValueError listing the differing fields when the saved
+        config is not `config` (None: the caller has compared them, see refuse_config_change)."""
+        meta = self.read_meta(step)
+        if config is not None:
+            refuse_config_change(meta, config, self.directory)
+        target = jax.tree.map(_abstract, abstract_state)
+        restored = self._restore(meta["step"], ocp.args.Composite(state=ocp.args.StandardRestore(target)))
+        return restored.state, meta
+
+    def restore_params(self, step: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(params, meta) of `step` (default: newest): the parameters {record name: array} on
+        the first local device, whatever mesh saved them (no config or optimizer needed), and
+        the JSON meta item. FileNotFoundError when there is no such checkpoint."""
+        meta = self.read_meta(step)
+        item = ocp.StandardCheckpointHandler().metadata(self.directory / str(meta["step"]) / "state")
+        tree = getattr(item, "tree", item)  # orbax >= 0.11 wraps the tree's metadata
+        device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+        # The whole state is read: restoring only the params is not in every orbax version.
+        target = jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=device), tree)
+        restored = self._manager.restore(meta["step"], args=ocp.args.Composite(state=ocp.args.StandardRestore(target)))
+        return dict(restored.state["params"]), meta
+
+    def _restore(self, step: int, args: Any) -> Any:
+        """orbax's restore, with a short error naming the step folder when its files are
+        damaged (orbax and tensorstore raise many kinds, with long tracebacks)."""
+        try:
+            return self._manager.restore(step, args=args)
+        except Exception as error:  # noqa: BLE001 - tensorstore/orbax errors share no base class
+            raise CorruptCheckpointError(self.directory / str(step), error) from error
+
+    def wait(self) -> None:
+        """Block until the save in flight is on disk; CheckpointSaveError when it failed."""
+        pending, self._pending = self._pending, None
+        try:
+            self._manager.wait_until_finished()
+        except Exception as error:  # noqa: BLE001 - whatever the background writer raised
+            raise CheckpointSaveError(pending, self.directory, error) from error
+
+    def close(self) -> None:
+        """Wait for the save in flight, then release orbax's threads. Safe to call twice;
+        CheckpointSaveError when the save in flight failed (the threads are released anyway)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.wait()
+        finally:
+            self._manager.close()
+
+    def _require_step(self, step: int | None) -> int:
+        if step is None:
+            step = self._manager.latest_step()
+            if step is None:
+                raise FileNotFoundError(f"no checkpoint found in {self.directory}")
+        elif step not in self._manager.all_steps():
+            raise FileNotFoundError(f"no checkpoint for step {step} in {self.directory}")
+        return step
+
+
+def open_run_checkpoints(
+    preset: Preset, resume: str | None, run_id: str, save_final: bool
+) -> tuple[Checkpointer | None, int, DataPosition, dict[str, Any] | None]:
+    """(checkpointer or None, start step, data position, saved meta or None) of a run.
+
+    `resume` (a directory) continues from its newest step and keeps saving there; otherwise
+    checkpoints go to <out_dir>/checkpoints/<run_id> when any are asked for."""
+    train = preset.train
+    if resume is not None:
+        directory = Path(resume)
+        if not directory.is_dir():
+            raise FileNotFoundError(f"--resume directory not found: {directory}")
+        for leftover in leftover_tmp_dirs(directory):
+            print(f"warning: ignoring {leftover}: an unfinished save of a run that was killed (never restored; "
+                  "delete it to reclaim the space)", file=sys.stderr)
+        checkpointer = Checkpointer(directory, max_to_keep=train.keep_checkpoints)
+        meta = checkpointer.read_meta()  # FileNotFoundError when the directory holds no checkpoint
+        return checkpointer, int(meta["step"]), DataPosition.from_dict(meta["data_position"]), meta
+    if train.checkpoint_every > 0 or save_final:
+        directory = Path(train.out_dir) / "checkpoints" / run_id
+        return Checkpointer(directory, max_to_keep=train.keep_checkpoints), 0, DataPosition(), None
+    return None, 0, DataPosition(), None
+
+
+def keep_saved_cadence(preset: Preset, saved_meta: dict[str, Any], overridden: Sequence[str]) -> Preset:
+    """A resumed run keeps the saved run's checkpoint_every and keep_checkpoints unless the
+    command line sets them again (`overridden`: the "section.field" names of the flags given)."""
+    saved_train = saved_meta["config"]["train"]
+    kept = {name: saved_train[name] for name in ("checkpoint_every", "keep_checkpoints")
+            if f"train.{name}" not in overridden and name in saved_train}
+    return Preset(model=preset.model, optim=preset.optim, train=replace(preset.train, **kept))
+
+
+def is_due(step: int, start_step: int, train: TrainConfig, save_final: bool) -> bool:
+    """Save after every checkpoint_every updates and after the last one (never the state the
+    run started from: it is already on disk or is the init)."""
+    if step == start_step:
+        return False
+    if step == train.steps:
+        return train.checkpoint_every > 0 or save_final
+    return train.checkpoint_every > 0 and step % train.checkpoint_every == 0
+
+
+def restore_params(directory: str | Path, step: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(params, meta) of `step` (default: newest) in a checkpoint directory; see
+    `Checkpointer.restore_params`. FileNotFoundError for a missing directory."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"checkpoint directory not found: {directory}")
+    checkpointer = Checkpointer(directory, async_save=False)
+    try:
+        return checkpointer.restore_params(step)
+    finally:
+        checkpointer.close()
+
+
+def _abstract(leaf: Any) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=getattr(leaf, "sharding", None))
+
+
+def export_torch(params: dict[str, Any], path: str | Path) -> Path:
+    """Write `params` ({record key: array}, dtypes kept: bf16 tables stay bf16) to `path` as the
+    record's `{"model": state_dict}` torch file, loadable by torch_ref and the record's code."""
+    import torch  # torch only when exporting
+
+    state_dict = convert.params_to_torch_state_dict(params)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"model": state_dict}, path)
+    return path

@@ -1,0 +1,204 @@
+"""What a run reports: the training clock, the record's log lines, JSONL metrics, the run header.
+
+The text log `<out_dir>/logs/<run_id>.txt` holds the record's lines (also printed on stdout)
+after a header with the config, the options and the environment (the record logs its own source
+there instead); `<out_dir>/logs/<run_id>.jsonl` holds one JSON object per logged step, and with
+`--tensorboard DIR` the same numbers go to TensorBoard event files in `DIR/<run_id>/`. Timing
+follows the record: the clock is reset at step 10 (compilation excluded) and paused around
+validation and checkpoint saves. Mirrors torch_ref.run.runlog.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import platform
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import flax
+import jax
+import jaxlib
+import optax
+
+from jaxgpt import config as cfg
+
+CLOCK_RESET_STEP = 10  # the record excludes steps 0..9 (compile warm-up) from train_time
+
+
+def timed_steps(step: int, clock_reset_step: int = CLOCK_RESET_STEP) -> float:
+    """Steps the clock has seen at `step`: the record resets the clock at step 10 and counts
+    step - 9 from step 12 on, NaN before (its `<= 11` guard for the val line). A resumed run
+    resets its clock 10 steps after its start step."""
+    return float("nan") if step <= clock_reset_step + 1 else float(step - clock_reset_step + 1)
+
+
+def val_step_avg_ms(step: int, train_time_ms: float, clock_reset_step: int = CLOCK_RESET_STEP) -> float:
+    """step_avg on the val line of `step`: the record divides by one step fewer than its train line."""
+    return train_time_ms / (timed_steps(step, clock_reset_step) - 1)
+
+
+def train_step_avg_ms(step: int, train_time_ms: float, clock_reset_step: int = CLOCK_RESET_STEP) -> float:
+    """step_avg on the train line logged after the update made at `step`."""
+    return train_time_ms / timed_steps(step, clock_reset_step)
+
+
+def val_line(step: int, total: int, loss: float, train_time_ms: float, clock_reset_step: int = CLOCK_RESET_STEP) -> str:
+    avg = val_step_avg_ms(step, train_time_ms, clock_reset_step)
+    return f"step:{step}/{total} val_loss:{loss:.4f} train_time:{train_time_ms:.0f}ms step_avg:{avg:.2f}ms"
+
+
+def train_line(step: int, total: int, train_time_ms: float, loss: float, clock_reset_step: int = CLOCK_RESET_STEP) -> str:
+    """Logged after the update made at `step`; shows step + 1 as the record does, then this
+    port's train loss as an extra trailing field."""
+    avg = train_step_avg_ms(step, train_time_ms, clock_reset_step)
+    return f"step:{step + 1}/{total} train_time:{train_time_ms:.0f}ms step_avg:{avg:.2f}ms train_loss:{loss:.4f}"
+
+
+class NonFiniteError(ValueError):
+    """A NaN or infinite loss (or state): the run stops before saving anything after it."""
+
+
+def nonfinite_loss(kind: str, step: int, total: int, loss: float, checkpoints: str) -> NonFiniteError:
+    """The error of a NaN or infinite `kind` ("train" or "val") loss, naming the step as its log
+    line shows it and the value; `checkpoints` says where the newest complete checkpoint is
+    (checkpoint.where_to_resume)."""
+    return NonFiniteError(f"{kind} loss is {loss} at step {step}/{total}; the run stopped without saving any later "
+                          f"state. {checkpoints} Lower the learning rates or resume from an earlier checkpoint "
+                          "(--allow-nonfinite-loss trains on regardless)")
+
+
+class TrainClock:
+    """Wall time of training only, in ms: paused around validation and saves, reset once."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self._accumulated_ms, self._start = 0.0, time.perf_counter()
+
+    def pause(self) -> float:
+        self._accumulated_ms += 1000.0 * (time.perf_counter() - self._start)
+        return self._accumulated_ms
+
+    def resume(self) -> None:
+        self._start = time.perf_counter()
+
+    def elapsed_ms(self) -> float:
+        return self._accumulated_ms + 1000.0 * (time.perf_counter() - self._start)
+
+
+class RunLog:
+    """The record's log lines on stdout and in the text log, metrics in the JSONL file, and a
+    tqdm bar when stdout is a terminal. Only process 0 writes (`enabled=False` elsewhere)."""
+
+    def __init__(self, out_dir: str, run_id: str, *, total_steps: int, start_step: int, progress: bool,
+                 enabled: bool, tensorboard_dir: str | None = None) -> None:
+        self.enabled = enabled
+        self.run_id = run_id
+        self.total_steps = total_steps
+        self.clock_reset_step = start_step + CLOCK_RESET_STEP
+        log_dir = Path(out_dir) / "logs"
+        self.text_path = log_dir / f"{run_id}.txt"
+        self.metrics_path = log_dir / f"{run_id}.jsonl"
+        self._bar = self._tensorboard = None
+        if not enabled:
+            return
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self._text = self.text_path.open("a", encoding="utf-8")
+        self._metrics = self.metrics_path.open("a", encoding="utf-8")
+        if tensorboard_dir is not None:
+            from tensorboardX import SummaryWriter
+
+            self._tensorboard = SummaryWriter(str(Path(tensorboard_dir) / run_id))
+        if progress and sys.stdout.isatty():
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total_steps, initial=start_step, unit="step", dynamic_ncols=True, leave=False)
+
+    def write(self, line: str, *, console: bool = True) -> None:
+        if not self.enabled:
+            return
+        self._text.write(line + "\n")
+        self._text.flush()
+        if console:
+            if self._bar is not None:
+                self._bar.write(line)
+            else:
+                print(line, flush=True)
+
+    def metrics(self, **record: Any) -> None:
+        """One JSON object per line, each naming its framework and run (the schema
+        torch_ref.train also writes and scripts/plot_runs.py reads)."""
+        if self.enabled:
+            self._metrics.write(json.dumps({"framework": "jaxgpt", "run_id": self.run_id, **record}) + "\n")
+            self._metrics.flush()
+            if self._tensorboard is not None:  # the same numbers, as "<kind>/<field>" at the record's step
+                for name, value in record.items():
+                    if name not in ("kind", "step"):
+                        self._tensorboard.add_scalar(f"{record['kind']}/{name}", value, record["step"])
+
+    def val(self, step: int, loss: float, train_time_ms: float, window_blocks: int) -> None:
+        """The val line of `step` and its metrics record."""
+        self.write(val_line(step, self.total_steps, loss, train_time_ms, self.clock_reset_step))
+        self.metrics(kind="val", step=step, val_loss=loss, train_time_ms=train_time_ms,
+                     step_avg_ms=val_step_avg_ms(step, train_time_ms, self.clock_reset_step),
+                     window_blocks=window_blocks)
+
+    def train(self, step: int, loss: float, train_time_ms: float, window_blocks: int) -> None:
+        """The train line after the update made at `step` (shown as step + 1) and its metrics."""
+        self.write(train_line(step, self.total_steps, train_time_ms, loss, self.clock_reset_step))
+        self.metrics(kind="train", step=step + 1, train_loss=loss, train_time_ms=train_time_ms,
+                     step_avg_ms=train_step_avg_ms(step, train_time_ms, self.clock_reset_step),
+                     window_blocks=window_blocks)
+        if self._bar is not None:
+            self._bar.update(1)
+            self._bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
+
+    def close(self) -> None:
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            self._bar.close()
+        if self._tensorboard is not None:
+            self._tensorboard.close()
+        self._text.close()
+        self._metrics.close()
+
+
+def environment_lines(devices: Sequence[Any]) -> list[str]:
+    return [
+        f"Running Python {sys.version}",
+        f"Running JAX {jax.__version__} (jaxlib {jaxlib.__version__}), flax {flax.__version__}, optax {optax.__version__}",
+        f"Backend {jax.default_backend()}; processes {jax.process_count()} (this is {jax.process_index()}); "
+        f"devices used {len(devices)} of {jax.device_count()}: " + ", ".join(str(d) for d in devices),
+        f"Host {platform.node()} {platform.platform()}",
+    ]
+
+
+def write_header(log: RunLog, preset: cfg.Preset, options: Any, devices: Sequence[Any], start_step: int) -> None:
+    """Config, options (a dataclass) and environment at the top of the text log."""
+    log.write(str(log.text_path))
+    log.write("=" * 100, console=False)
+    log.write("config: " + json.dumps(cfg.config_to_json(preset), sort_keys=True), console=False)
+    log.write("options: " + json.dumps(dataclasses.asdict(options), sort_keys=True), console=False)
+    if start_step:
+        log.write(f"resumed at step {start_step} from {options.resume}", console=False)
+    for line in environment_lines(devices):
+        log.write(line, console=False)
+    log.write("=" * 100, console=False)
+
+
+def shown_path(path: str | Path) -> str:
+    """`path` relative to the working directory when it lies below it, else absolute."""
+    path = Path(path).absolute()
+    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
+
+
+def sample_command(checkpoint_dir: str | Path) -> str:
+    """The shell command that samples text from a run's checkpoint directory."""
+    return shlex.join([shown_path(sys.executable), "-m", "jaxgpt.sample", "--checkpoint", shown_path(checkpoint_dir),
+                       "--prompt", "def ", "--max-new-tokens", "50"])

@@ -1,0 +1,1 @@
+"""The fusion study: XLA and TorchInductor on the merged and separate QKV path."""

@@ -1,0 +1,370 @@
+"""The TorchInductor side of the fusion study: torch_ref's QKV path and one block under
+torch.compile, with Inductor's generated code read back from its own debug trace.
+
+The programs are the ones of jaxgpt_tools/fusion/xla.py (same parts, modes, layouts and shapes):
+the QKV path is `CausalSelfAttention.project` (q, k, v at the attention kernel's inputs); the
+block's attention is torch_ref's for the device (SDPA with a dense (T, T) bool mask on a CPU,
+compiled flex attention with the record's BlockMask on CUDA). bf16 activations, fp32 weights
+cast at use, one document, window min(14, T / 128) blocks. "fwd" runs under torch.no_grad
+(Inductor's inference graph); "fwdbwd" is the training forward graph plus the backward graph
+AOTAutograd splits off, both compiled by Inductor, for fixed random output cotangents.
+
+Inductor's code comes from `torch._inductor.config.trace` (what TORCH_COMPILE_DEBUG=1 turns
+on): one folder per compiled graph with output_code.py, fx_graph_readable.py and the IR
+before and after fusion. Each launch in output_code.py's `call` function is one row of the
+launch table (launch_table): a generated kernel (named after the aten ops it fused), an extern
+kernel (GEMMs) or an aten fallback, with the bytes it reads and writes; the graph's input sizes
+come from the same file's `get_args`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections import Counter
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from jaxgpt_tools.fusion.artifacts import stored
+from jaxgpt_tools.common.timing import timed
+from jaxgpt_tools.fusion.xla import LAYOUTS, MODES, PARTS, Compiled, Shape, Timing, program_name, run_programs
+
+TORCH_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "bool": 1, "int64": 8, "int32": 4, "uint8": 1,
+               "float8_e4m3fn": 1, "float8_e5m2": 1}
+
+
+def _numel(dims: str) -> int:
+    """Elements of a tensor whose sizes are written "4, 8" (empty: a scalar, 1)."""
+    return math.prod(int(d) for d in dims.split(",") if d.strip())
+
+
+def _call_body(code: str) -> list[str]:
+    """Lines of output_code.py's `def call(self, args)` (or `def call(args)`) function."""
+    lines = code.splitlines()
+    start = next((i for i, line in enumerate(lines) if re.match(r"\s*def call\(", line)), None)
+    if start is None:
+        return []
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    body = []
+    for line in lines[start + 1:]:
+        if line.strip() and len(line) - len(line.lstrip()) <= indent:
+            break
+        body.append(line)
+    return body
+
+
+def _kernel_kind(name: str, source: str) -> str:
+    """pointwise / reduction / template (GEMM template) / persistent_reduction for a generated kernel."""
+    for prefix, kind in (("triton_poi", "pointwise"), ("triton_red", "reduction"), ("triton_per", "persistent_reduction"),
+                         ("triton_tem", "template")):
+        if name.startswith(prefix):
+            return kind
+    return "reduction" if re.search(r"tmp_acc\d|welford", source) else "pointwise"
+
+
+def _split_args(text: str) -> list[str]:
+    """Top-level comma-separated arguments of a call's argument text (up to its closing paren)."""
+    args, depth, current = [], 0, ""
+    for char in text:
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            if depth == 0:
+                break
+            depth -= 1
+        if char == "," and depth == 0:
+            args.append(current.strip())
+            current = ""
+        else:
+            current += char
+    if current.strip():
+        args.append(current.strip())
+    return args
+
+
+def _pointer_roles(source: str) -> list[str]:
+    """'read' / 'written' / 'both' / '' (not a buffer) for each parameter of a generated kernel,
+    by Inductor's names: in_ptr (read), out_ptr (written), in_out_ptr (both), a GEMM template's
+    arg_A / arg_B (read); C++ kernels name them in `kernel(...)`, Triton kernels in their `def`."""
+    signature = (re.search(r'extern "C"\s+void\s+kernel\((.*?)\)', source, re.DOTALL)
+                 or re.search(r"^def \w+\((.*?)\):", source, re.MULTILINE | re.DOTALL))
+    roles = []
+    for param in _split_args(signature.group(1)) if signature else []:
+        # A Triton parameter may carry an annotation (XBLOCK : tl.constexpr); C++ types hold "::".
+        words = re.findall(r"\w+", re.split(r"(?<!:):(?!:)", param)[0])
+        name = words[-1] if words else ""
+        roles.append("both" if name.startswith("in_out_ptr") else "read" if name.startswith(("in_ptr", "arg_"))
+                     else "written" if name.startswith("out_ptr") else "")
+    return roles
+
+
+GEMM_EXTERNS = ("mm", "bmm", "addmm", "baddbmm", "_mm_plus_mm")
+
+
+def launch_table(code: str, input_types: dict[str, tuple[float, float]]) -> list[dict[str, Any]]:
+    """One row per launch in an Inductor output_code.py's `call`, in order: name; kind (a
+    generated kernel's pointwise / reduction / persistent_reduction / template, `extern` for an
+    extern call, `fallback` for an aten op); whether it is a GEMM; bytes it reads and writes, each
+    buffer argument whole and once (a `reinterpret_tensor` view as its view). A generated kernel's
+    arguments are read or written by their names in its signature (in_ptr, out_ptr, in_out_ptr);
+    an extern call writes its `out=`; `input_types`: (elements, bytes each) of the graph's inputs."""
+    sources = dict(re.findall(r"^(\w+) = async_compile\.\w+\((.*?)^'''", code, re.MULTILINE | re.DOTALL))
+    sources.update({name: "" for name in re.findall(r"^(\w+) = async_compile\.\w+\(", code, re.MULTILINE) if name not in sources})
+    sizes: dict[str, tuple[float, float]] = dict(input_types)  # name -> (elements, bytes per element)
+
+    def arg_bytes(arg: str) -> float:
+        view = re.match(r"reinterpret_tensor\((\w+), \(([\d, ]*)\)", arg)
+        if view:
+            return _numel(view.group(2)) * sizes.get(view.group(1), (0, 0))[1]
+        count, each = sizes.get(arg.strip(), (0, 0))
+        return count * each
+
+    rows = []
+    for line in _call_body(code):
+        alloc = re.match(r"\s*(buf\d+) = empty_strided_\w+\(\(([\d, ]*)\), \([\d, ]*\), torch\.(\w+)\)", line)
+        if alloc:
+            sizes[alloc.group(1)] = (_numel(alloc.group(2)), TORCH_BYTES.get(alloc.group(3), 4))
+            continue
+        alias = re.match(r"\s*(buf\d+) = reinterpret_tensor\((\w+), \(([\d, ]*)\)", line)
+        if alias:
+            sizes[alias.group(1)] = (_numel(alias.group(3)), sizes.get(alias.group(2), (0, 0))[1])
+            continue
+        reuse = re.match(r"\s*(buf\d+) = (buf\d+|\w+); del \2\s+# reuse", line)
+        if reuse:
+            sizes[reuse.group(1)] = sizes.get(reuse.group(2), (0, 0))
+            continue
+        call = re.match(r"\s*(?:(buf\d+) = )?(extern_kernels\.\w+|torch\.ops\.\w+\.\w+(?:\.\w+)?|\w+)(?:\.run)?\((.*)", line)
+        if not call:
+            continue
+        result, target, rest = call.groups()
+        args = _split_args(rest)
+        positional = [a for a in args if not re.match(r"\w+=", a)]
+        keywords = dict(a.split("=", 1) for a in args if re.match(r"\w+=", a))
+        if target.startswith("extern_kernels."):
+            kind, name = "extern", target.split(".", 1)[1]
+            read = sum(arg_bytes(a) for a in dict.fromkeys(positional))
+            written = arg_bytes(keywords.get("out", "")) + (arg_bytes(result) if result else 0.0)
+            gemm = name in GEMM_EXTERNS
+        elif target.startswith("torch.ops."):
+            kind, name = "fallback", target[len("torch.ops."):]
+            read, written = sum(arg_bytes(a) for a in dict.fromkeys(positional)), arg_bytes(result) if result else 0.0
+            gemm = bool(re.search(r"\.(mm|bmm|addmm|matmul|linear)\b", name))
+        elif target in sources:
+            kind, name = _kernel_kind(target, sources[target]), target
+            roles = _pointer_roles(sources[target])
+            roles_of = list(zip(positional, roles))
+            read = sum(arg_bytes(a) for a in dict.fromkeys(a for a, role in roles_of if role in ("read", "both")))
+            written = sum(arg_bytes(a) for a in dict.fromkeys(a for a, role in roles_of if role in ("written", "both")))
+            gemm = kind == "template"
+        else:
+            continue
+        rows.append({"name": name, "kind": kind, "gemm": gemm, "read": read, "written": written})
+    return rows
+
+
+def read_output_code(code: str, input_types: dict[str, tuple[float, float]]) -> dict[str, Any]:
+    """Counts of one Inductor output_code.py, from its launch_table (kept as `launches`):
+    generated kernel launches by kind, extern launches, aten fallbacks, GEMMs, and the bytes
+    every launch reads and writes once."""
+    launches = launch_table(code, input_types)
+    generated = [row for row in launches if row["kind"] not in ("extern", "fallback")]
+    return {
+        "kernels": len(launches),
+        "generated_kernels": len(generated),
+        "generated_by_kind": dict(Counter(row["kind"] for row in generated)),
+        "distinct_generated_kernels": len({row["name"] for row in generated}),
+        "extern_kernels": dict(Counter(row["name"] for row in launches if row["kind"] == "extern")),
+        "gemm_kernels": sum(row["gemm"] for row in launches),
+        "aten_fallbacks": dict(Counter(row["name"] for row in launches if row["kind"] == "fallback")),
+        "kernel_traffic_bytes": sum(row["read"] + row["written"] for row in launches),
+        "launches": launches,
+    }
+
+
+def input_types(code: str) -> dict[str, tuple[float, float]]:
+    """(elements, bytes per element) of each input of an Inductor graph, from its output code's
+    `get_args()` (`name = rand_strided((sizes), (strides), device=..., dtype=torch.T)`)."""
+    return {name: (_numel(dims), TORCH_BYTES.get(dtype, 4)) for name, dims, dtype in
+            re.findall(r"^\s+(\w+) = rand_strided\(\(([\d, ]*)\), \([\d, ]*\), device='\w+(?::\d+)?', dtype=torch\.(\w+)\)",
+                       code, re.MULTILINE)}
+
+
+def read_code(code: str) -> dict[str, Any]:
+    """read_output_code with the graph's input sizes from the same output code."""
+    return read_output_code(code, input_types(code))
+
+
+def read_trace_dir(trace_dir: Path) -> list[dict[str, Any]]:
+    """One record per compiled graph under an Inductor debug trace folder, ordered as compiled."""
+    graphs = []
+    for folder in sorted(trace_dir.rglob("output_code.py"), key=lambda p: p.stat().st_mtime):
+        kind = re.search(r"_(inference|forward|backward)_", folder.parent.name)
+        graphs.append({"graph": kind.group(1) if kind else folder.parent.name, "output_code": stored(folder),
+                       **read_code(folder.read_text())})
+    return graphs
+
+
+def _merge_counts(graphs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Sum of the per-graph counts (a fwd+bwd program is its forward and backward graphs)."""
+    total: dict[str, Any] = {"kernels": 0, "generated_kernels": 0, "gemm_kernels": 0, "kernel_traffic_bytes": 0.0}
+    for key in ("generated_by_kind", "extern_kernels", "aten_fallbacks"):
+        merged: Counter[str] = Counter()
+        for graph in graphs:
+            merged.update(graph[key])
+        total[key] = dict(merged)
+    for graph in graphs:
+        for key in ("kernels", "generated_kernels", "gemm_kernels", "kernel_traffic_bytes"):
+            total[key] += graph[key]
+    total["kernel_table"] = [{**row, "graph": graph["graph"]} for graph in graphs for row in graph["launches"]]
+    return total
+
+
+def build_module(part: str, layout: str, shape: Shape, device: str = "cpu"):
+    """(callable, example inputs) of torch_ref's QKV path (CausalSelfAttention.project: q, k, v
+    (1, T, H, Dh)) or block; bf16 activations on `device`. The block's attention is torch_ref's
+    for that device: SDPA with a dense (T, T) mask on a CPU, compiled flex attention with the
+    record's BlockMask on CUDA."""
+    import torch
+
+    from torch_ref import masks as masks_lib
+    from torch_ref.model import Block, rotary_tables
+
+    torch.manual_seed(0)
+    cos, sin = rotary_tables(shape.model_dim // shape.num_heads, shape.seq_len)
+    block = Block(shape.model_dim, shape.num_heads, True, cos, sin, layout).to(device)
+    generator = torch.Generator().manual_seed(0)
+    act = lambda *dims: torch.randn(*dims, generator=generator).bfloat16().to(device)  # noqa: E731
+    h, ve = act(1, shape.seq_len, shape.model_dim), act(shape.seq_len, shape.model_dim)
+    if part == "qkv":
+        return block.attn.project, block.attn, (h, ve)
+    tokens = torch.zeros(shape.seq_len, dtype=torch.int64, device=device)
+    tokens[0] = 50256  # one document
+    docs = masks_lib.document_ids(tokens)
+    lists = masks_lib.truncate_to_window(masks_lib.block_lists(docs), shape.window_blocks)
+    build = masks_lib.allowed_mask_from_block_lists if device == "cpu" else masks_lib.build_block_mask
+    mask = build(lists, docs)
+    return block, block, (h, ve, act(1, shape.seq_len, shape.model_dim), mask)
+
+
+def _outputs(result) -> tuple:
+    return result if isinstance(result, tuple) else (result,)
+
+
+def flops(fn, module, inputs, mode: str) -> float:
+    """FLOPs of the eager program by torch.utils.flop_counter: GEMMs and the attention ops it has
+    formulas for (the CUDA flash / efficient / cuDNN kernels, not the CPU SDPA kernel)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    with counter:
+        if mode == "fwd":
+            with torch.no_grad():
+                fn(*inputs)
+        else:
+            outs = _outputs(fn(*inputs))
+            torch.autograd.backward(outs, [torch.ones_like(o) for o in outs])
+    module.zero_grad(set_to_none=True)
+    for x in inputs:
+        if isinstance(x, torch.Tensor):
+            x.grad = None
+    return float(counter.get_total_flops())
+
+
+def device_label(device: str) -> str:
+    """"cpu", or the CUDA device's kind ("h100" for an H100)."""
+    import torch
+
+    if device == "cpu":
+        return "cpu"
+    name = torch.cuda.get_device_name()
+    return "h100" if "H100" in name else name.lower().replace(" ", "-")
+
+
+def compile_program(part: str, mode: str, layout: str, shape: Shape, *, out_dir: Path, device: str = "cpu",
+                    options: dict[str, Any] | None = None, variant: str = "default") -> Compiled:
+    """torch.compile one program on `device` (with Inductor config `options`, an ablation named
+    `variant`), run it (which compiles) and read Inductor's trace in out_dir/<program>/; returns
+    its record, runner and profiler."""
+    import torch
+    import torch._dynamo
+    import torch._functorch.config
+    import torch._inductor.config as inductor_config
+
+    name = program_name(part, mode, layout, shape, variant)
+    trace_dir = out_dir / name
+    fn, module, inputs = build_module(part, layout, shape, device)
+    if mode == "fwdbwd":
+        inputs = tuple(x.requires_grad_(True) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                       for x in inputs)
+    generator = torch.Generator().manual_seed(1)
+    cotangents: list = []
+    if layout == LAYOUTS[0]:
+        # A fresh start per pair of layouts (both stay compiled, to be timed interleaved); the other
+        # layout's module is a new instance, so it compiles anew rather than hitting this cache.
+        torch._dynamo.reset()
+    # No cache hits: a graph loaded from Inductor's or AOTAutograd's cache writes no trace.
+    no_cache = {"fx_graph_cache": False, "fx_graph_remote_cache": False}
+    with inductor_config.patch({"trace.enabled": True, "trace.debug_dir": str(trace_dir), **no_cache, **(options or {})}), \
+            torch._functorch.config.patch(enable_autograd_cache=False):
+        compiled = torch.compile(fn)
+
+        def run() -> None:
+            if mode == "fwd":
+                with torch.no_grad():
+                    compiled(*inputs)
+            else:
+                outs = _outputs(compiled(*inputs))
+                if not cotangents:  # fixed cotangents, drawn once
+                    cotangents.extend(torch.randn(o.shape, generator=generator).to(o) for o in outs)
+                torch.autograd.backward(outs, cotangents)
+                module.zero_grad(set_to_none=True)
+                for x in inputs:
+                    if isinstance(x, torch.Tensor):
+                        x.grad = None
+            if device != "cpu":
+                torch.cuda.synchronize()
+
+        compile_s, _ = timed(run)
+    graphs = read_trace_dir(trace_dir)
+    record: dict[str, Any] = {
+        "compiler": "inductor", "device": device_label(device), "part": part, "mode": mode, "layout": layout,
+        "shape": asdict(shape), "variant": variant, "inductor_options": options or {},
+        "attention": None if part == "qkv" else ("sdpa" if device == "cpu" else "flex"),
+        "compile_s": compile_s, "flops": flops(fn, module, inputs, mode), **_merge_counts(graphs),
+        "graphs": [{key: g[key] for key in ("graph", "kernels", "generated_kernels", "gemm_kernels", "output_code")}
+                   for g in graphs],
+        "torch_threads": torch.get_num_threads(),
+    }
+    if part != "qkv":
+        del record["kernel_table"]
+    return Compiled(record, run, lambda trace_dir: profile_kernels(run, trace_dir, cuda=device != "cpu"))
+
+
+def profile_kernels(run, trace_dir: Path, *, cuda: bool, calls: int = 3) -> dict[str, Any]:
+    """Each kernel's mean time per call over `calls` calls under torch.profiler (GPU kernels on
+    CUDA; on a CPU, torch's operators and Inductor's kernels as the profiler records them)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from jaxgpt_tools.gpu.trace_kernels import rank
+
+    run()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        for _ in range(calls):
+            run()
+    trace_dir.mkdir(parents=True, exist_ok=True)
+    prof.export_chrome_trace(str(trace_dir / "trace.json"))
+    ranking = rank(trace_dir / "trace.json")
+    return {"kind": ranking.kind, "calls": calls,
+            "kernels": [{"name": k.name, "ms_per_call": k.total_ms / calls, "launches_per_call": k.calls / calls}
+                        for k in ranking.kernels]}
+
+
+def run(shapes: list[Shape], *, out_dir: Path, timing: Timing | None, log=print, parts=PARTS, modes=MODES,
+        device: str = "cpu", options: dict[str, Any] | None = None, variant: str = "default",
+        profile_dir: Path | None = None) -> list[dict[str, Any]]:
+    compile_one = functools.partial(compile_program, out_dir=out_dir, device=device, options=options, variant=variant)
+    return run_programs(compile_one, shapes, timing=timing, profile_dir=profile_dir, log=log, parts=parts, modes=modes)

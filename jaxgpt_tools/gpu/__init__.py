@@ -1,0 +1,2 @@
+"""A GPU, lent or compiled for: the device plan of one lease and its steps, gpu_check, the training
+step compiled for an H100 without one, profiler traces ranked, the tile sweep, the 8-GPU projection."""

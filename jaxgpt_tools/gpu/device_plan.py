@@ -1,0 +1,400 @@
+"""One lease of a GPU, one command: every number the project asks of a GPU, in priority order,
+each step capped, under one deadline, the results published into a flat folder after every step.
+
+The device tool lends a GPU for 15 minutes in all and runs one command for at most 10; what it
+brings back is at most 8 files, at most 2 folders deep. So the plan (`scripts/device_plan.py`):
+- runs each step as a child process in a process group of its own, its output streamed to a log
+  file (a step killed at its cap keeps the lines it printed), with a cap per step and one
+  deadline for the whole plan that leaves a margin before the tool's limit; a step that fails,
+  hangs or finds no time left is recorded with its reason and the next step runs;
+- after **every** step rewrites the flat output folder (`PUBLISHED`, 8 files at most:
+  summary.json and summary.md, the three runs' logs, the kernel rankings, the attention numbers,
+  and one small archive of the rest), so a command killed at the tool's limit still returns what
+  finished.
+
+The steps (`record_steps`), most wanted first:
+  preflight   GPU, driver, versions, the carried inputs, the record script's SHA-256
+  jaxgpt      the trainer's CLI, record preset, one device, real sample tokens; steps traced and
+              their kernels ranked
+  torch_ref   the same with torch_ref's CLI (compiled as the record compiles)
+  record      the record's own script, patched only as `upstream_record` lists
+  attention   the attention bench at the record's shapes: Pallas, FlexAttention, blocked
+  mosaic      the Mosaic GPU kernels, alone in their process (never yet run on a GPU)
+The three step times are medians over one step range (after the compiling first step and the
+clock reset at step 10, before the traced steps and the last validation): `step_range`.
+
+`cpu_stand_ins` swaps the GPU-only parts for CPU ones of the same shape (tiny trainer runs, a
+record-format log printer, the attention bench's portable backend), so the plan's control flow
+is tested in `make test` (tests/tools/gpu/test_device_plan.py).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import tarfile
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable
+
+from jaxgpt_tools.gpu import check as gpu_check, trace_kernels
+from jaxgpt_tools import upstream_record
+from jaxgpt_tools.common.artifacts import REPO_ROOT, repo_relative_paths
+from jaxgpt_tools.common.subprocesses import Launch, log_tail, run_streamed
+
+# What comes back from the device tool: these names, flat, and nothing else (8 at most).
+SUMMARY_JSON, SUMMARY_MD, ARCHIVE = "summary.json", "summary.md", "rest.tar.gz"
+PUBLISHED = (SUMMARY_JSON, SUMMARY_MD, "jaxgpt.log", "torch_ref.log", "record.log", "kernels.txt",
+             "attention.json", ARCHIVE)
+MAX_FILES = 8
+# Files larger than this stay out of the archive (a profiler trace can be tens of MB; the tool
+# takes 16 MiB a file): their names and sizes are listed in the summary instead.
+ARCHIVE_FILE_LIMIT = 4 * 2**20
+
+
+class Skip(Exception):
+    """A step cannot run here (its reason is the message); the plan records it and goes on."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step: `launch(work)` -> the child to run (or raises Skip), `collect(work, log)` -> its
+    results read from what it wrote (also after a failure or timeout: partial logs count), at
+    most `cap_s` seconds. `log` is the flat name its output is published under (None: archived)."""
+
+    name: str
+    cap_s: float
+    launch: Callable[[Path], Launch]
+    collect: Callable[[Path, Path], dict[str, Any]] = lambda work, log: {}
+    log: str | None = None
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """Where and how long: `deadline_s` for the whole plan (the tool's 600 s less a margin for the
+    start of Python and the copy back), `margin_s` kept free before it for the last publish."""
+
+    out: Path
+    work: Path
+    deadline_s: float = 560.0
+    margin_s: float = 15.0
+    steps: int = 30
+    batch_tokens: int = 65536
+    val_tokens: int = 65536
+    seq_len: int | None = None  # None: the preset's
+    train_files: str = "data/sample/sample_train_*.bin"
+    val_files: str = "data/sample/sample_val_*.bin"
+    record_script: Path = upstream_record.DEFAULT_SCRIPT
+    jax_attention: str = "pallas"
+    jaxgpt_args: tuple[str, ...] = ()  # more flags for jaxgpt's run (an A/B test of one change)
+    caps: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_CAPS))
+    cpu: bool = False  # the CPU stand-ins (cpu_stand_ins)
+
+
+# Seconds per step on one H100, from the 2026-11-23 lease (first steps of 26 s for jaxgpt and 66 s
+# for torch_ref, 30 steps of ~0.2 s each): each cap is about twice what that run needed, the
+# record's larger for its coordinate-descent tuning. The deadline cuts whatever runs late.
+DEFAULT_CAPS = {"preflight": 45, "jaxgpt": 150, "torch_ref": 180, "record": 210, "attention": 120, "mosaic": 90}
+
+
+# ---------------------------------------------------------------------------------------------
+# The plan
+
+
+def run_plan(steps: list[Step], options: PlanOptions, *, clock: Callable[[], float] = time.monotonic,
+             on_publish: Callable[[str, dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Run `steps` in order under the deadline; publish after each (and once before the first,
+    so an early kill still returns a summary). Returns the summary (also in summary.json)."""
+    start = clock()
+    options.work.mkdir(parents=True, exist_ok=True)
+    options.out.mkdir(parents=True, exist_ok=True)
+    summary: dict[str, Any] = {"started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+                               "commit": _commit(), "deadline_s": options.deadline_s, "cpu_stand_ins": options.cpu,
+                               "step_range": list(step_range(options.steps)), "steps": {}}
+    publish(summary, options)
+    for step in steps:
+        remaining = options.deadline_s - options.margin_s - (clock() - start)
+        log = options.work / f"{step.name}.log"
+        result: dict[str, Any] = {"cap_s": step.cap_s}
+        if remaining < 1:
+            result.update(status="skipped", reason=f"no time left before the plan's {options.deadline_s:.0f} s deadline")
+        else:
+            timeout = min(step.cap_s, remaining)
+            began = clock()
+            try:
+                launch = step.launch(options.work)
+            except Skip as reason:
+                result.update(status="skipped", reason=str(reason))
+            except Exception as error:  # noqa: BLE001 - a step that cannot even start is that step's failure
+                result.update(status="failed", reason=f"{type(error).__name__}: {error}")
+            else:
+                # As a reader can rerun it: the work folder and this interpreter by name, not by path.
+                result["command"] = " ".join(launch.command).replace(str(options.work), "$WORK").replace(
+                    sys.executable, "python3")
+                status, code = run_streamed(launch, log, timeout)
+                result.update(status=status, returncode=code)
+                if status == "timed_out":
+                    result["reason"] = f"killed at {timeout:.0f} s ({'its cap' if timeout == step.cap_s else 'the deadline'})"
+                elif status == "failed":
+                    result["reason"] = f"exited {code}: {log_tail(log)}"
+            result["seconds"] = round(clock() - began, 1)
+            try:
+                result.update(step.collect(options.work, log))
+            except Exception as error:  # noqa: BLE001 - reading a broken step's output must not end the plan
+                result["collect_error"] = f"{type(error).__name__}: {error}"
+        summary["steps"][step.name] = result
+        summary.update(headline(summary["steps"]))
+        summary["elapsed_s"] = round(clock() - start, 1)
+        publish(summary, options, step_logs={s.name: s.log for s in steps if s.log})
+        if on_publish is not None:
+            on_publish(step.name, result)
+    return summary
+
+
+def headline(steps: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The three step times under gpu_check's names, and their ratios (None where a run gave none)."""
+    times = {name: (steps.get(step) or {}).get("step_ms_median")
+             for name, step in (("jax_step_ms", "jaxgpt"), ("torch_step_ms", "torch_ref"), ("record_step_ms", "record"))}
+    ratios = {}
+    for a, b in (("jax", "torch"), ("jax", "record"), ("torch", "record")):
+        x, y = times[f"{a}_step_ms"], times[f"{b}_step_ms"]
+        ratios[f"ratio_{a}_over_{b}"] = round(x / y, 3) if x and y else None
+    return {**times, **ratios}
+
+
+def _commit() -> str | None:
+    try:
+        done = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+                              text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None
+
+
+def publish(summary: dict[str, Any], options: PlanOptions, step_logs: dict[str, str] | None = None) -> None:
+    """Rewrite the flat output folder: the summary, each step's log under its flat name, the
+    work folder's `kernels.txt` and `attention.json`, and the rest archived (small files only).
+    Every file is written beside its target and renamed over it: a kill never leaves half a file."""
+    out, work = options.out, options.work
+    copied = {work / f"{step}.log": name for step, name in (step_logs or {}).items()}
+    copied.update({work / name: name for name in ("kernels.txt", "attention.json")})
+    summary["left_out_of_archive"] = _archive(work, out / ARCHIVE, skip=set(copied))
+    for source, name in copied.items():
+        if source.is_file():
+            _write_atomically(out / name, source.read_bytes())
+    # The summary last: once it names a step, that step's files are already in place.
+    _write_atomically(out / SUMMARY_MD, repo_relative_paths(markdown(summary)).encode())
+    _write_atomically(out / SUMMARY_JSON, (repo_relative_paths(json.dumps(summary, indent=1, default=str)) + "\n").encode())
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_bytes(data)
+    partial.replace(path)
+
+
+def _archive(work: Path, target: Path, skip: set[Path]) -> list[str]:
+    """Every regular file under `work` not already published and under ARCHIVE_FILE_LIMIT, in
+    one gzipped tar; returns the files left out ("path (N MiB)")."""
+    left_out = []
+    partial = target.with_name(f".{target.name}.partial")
+    with tarfile.open(partial, "w:gz") as archive:
+        for path in sorted(work.rglob("*")):
+            if path.is_symlink() or not path.is_file() or path in skip:
+                continue
+            size = path.stat().st_size
+            if size > ARCHIVE_FILE_LIMIT:
+                left_out.append(f"{path.relative_to(work)} ({size / 2**20:.1f} MiB)")
+                continue
+            archive.add(path, arcname=str(path.relative_to(work)))
+    partial.replace(target)
+    return left_out
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the runs
+
+
+def step_range(steps: int) -> tuple[int, int]:
+    """(first, last) step whose time counts, for a run of `steps` steps traced at `trace_window`:
+    after the clock reset at step 10 and the step across it, up to two steps before the trace
+    (the trainers wait for the step before the trace starts)."""
+    return 12, steps - 5
+
+
+def trace_window(steps: int) -> tuple[int, int]:
+    """The two traced steps, after the timed range and before the last (validating) step."""
+    return steps - 3, steps - 2
+
+
+def run_times(text: str, steps: int) -> dict[str, Any]:
+    """Median step ms over `step_range`, first-step ms, peak MiB, val losses of one run's log lines."""
+    parsed = gpu_check.parse_log(text)
+    first, last = step_range(steps)
+    deltas = gpu_check.step_deltas(text)
+    timed = [deltas[s] for s in range(first, last + 1) if s in deltas]
+    return {"step_ms_median": statistics.median(timed) if timed else None, "steps_timed": len(timed),
+            "first_step_ms": parsed["first_step_ms"], "peak_mib": parsed["peak_mib"],
+            "val_losses": parsed["val_losses"], "steps_logged": parsed["steps_logged"]}
+
+
+def ranked_kernels(trace_folder: Path, title: str, steps: int, kernels_file: Path, top: int = 25) -> dict[str, Any]:
+    """Rank a trace's kernels, append the table (and the per-class totals) to `kernels_file`;
+    returns the class totals in ms per traced step."""
+    ranking = trace_kernels.rank(trace_folder)
+    per_step = trace_kernels.class_totals(ranking, steps=steps)
+    table = trace_kernels.format_ranking(ranking, top=top, steps=steps)
+    classes = "  ".join(f"{name} {ms:.2f}" for name, ms in per_step.items())
+    with kernels_file.open("a") as sink:
+        sink.write(f"## {title}\n{table}\nms/step by class: {classes}\n\n")
+    return {"kernel_ms_per_step_by_class": {name: round(ms, 3) for name, ms in per_step.items()}}
+
+
+# ---------------------------------------------------------------------------------------------
+# The steps
+
+
+def child_env(cpu: bool) -> dict[str, str]:
+    return gpu_check.child_env("cpu" if cpu else "cuda")
+
+
+def trainer_step(framework: str, options: PlanOptions) -> Step:
+    """One trainer's CLI: record preset (tiny, fp32 on the CPU), one device, `options.steps` steps,
+    the sample shards cycled, `trace_window` profiled; its kernels ranked."""
+    sizes = replace(gpu_check.DRY_SIZES if options.cpu else gpu_check.GPU_SIZES, batch_tokens=options.batch_tokens,
+                    val_tokens=options.val_tokens, jax_attention="blocked" if options.cpu else options.jax_attention)
+    profile = "{}:{}".format(*trace_window(options.steps))
+
+    def launch(work: Path) -> Launch:
+        data = {"train": options.train_files, "val": options.val_files}
+        command = gpu_check.trainer_command(framework, sizes, data, options.steps, options.steps)
+        command += ["--profile", profile, "--run-id", framework, "--out-dir", str(work / framework)]
+        command += ["--seq-len", str(options.seq_len)] if options.seq_len else []
+        command += list(options.jaxgpt_args) if framework == "jaxgpt" else []
+        return Launch(command, env=child_env(options.cpu))
+
+    def collect(work: Path, log: Path) -> dict[str, Any]:
+        result = run_times(log.read_text(errors="replace"), options.steps) if log.is_file() else {}
+        trace = work / framework / "profile" / framework
+        if trace.is_dir():
+            result.update(ranked_kernels(trace, f"{framework}: steps {profile} traced", 2, work / "kernels.txt"))
+        return result
+
+    return Step(framework, options.caps[framework], launch, collect, log=f"{framework}.log")
+
+
+def record_step(options: PlanOptions) -> Step:
+    """The record's own script, patched as listed, one process; its own log file appended to the
+    step's log (its peak-memory line is only there)."""
+    folder_name = "record_run"
+
+    def launch(work: Path) -> Launch:
+        if not options.record_script.is_file():
+            raise Skip(f"no record script at {options.record_script}: `python scripts/fetch_record.py --log "
+                       "../shared/upstream/2025-01-16_Sub3Min/<log>.txt` writes it; carry runs/upstream")
+        run = upstream_record.prepare_run(
+            options.record_script, work / folder_name, upstream_record.RecordRun(
+                options.steps, options.batch_tokens, options.val_tokens),
+            str(REPO_ROOT / options.train_files), str(REPO_ROOT / options.val_files))
+        (work / "record_patches.json").write_text(json.dumps({"patches": run.patches,
+                                                              "environment": run.environment_changes}, indent=1))
+        if options.cpu:  # the record's code needs CUDA: a stand-in prints its log format
+            return Launch([sys.executable, "-c", RECORD_STAND_IN, str(options.steps)], cwd=run.folder, env=run.env)
+        return Launch(run.command, cwd=run.folder, env=run.env)
+
+    def collect(work: Path, log: Path) -> dict[str, Any]:
+        if not log.is_file():
+            return {}
+        stdout = log.read_text(errors="replace")
+        own_log = upstream_record.log_file_text(stdout, work / folder_name)
+        if own_log:
+            with log.open("a") as sink:
+                sink.write("\n[device_plan] the record's own log file, after its source:\n" + own_log)
+        result = run_times(stdout, options.steps)
+        result["peak_mib"] = gpu_check.parse_log(own_log)["peak_mib"]
+        patches = work / "record_patches.json"
+        if patches.is_file():
+            result["patches"] = [p["name"] for p in json.loads(patches.read_text())["patches"]]
+        return result
+
+    return Step("record", options.caps["record"], launch, collect, log="record.log")
+
+
+# The CPU stand-in of the record's run: its stdout and log-file formats (RECORD.md section 9), at
+# 10 ms a step, so that the plan's reading of them is exercised without CUDA.
+RECORD_STAND_IN = """
+import os, sys, time
+steps = int(sys.argv[1]); os.makedirs("logs", exist_ok=True); log = "logs/stand-in.txt"
+print(log, flush=True)
+total = 0
+for step in range(steps + 1):
+    if step == 10: total = 0
+    if step in (0, steps): print(f"step:{step}/{steps} val_loss:10.8258 train_time:{total}ms step_avg:nanms", flush=True)
+    if step == steps: break
+    time.sleep(0.01); total += 10
+    print(f"step:{step + 1}/{steps} train_time:{total}ms step_avg:nanms", flush=True)
+open(log, "w").write("source\\n" + "=" * 100 + "\\npeak memory allocated: 123 MiB reserved: 130 MiB\\n")
+"""
+
+
+def module_step(name: str, options: PlanOptions, output: str, extra: list[str] | None = None) -> Step:
+    """A step of jaxgpt_tools.gpu.device_steps (`python -m`), writing `output` in the work folder."""
+
+    def launch(work: Path) -> Launch:
+        command = [sys.executable, "-m", "jaxgpt_tools.gpu.device_steps", name, "--out", str(work / output)]
+        command += ["--cpu"] if options.cpu else []
+        return Launch(command + (extra or []), env=child_env(options.cpu))
+
+    def collect(work: Path, log: Path) -> dict[str, Any]:
+        path = work / output
+        return {"results": json.loads(path.read_text())} if path.is_file() else {}
+
+    return Step(name, options.caps[name], launch, collect)
+
+
+def record_steps(options: PlanOptions) -> list[Step]:
+    """The plan, most wanted first (module docstring)."""
+    preflight_extra = ["--record-script", str(options.record_script), "--train-files", options.train_files,
+                       "--val-files", options.val_files]
+    return [module_step("preflight", options, "preflight.json", preflight_extra),
+            trainer_step("jaxgpt", options), trainer_step("torch_ref", options), record_step(options),
+            module_step("attention", options, "attention.json"),
+            module_step("mosaic", options, "mosaic.json")]
+
+
+def cpu_stand_ins(options: PlanOptions) -> PlanOptions:
+    """The plan on a CPU: the tiny preset in fp32 at one 256-token sequence a step, 18 steps (a
+    step range of 12..13, steps 15:16 traced), short caps; the record's run a printer of its log
+    format (its script is still patched into its folder)."""
+    caps = {"preflight": 60, "jaxgpt": 120, "torch_ref": 120, "record": 30, "attention": 60, "mosaic": 60}
+    return replace(options, cpu=True, steps=18, batch_tokens=256, seq_len=256, val_tokens=512, caps=caps)
+
+
+# ---------------------------------------------------------------------------------------------
+# The summary as a page
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    first, last = summary["step_range"]
+    lines = [f"# Device plan at {summary['commit']} ({summary['started_utc']} UTC)", ""]
+    if summary["cpu_stand_ins"]:
+        lines += ["**CPU stand-ins: these numbers say nothing about a GPU.**", ""]
+    preflight = ((summary["steps"].get("preflight") or {}).get("results") or {})
+    if preflight:
+        lines += [f"Device: {preflight.get('gpu') or preflight.get('device_kind')}, driver {preflight.get('driver')}; "
+                  f"python {preflight.get('python')}, jax {preflight.get('jax')}, torch {preflight.get('torch')}, "
+                  f"triton {preflight.get('triton')}", ""]
+    lines += [f"Median step ms over steps {first}..{last} of each run: jaxgpt {summary.get('jax_step_ms')}, "
+              f"torch_ref {summary.get('torch_step_ms')}, the record's own script {summary.get('record_step_ms')}; "
+              f"jaxgpt / record {summary.get('ratio_jax_over_record')}, torch_ref / record "
+              f"{summary.get('ratio_torch_over_record')}, jaxgpt / torch_ref {summary.get('ratio_jax_over_torch')}.", "",
+              "| step | status | seconds | cap | median step ms | first step ms | peak MiB | reason |",
+              "|---|---|---|---|---|---|---|---|"]
+    for name, step in summary["steps"].items():
+        lines.append(f"| {name} | {step['status']} | {step.get('seconds', '')} | {step['cap_s']} | "
+                     f"{step.get('step_ms_median', '')} | {step.get('first_step_ms', '')} | {step.get('peak_mib', '')} | "
+                     f"{(step.get('reason') or step.get('collect_error') or '').replace('|', '/')[:200]} |")
+    return "\n".join(lines) + "\n"

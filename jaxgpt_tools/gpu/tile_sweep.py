@@ -1,0 +1,151 @@
+"""Which launch settings make each Pallas attention kernel fastest on this GPU? (the library of
+`scripts/tile_sweep.py`, which says how to run it)
+
+Sweeps each kernel's settings on its own, the other two kernels at their defaults: for the Triton
+kernels (`pallas`) a `KernelTiles` (block_q, block_k, num_warps, num_stages), for the Mosaic GPU
+kernels (`mosaic`) a `MosaicKernelTiles` (step, stages). At the record's shapes (B 1, T 65,536,
+H 6, Dh 128, bf16; documents from jaxgpt_tools.bench.attention_gpu.document_tokens with mean
+1,000 tokens) for windows 4 and 14:
+  forward  the forward alone (median ms);
+  dq       forward + backward with the default forward and dK/dV (only dQ's setting changes);
+  dkdv     forward + backward with the default forward and dQ (only dK/dV's setting changes);
+then times the best of each (least W 4 + W 14 time) together against the defaults (`Tiles()`,
+`MosaicTiles()`), forward and forward + backward. One JSON object per line to --out (and RESULT
+lines on stdout); a setting the compiler refuses (e.g. shared memory) is a result too. Stops
+starting new settings after --budget-s seconds and still times the combination of the best found.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+KERNELS = ("forward", "dq", "dkdv")
+IMPLEMENTATIONS = ("pallas", "mosaic")
+TILE_PAIRS = ((64, 64), (128, 64), (64, 128), (128, 128))  # (block_q, block_k)
+WARPS = (4, 8)
+STAGES = (1, 2, 3)
+MOSAIC_STEPS, MOSAIC_STAGES = (64, 128), (2, 3, 4)
+
+
+def candidates(implementation: str = "pallas") -> list[tuple[int, ...]]:
+    """Every setting tried for each kernel: (block_q, block_k, num_warps, num_stages) for
+    `pallas`, (step, stages) for `mosaic`."""
+    if implementation == "mosaic":
+        return list(itertools.product(MOSAIC_STEPS, MOSAIC_STAGES))
+    return [(bq, bk, w, s) for (bq, bk), w, s in itertools.product(TILE_PAIRS, WARPS, STAGES)]
+
+
+def _kernel_api(implementation: str) -> tuple[Any, Any, Callable[..., Any]]:
+    """(one kernel's settings class, the three kernels' settings class, the attention function)."""
+    if implementation == "mosaic":
+        from jaxgpt.kernels.mosaic_attention import MosaicKernelTiles, MosaicTiles, mosaic_attention
+
+        return MosaicKernelTiles, MosaicTiles, mosaic_attention
+    from jaxgpt.kernels.flash_attention import KernelTiles, Tiles, flash_attention
+
+    return KernelTiles, Tiles, flash_attention
+
+
+def sweep(*, kernels: list[str], windows: list[int], seq_len: int, repeats: int, limit: int | None,
+          budget_s: float, compile_only: bool, out_path: Path | None, implementation: str = "pallas") -> None:
+    """Run the sweep, each result a RESULT line on stdout (and a JSON line in `out_path`). With
+    `compile_only`, call jaxgpt_tools.gpu.compile_plan.compile_only_environment() before jax is first imported."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from jaxgpt import masks
+    from jaxgpt.kernels.flash_attention import compiled_kernels
+    from jaxgpt_tools.gpu import compile_plan as gpu_plan
+    from jaxgpt_tools.bench.attention_gpu import document_tokens
+    from jaxgpt_tools.common.timing import time_calls
+
+    launch_type, tiles_type, attend = _kernel_api(implementation)
+    shape = (1, seq_len, 6, 128)
+    tokens = document_tokens(seq_len, 1000)
+    if compile_only:
+        from jax.sharding import SingleDeviceSharding
+
+        device = SingleDeviceSharding(gpu_plan.compile_only_mesh("h100", 1, "x").devices.flat[0])
+        spec = lambda shape, dtype: jax.ShapeDtypeStruct(shape, dtype, sharding=device)
+        q = k = v = cot = spec(shape, jnp.bfloat16)
+        doc_ids, window_arg = spec((1, seq_len), jnp.int32), spec((), jnp.int32)
+    else:
+        rng = np.random.default_rng(1)
+        q, k, v, cot = (jnp.asarray(rng.standard_normal(shape), jnp.bfloat16) for _ in range(4))
+        doc_ids = masks.document_ids(jnp.asarray(tokens)[None])
+
+    def programs(tiles: Any) -> dict[str, Callable[..., Any]]:
+        def fwd(q, k, v, ids, w):
+            return attend(q, k, v, ids, w, tiles=tiles)
+
+        def fwd_bwd(q, k, v, ids, w, cot):
+            loss = lambda q, k, v: jnp.vdot(fwd(q, k, v, ids, w), cot).astype(jnp.float32)
+            return jax.grad(loss, argnums=(0, 1, 2))(q, k, v)
+
+        return {"fwd": jax.jit(fwd), "fwd_bwd": jax.jit(fwd_bwd)}
+
+    def measure(tiles: Any, which: list[str]) -> dict[str, Any]:
+        """Median ms per window of each program in `which`, or (compile-only) its compile time."""
+        result: dict[str, Any] = {}
+        for name in which:
+            program = programs(tiles)[name]
+            operands = (q, k, v, doc_ids) + ((cot,) if name == "fwd_bwd" else ())
+            if compile_only:
+                start = time.perf_counter()
+                with compiled_kernels():  # kernels for the H100, not the CPU interpreter
+                    lowered = program.lower(*operands[:4], window_arg, *operands[4:])
+                lowered.compile()
+                result[f"{name}_compile_s"] = round(time.perf_counter() - start, 2)
+                continue
+            for window in windows:
+                w = jnp.int32(window)  # traced: one compile serves every window
+                call = lambda: jax.block_until_ready(program(*operands[:4], w, *operands[4:]))
+                result[f"W{window}_{name}_ms"] = round(time_calls(call, repeats)["median_ms"], 4)
+        return result
+
+    out = out_path.open("w") if out_path else None
+
+    def report(record: dict[str, Any]) -> None:
+        print("RESULT " + json.dumps(record), flush=True)
+        if out:
+            out.write(json.dumps(record) + "\n")
+            out.flush()
+
+    def score(result: dict[str, Any], name: str) -> float:
+        return sum(result.get(f"W{w}_{name}_ms", float("inf")) for w in windows)
+
+    start = time.perf_counter()
+    report({"device": str(jax.devices()[0]) if not compile_only else "h100 (compile-only)", "jax": jax.__version__,
+            "implementation": implementation, "shape": shape, "windows": windows, "repeats": repeats,
+            "compile_only": compile_only})
+    best: dict[str, tuple[float, Any]] = {}
+    # Kernels take turns, so that a spent budget leaves each with as many settings tried.
+    for setting, kernel in itertools.product(candidates(implementation)[: limit], kernels):
+        if time.perf_counter() - start > budget_s:
+            report({"stopped": f"budget of {budget_s} s spent", "next": [kernel, setting]})
+            break
+        which = ["fwd"] if kernel == "forward" else ["fwd_bwd"]
+        launch = launch_type(*setting)
+        record: dict[str, Any] = {"kernel": kernel, "setting": setting,
+                                  "default": launch == getattr(tiles_type(), kernel)}
+        try:
+            record.update(measure(tiles_type(**{kernel: launch}), which))
+        except Exception as error:  # noqa: BLE001 - a setting the compiler refuses is a result too
+            record["failed"] = f"{type(error).__name__}: {str(error)[:300]}"
+        report(record)
+        if "failed" not in record and not compile_only:
+            value = score(record, which[0])
+            if kernel not in best or value < best[kernel][0]:
+                best[kernel] = (value, launch)
+    if not compile_only and best:
+        chosen = tiles_type(**{kernel: launch for kernel, (_, launch) in best.items()})
+        for label, tiles in (("default", tiles_type()), ("best_of_each", chosen)):
+            report({"combination": label, "tiles": repr(tiles), **measure(tiles, ["fwd", "fwd_bwd"])})
+    report({"elapsed_s": round(time.perf_counter() - start, 1)})
+    if out:
+        out.close()

@@ -1,0 +1,1 @@
+"""Pages and pictures: the lineage report, loss curves, the mask picture."""

@@ -1,0 +1,125 @@
+"""jaxgpt.run.preflight, as a user meets it through `python -m jaxgpt.train`: bad input (data, geometry,
+checkpoints to start from or resume) ends with `error: ...` and exit status 1, no traceback.
+
+Every case here fails before a step is compiled, so the whole file takes seconds. (Flag values
+argparse refuses: tests/run/test_cli.py.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from jaxgpt.run import checkpoint, preflight
+from jaxgpt import data
+from jaxgpt.config import config_to_json
+from jaxgpt import train as train_lib
+
+
+@pytest.fixture
+def shards(tmp_path: Path) -> tuple[str, str]:
+    tokens = np.arange(5000) % 50000
+    data.write_shard(tmp_path / "t_train_000001.bin", tokens)
+    data.write_shard(tmp_path / "t_val_000000.bin", tokens)
+    return str(tmp_path / "t_train_*.bin"), str(tmp_path / "t_val_*.bin")
+
+
+def run_main(capsys, args: list[str], code: int = 1) -> str:
+    """main(args) must return `code` and print one clear error; returns that message."""
+    assert train_lib.main(args) == code
+    err = capsys.readouterr().err
+    err = "".join(line for line in err.splitlines(keepends=True) if not line.startswith("note: "))
+    assert err.startswith("error: "), err
+    assert "Traceback" not in err
+    return err
+
+
+def base_args(shards: tuple[str, str], tmp_path: Path) -> list[str]:
+    train_files, val_files = shards
+    return [
+        "--preset", "tiny", "--train-files", train_files, "--val-files", val_files, "--steps", "2",
+        "--seq-len", "256", "--batch-tokens", "2048", "--val-tokens", "2048", "--devices", "8",
+        "--out-dir", str(tmp_path / "out"), "--no-progress",
+    ]
+
+
+def test_no_shards_match_the_glob(capsys, tmp_path, shards):
+    args = base_args(shards, tmp_path) + ["--train-files", str(tmp_path / "nothing_*.bin")]
+    assert "no shard files match" in run_main(capsys, args)
+
+
+def test_no_val_shards_match_the_glob(capsys, tmp_path, shards):
+    args = base_args(shards, tmp_path) + ["--val-files", str(tmp_path / "missing_val_*.bin")]
+    assert "missing_val_" in run_main(capsys, args)
+
+
+def test_seq_len_not_a_multiple_of_128(capsys, tmp_path, shards):
+    message = run_main(capsys, base_args(shards, tmp_path) + ["--seq-len", "200"], code=2)
+    assert "seq_len" in message and "multiple of 128" in message
+
+
+def test_batch_not_divisible_over_the_devices(capsys, tmp_path, shards):
+    # 3 sequences of 256 tokens cannot be split over 8 devices.
+    message = run_main(capsys, base_args(shards, tmp_path) + ["--batch-tokens", "768", "--val-tokens", "768"])
+    assert "cannot be split over 8 devices" in message and "seq_len * devices = 2048" in message
+
+
+def test_batch_not_a_multiple_of_seq_len(capsys, tmp_path, shards):
+    assert "batch_tokens" in run_main(capsys, base_args(shards, tmp_path) + ["--batch-tokens", "1000"], code=2)
+
+
+def test_val_tokens_not_whole_batches(capsys, tmp_path, shards):
+    assert "val_tokens 3000" in run_main(capsys, base_args(shards, tmp_path) + ["--val-tokens", "3000"])
+
+
+def test_too_many_devices(capsys, tmp_path, shards):
+    message = run_main(capsys, base_args(shards, tmp_path) + ["--devices", str(jax.device_count() + 1)])
+    assert "device(s) are visible" in message
+
+
+def test_shards_exhausted(capsys, tmp_path, shards):
+    # 5000 tokens hold (5000 - 2048 - 2) // 2048 + 1 = 2 batches of 2048.
+    message = run_main(capsys, base_args(shards, tmp_path) + ["--steps", "3"])
+    assert "training data exhausted" in message and "hold 2" in message and "--cycle-data" in message
+
+
+def test_shards_exhausted_during_the_run_is_reported_too(capsys, monkeypatch, tmp_path, shards):
+    # Data that disappears after the up-front check: the loader's own error reaches main.
+    def exhausted(*args, **kwargs):
+        raise data.ShardsExhaustedError(data.exhausted_message("t_train_*.bin", 1))
+
+    monkeypatch.setattr(preflight, "check_run", lambda *args, **kwargs: None)
+    monkeypatch.setattr(train_lib, "build_model", exhausted)
+    assert "ran out of data" in run_main(capsys, base_args(shards, tmp_path))
+
+
+def test_missing_init_checkpoint(capsys, tmp_path, shards):
+    message = run_main(capsys, base_args(shards, tmp_path) + ["--init-from", str(tmp_path / "nope.pt")])
+    assert "--init-from checkpoint not found" in message
+
+
+def test_missing_resume_directory(capsys, tmp_path, shards):
+    message = run_main(capsys, base_args(shards, tmp_path) + ["--resume", str(tmp_path / "no_such_dir")])
+    assert "--resume directory not found" in message
+
+
+def test_resume_directory_without_checkpoints(capsys, tmp_path, shards):
+    (tmp_path / "empty").mkdir()
+    message = run_main(capsys, base_args(shards, tmp_path) + ["--resume", str(tmp_path / "empty")])
+    assert "no checkpoint found" in message
+
+
+def test_resume_from_a_run_with_a_different_config(capsys, tmp_path, shards):
+    args = base_args(shards, tmp_path)
+    saved_preset, _ = train_lib.parse_args(args + ["--steps", "5", "--muon-lr", "0.07"])
+    directory = tmp_path / "ckpt"
+    manager = checkpoint.Checkpointer(directory)
+    state = {"params": {"skip_weights": jax.numpy.ones((6,))}, "opt_state": {}}
+    manager.save(1, state, data_position={"shard_index": 0, "pos": 2048}, config=config_to_json(saved_preset))
+    manager.close()
+    message = run_main(capsys, args + ["--resume", str(directory)])
+    assert "different config" in message
+    assert "train.steps: 5 -> 2" in message and "optim.muon_lr: 0.07 -> 0.05" in message

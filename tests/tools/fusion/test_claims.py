@@ -1,0 +1,62 @@
+"""docs/FUSION.md against the committed results (artifacts/fusion/): the page is exactly what
+its generator makes from them, every sentence's check holds, and the committed programs
+reproduce the per-kernel tables the sentences are made from. Reads files only (no compiling)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from jaxgpt_tools.fusion import claims as fusion_claims, docs as fusion_docs
+from jaxgpt_tools.common.hlo import hlo_counts, kernel_table
+from jaxgpt_tools.fusion.inductor import read_code
+from jaxgpt_tools.fusion.report import REPO_ROOT, load_results
+
+ARTIFACTS = REPO_ROOT / "artifacts" / "fusion"
+PAGE = REPO_ROOT / "docs" / "FUSION.md"
+
+
+@pytest.fixture(scope="module")
+def committed():
+    runs, records = load_results([ARTIFACTS / "results.json"])
+    command = json.loads((ARTIFACTS / "results.json").read_text())["command"]
+    return runs, records, command
+
+
+def test_page_is_generated_from_the_committed_results(committed):
+    runs, records, command = committed
+    expected = fusion_docs.page(runs, records, command=command, artifacts_dir=ARTIFACTS, docs_dir=PAGE.parent)
+    assert PAGE.read_text() == expected, "docs/FUSION.md differs from its generator's output: regenerate it with " \
+        "python scripts/fusion_report.py --from-results artifacts/fusion --write-docs"
+
+
+def test_every_sentence_is_checked_and_on_the_page(committed):
+    runs, records, _ = committed
+    page = PAGE.read_text()
+    made = fusion_claims.claims(records, runs)
+    assert {c.key.split(".")[0] for c in made} >= {"answer", "method", "why", "ablation", "block"}
+    for claim in made:
+        assert claim.check(), f"the check behind {claim.key} fails on the committed results: {claim.text}"
+        assert claim.text in page, f"{claim.key} is not on the page"
+    # The answer is the first paragraph.
+    assert page.split("\n\n")[1] == " ".join(c.text for c in made if c.key.startswith("answer"))
+
+
+def test_committed_programs_reproduce_their_records(committed):
+    _, records, _ = committed
+    kept = [r for r in records if r.get("files")]
+    assert {(r["compiler"], r["device"]) for r in kept} >= {("xla", "cpu"), ("xla", "h100-compile-only"), ("inductor", "cpu")}
+    for record in kept:
+        texts = [(ARTIFACTS / name).read_text() for name in record["files"]]
+        if record["compiler"] == "xla":
+            (hlo,) = texts
+            assert kernel_table(hlo) == record["kernel_table"], record["files"]
+            assert hlo_counts(hlo)["kernels"] == record["kernels"]
+        else:
+            launches = [row for text in texts for row in read_code(text)["launches"]]
+            assert launches == [{k: v for k, v in row.items() if k != "graph"} for row in record["kernel_table"]]
+        # merged beside separate: the other layout's program is kept too
+        twin = fusion_claims.find(kept, **{k: record[k] for k in ("compiler", "device", "part", "mode", "shape", "variant")
+                                           if k in record}, layout="separate" if record["layout"] == "merged" else "merged")
+        assert twin is not None or record.get("variant", "default") != "default", record["files"]

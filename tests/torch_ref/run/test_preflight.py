@@ -1,0 +1,85 @@
+"""torch_ref.run.preflight: everything refused before the first step (geometry, shards, token ids
+against the model that will train, output paths, weights-only --resume files) and the note of a
+run that saves nothing. Each case calls `torch_ref.train.main` as a user's command line would
+(conftest.small_run) and asserts the exit code and a message naming the problem."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from torch_ref import train as train_lib
+from torch_ref.data import write_shard
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--devices", "2"], "not divisible by devices"),  # 128 tokens a step over 2 ranks of seq_len 128
+        (["--train-files", "nowhere/none_*.bin"], "no shard files match"),
+        (["--steps", "1000"], "1000 steps need 1000"),  # the train shard holds 8 batches
+        (["--val-tokens", str(128 * 64)], "--val-tokens 8192 needs 64"),  # the val shard holds 2
+    ],
+)
+def test_bad_geometry_or_data_is_refused_with_a_clear_message(small_run, tmp_path, fails, extra, message):
+    assert message in fails(small_run.args(tmp_path / "out", *extra))
+
+
+def test_resume_from_a_weights_only_file_points_to_init_from(small_run, tmp_path, fails):
+    err = fails(small_run.args(tmp_path / "out", "--resume", str(small_run.root / "init.pt")))
+    assert "init.pt holds no 'config'" in err and "--init-from" in err
+
+
+def test_a_run_without_checkpoints_says_so_at_start(small_run, tmp_path, fails, monkeypatch):
+    def stop(*a, **k):
+        raise ValueError("stopped after the start-up checks")
+
+    monkeypatch.setattr(train_lib, "train", stop)
+    err = fails(small_run.args(tmp_path / "out"))
+    assert err.startswith("note: this run writes no checkpoint") and "stopped after" in err
+    err = fails(small_run.args(tmp_path / "out", "--checkpoint-every", "2"))
+    assert "writes no checkpoint" not in err and "stopped after" in err
+
+
+@pytest.mark.parametrize("case", ["save-checkpoint folder", "save-checkpoint is a folder", "out-dir is a file", "log-dir"])
+def test_output_paths_are_checked_before_the_first_step(small_run, tmp_path, fails, case):
+    (tmp_path / "a_file").write_text("x")
+    extra, expected = {
+        "save-checkpoint folder": (["--save-checkpoint", str(tmp_path / "a_file" / "m.pt")], "--save-checkpoint folder"),
+        "save-checkpoint is a folder": (["--save-checkpoint", str(tmp_path)], "is a directory"),
+        "out-dir is a file": (["--checkpoint-every", "2"], "--out-dir"),
+        "log-dir": (["--log-dir", str(tmp_path / "a_file" / "logs")], "--log-dir"),
+    }[case]
+    out = tmp_path / "a_file" if case == "out-dir is a file" else tmp_path / "out"
+    err = fails(small_run.args(out, *extra))
+    assert expected in err
+    assert not list(tmp_path.rglob("*.txt"))  # no log: nothing ran
+
+
+def test_steps_0_still_runs_the_start_up_checks(small_run, tmp_path, fails):
+    bad = np.zeros(4 * small_run.seq_len, dtype=np.int64)
+    bad[7] = small_run.vocab  # one past the model's vocabulary
+    write_shard(tmp_path / "bad_train_000001.bin", bad)
+    err = fails([*small_run.args(tmp_path / "out", "--steps", "0"), "--train-files", str(tmp_path / "bad_train_*.bin")])
+    assert f"token id {small_run.vocab} is outside the model's vocabulary of {small_run.vocab}" in err
+
+
+def test_token_check_uses_the_init_checkpoint_vocabulary(small_run, tmp_path, fails):
+    """The preset's vocabulary is 50257; the --init-from model's is 1024: id 2000 must be refused."""
+    tokens = np.random.default_rng(3).integers(0, small_run.vocab, 6 * small_run.seq_len)
+    tokens[100] = 2000
+    write_shard(tmp_path / "other_train_000001.bin", tokens)
+    err = fails([*small_run.args(tmp_path / "out"), "--train-files", str(tmp_path / "other_train_*.bin")])
+    assert "other_train_000001.bin: token id 2000 is outside the model's vocabulary of 1024" in err
+
+
+@pytest.mark.parametrize("middle_length", [0, 128 + 1])
+def test_a_short_shard_in_the_middle_fails_before_training(small_run, tmp_path, fails, middle_length):
+    rng = np.random.default_rng(4)
+    for index, length in enumerate((4 * small_run.seq_len, middle_length, 4 * small_run.seq_len), start=1):
+        write_shard(tmp_path / f"m_train_{index:06d}.bin", rng.integers(0, small_run.vocab, length))
+    err = fails([*small_run.args(tmp_path / "out"), "--train-files", str(tmp_path / "m_train_*.bin")])
+    assert f"m_train_000002.bin: {middle_length} tokens cannot hold one batch of {small_run.seq_len}" in err
+    assert not list(tmp_path.rglob("*.txt"))  # refused before the log (and the first step)

@@ -1,0 +1,218 @@
+"""What a torch_ref run reports: the training clock, the record's log lines, JSONL metrics, the header.
+
+Rank 0 writes `<log_dir>/<run id>.txt` (the record's step lines, also printed on stdout, after a
+header with the config, the options and the environment) and `<log_dir>/<run id>.jsonl` (one
+JSON object per logged step, jaxgpt's schema; with `--tensorboard DIR` the same numbers also as
+TensorBoard scalars in `DIR/<run id>/`). Timing follows the record: the clock is reset at
+step 10 (compilation excluded) and paused around validation and checkpoint saves. The same
+concept as jaxgpt.run.runlog, written here: torch_ref imports nothing from jaxgpt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+import torch_ref.config as cfg
+from torch_ref.run.cli import RunOptions
+
+CLOCK_RESET_STEP = 10  # the record excludes steps 0..9 (compile warm-up) from train_time
+
+
+def timed_steps(step: int) -> float:
+    """The record's step count for averages: NaN through step 11, then step - 9."""
+    return float("nan") if step <= CLOCK_RESET_STEP + 1 else float(step - CLOCK_RESET_STEP + 1)
+
+
+def val_step_avg_ms(step: int, train_time_ms: float) -> float:
+    """step_avg on the val line of `step`: the record divides by one step fewer than its train line."""
+    return train_time_ms / (timed_steps(step) - 1)
+
+
+def train_step_avg_ms(step: int, train_time_ms: float) -> float:
+    """step_avg on the train line logged after the update made at `step`."""
+    return train_time_ms / timed_steps(step)
+
+
+def val_line(step: int, total: int, loss: float, train_time_ms: float) -> str:
+    avg = val_step_avg_ms(step, train_time_ms)
+    return f"step:{step}/{total} val_loss:{loss:.4f} train_time:{train_time_ms:.0f}ms step_avg:{avg:.2f}ms"
+
+
+def train_line(step: int, total: int, train_time_ms: float) -> str:
+    """Logged after the update made at `step`; shows step + 1 as the record does."""
+    avg = train_step_avg_ms(step, train_time_ms)
+    return f"step:{step + 1}/{total} train_time:{train_time_ms:.0f}ms step_avg:{avg:.2f}ms"
+
+
+class NonFiniteError(ValueError):
+    """A NaN or infinite loss (or state): the run stops before saving anything after it."""
+
+
+def nonfinite_loss(kind: str, step: int, total: int, loss: float, checkpoints: str) -> NonFiniteError:
+    """The error of a NaN or infinite `kind` ("train" or "val") loss, naming the step as its log
+    line shows it and the value; `checkpoints` says where the newest complete checkpoint is
+    (checkpoint.where_to_resume)."""
+    return NonFiniteError(f"{kind} loss is {loss} at step {step}/{total}; the run stopped without saving any later "
+                          f"state. {checkpoints} Lower the learning rates or resume from an earlier checkpoint "
+                          "(--allow-nonfinite-loss trains on regardless)")
+
+
+class LossWatch:
+    """Each update's loss (a 0-d device tensor), read on the host once the device has it, so
+    that checking it for NaN / inf adds no wait per step: on CUDA each loss is copied into
+    pinned memory without blocking and `first_nonfinite(wait=False)` reads only the copies
+    whose event has completed (a step or two late); on the CPU the loss is already there."""
+
+    def __init__(self, device: torch.device) -> None:
+        self._cuda = device.type == "cuda"
+        self._pending: list[tuple[int, Tensor, Any]] = []  # (update, loss on the host or the CPU, event)
+
+    def add(self, step: int, loss: Tensor) -> None:
+        if not self._cuda:
+            self._pending.append((step, loss, None))
+            return
+        host = torch.empty((), dtype=loss.dtype, pin_memory=True)
+        host.copy_(loss, non_blocking=True)
+        event = torch.cuda.Event()
+        event.record()
+        self._pending.append((step, host, event))
+
+    def first_nonfinite(self, wait: bool) -> tuple[int, float] | None:
+        """(update, loss) of the first NaN or infinite loss among those read now (all of them
+        when `wait`: before a save or a validation, which wait for the device anyway)."""
+        while self._pending:
+            step, loss, event = self._pending[0]
+            if event is not None and not (wait or event.query()):
+                return None
+            if event is not None:
+                event.synchronize()
+            self._pending.pop(0)
+            value = float(loss)
+            if not math.isfinite(value):
+                return step, value
+        return None
+
+
+class TrainClock:
+    """Accumulated training wall time in ms; paused around validation (device synchronised)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self._device = device
+        self.reset()
+
+    def _sync(self) -> None:
+        if self._device.type == "cuda":
+            torch.cuda.synchronize(self._device)
+
+    def reset(self) -> None:
+        self._sync()
+        self._accumulated_ms = 0.0
+        self._start = time.perf_counter()
+
+    def pause(self) -> float:
+        self._sync()
+        self._accumulated_ms += 1000 * (time.perf_counter() - self._start)
+        return self._accumulated_ms
+
+    def resume(self) -> None:
+        self._sync()
+        self._start = time.perf_counter()
+
+    def elapsed_ms(self) -> float:
+        """Without a sync, as the record's train line (an approximate time)."""
+        return self._accumulated_ms + 1000 * (time.perf_counter() - self._start)
+
+
+class RunLog:
+    """Rank 0 writes `<log_dir>/<run id>.txt` and prints the step lines; other ranks stay silent.
+
+    Metrics go to `<log_dir>/<run id>.jsonl` in jaxgpt's schema (one object per line:
+    framework, run_id, kind "train" or "val", step, train_loss or val_loss, train_time_ms,
+    step_avg_ms, window_blocks), so that scripts/plot_runs.py reads both trainers' runs."""
+
+    def __init__(self, log_dir: str | os.PathLike, run_id: str, enabled: bool, tensorboard_dir: str | None = None) -> None:
+        self.path = self.metrics_path = self._tensorboard = None
+        if enabled:
+            os.makedirs(log_dir, exist_ok=True)
+            self.run_id = run_id
+            self.path = os.path.join(log_dir, f"{self.run_id}.txt")
+            self.metrics_path = os.path.join(log_dir, f"{self.run_id}.jsonl")
+            print(self.path, flush=True)
+            if tensorboard_dir is not None:
+                from tensorboardX import SummaryWriter
+
+                self._tensorboard = SummaryWriter(os.path.join(tensorboard_dir, run_id))
+
+    def metrics(self, **record: Any) -> None:
+        if self.metrics_path is None:
+            return
+        with open(self.metrics_path, "a") as f:
+            print(json.dumps({"framework": "torch_ref", "run_id": self.run_id, **record}), file=f)
+        if self._tensorboard is not None:  # the same numbers, as "<kind>/<field>" at the record's step
+            for name, value in record.items():
+                if name not in ("kind", "step"):
+                    self._tensorboard.add_scalar(f"{record['kind']}/{name}", value, record["step"])
+
+    def close(self) -> None:
+        """Write the TensorBoard events still queued (tensorboardX also does at exit)."""
+        if self._tensorboard is not None:
+            self._tensorboard.close()
+
+    def write(self, line: str, console: bool = False) -> None:
+        if self.path is None:
+            return
+        with open(self.path, "a") as f:
+            print(line, file=f)
+        if console:
+            print(line, flush=True)
+
+
+def environment_lines(device: torch.device) -> list[str]:
+    lines = [f"Running Python {sys.version}", f"Running PyTorch {torch.__version__} compiled for CUDA {torch.version.cuda}"]
+    if device.type == "cuda":
+        smi = subprocess.run(["nvidia-smi"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines.append(smi.stdout)
+    else:
+        lines.append(f"CPU run: {os.cpu_count()} cores visible, {torch.get_num_threads()} torch threads per process")
+    return lines
+
+
+def write_train_metrics(log: RunLog, pending: list[tuple[int, Tensor, float, int]], world_size: int) -> None:
+    """Metrics of the updates since the last call: (step, loss tensor, train_time_ms, window).
+    Written at each validation and at the end, so that logging adds no device sync per step;
+    the losses are averaged over the ranks (one all-reduce per call), as jaxgpt logs them."""
+    if not pending:
+        return
+    losses = torch.stack([loss for _, loss, _, _ in pending])
+    if world_size > 1:
+        dist.all_reduce(losses, op=dist.ReduceOp.AVG)
+    for (step, _, train_time_ms, window), loss in zip(pending, losses.tolist()):
+        log.metrics(kind="train", step=step + 1, train_loss=loss, train_time_ms=train_time_ms,
+                    step_avg_ms=train_step_avg_ms(step, train_time_ms), window_blocks=window)
+    pending.clear()
+
+
+def write_header(log: RunLog, preset: cfg.Preset, options: RunOptions, device: torch.device) -> None:
+    """The log's preamble: the run's full config as JSON, then the environment, between '=' lines."""
+    log.write(json.dumps({"preset": dataclasses.asdict(preset), "options": dataclasses.asdict(options)}, indent=1))
+    log.write("=" * 100)
+    for line in environment_lines(device):
+        log.write(line)
+    log.write("=" * 100)
+
+
+def log_directory(preset: cfg.Preset, options: RunOptions) -> Path:
+    """Where rank 0 writes the run's .txt and .jsonl: --log-dir, else <out_dir>/logs."""
+    return Path(options.log_dir) if options.log_dir is not None else Path(preset.train.out_dir) / "logs"
