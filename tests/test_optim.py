@@ -17,6 +17,7 @@ from flax import nnx
 from jaxgpt.config import OptimConfig
 from jaxgpt.muon import newton_schulz, update_scale
 from jaxgpt.optim import dotted_name, param_group, param_labels, record_optimizer
+from jaxgpt.schedules import lr_multiplier
 
 @pytest.mark.parametrize(
     "name, ndim, group",
