@@ -15,12 +15,10 @@ The schedules themselves (host float64 functions and their optax tables) are `ja
 
 from __future__ import annotations
 
-import math
 from typing import Any, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from jaxgpt.config import OptimConfig

@@ -148,6 +148,32 @@ def make_optimizer(preset: cfg.Preset, muon_collective: Collective = "all_gather
                                  bf16_scalars=model_lib.scalar_dtype(preset.model) == jnp.bfloat16)
 
 
+def prepare_steps(preset: cfg.Preset, mesh: Mesh, graph: model_lib.ModelGraph, *, muon_collective: Collective = "all_gather",
+                  check_vma: bool = True) -> tuple[optax.GradientTransformation, CompiledSteps]:
+    """The record's optimizer for `preset` and the steps compiled over `mesh`: what the trainer,
+    the benchmarks and the compile-only GPU plans all run (one sequence, written once)."""
+    optimizer = make_optimizer(preset, muon_collective)
+    return optimizer, compile_steps(mesh, graph, optimizer, check_vma=check_vma)
+
+
+def place_state(host_params: dict[str, np.ndarray], optimizer: optax.GradientTransformation,
+                compiled: CompiledSteps) -> tuple[Any, Any]:
+    """(params, optimizer state) replicated over the steps' mesh, from host parameters."""
+    params = replicate(host_params, compiled.replicated)
+    return params, jax.jit(optimizer.init, out_shardings=compiled.replicated)(params)
+
+
+def one_device_steps(preset: cfg.Preset) -> tuple[cfg.Preset, CompiledSteps, Any, Any, dict[str, np.ndarray]]:
+    """The trainer's steps on a mesh of device 0 from the preset's fresh init: (preset as built,
+    compiled steps, params and optimizer state on the mesh, the initial params {record name:
+    host array}). The train step donates params and optimizer state: each call takes the
+    previous call's outputs."""
+    mesh = Mesh(np.array(jax.devices()[:1]), (AXIS,))
+    preset, graph, host_params = build_model(preset, RunOptions(), num_devices=1)
+    optimizer, compiled = prepare_steps(preset, mesh, graph)
+    return preset, compiled, *place_state(host_params, optimizer, compiled), host_params
+
+
 def replicate(tree: Any, sharding: NamedSharding) -> Any:
     """Host arrays -> global arrays replicated over the mesh (works on several hosts too)."""
 
@@ -210,13 +236,11 @@ def initial_state(start: preflight.RunStart, options: RunOptions) -> tuple[cfg.P
                                              state_dict=start.init_state)
     if start.saved_meta is not None:  # refused before anything compiles
         checkpoint.refuse_config_change(start.saved_meta, cfg.config_to_json(preset), start.checkpointer.directory)
-    optimizer = make_optimizer(preset)
     # Pallas's interpreters (the kernel backends on a CPU) cannot carry shard_map's varying-axes
     # types through their grid loops; the compiled GPU kernels can, and keep the check.
     interpreted = preset.model.attention_backend in ("pallas", "mosaic") and default_interpret()
-    compiled = compile_steps(Mesh(np.array(start.devices), (AXIS,)), graph, optimizer, check_vma=not interpreted)
-    params = replicate(host_params, compiled.replicated)
-    opt_state = jax.jit(optimizer.init, out_shardings=compiled.replicated)(params)
+    optimizer, compiled = prepare_steps(preset, Mesh(np.array(start.devices), (AXIS,)), graph, check_vma=not interpreted)
+    params, opt_state = place_state(host_params, optimizer, compiled)
     if start.saved_meta is not None:
         state, _ = start.checkpointer.restore({"params": params, "opt_state": opt_state}, config=None,
                                               step=start.step)

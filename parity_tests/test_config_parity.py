@@ -25,6 +25,9 @@ def test_module_constants_agree():
     assert torch_cfg.EOT_ID == jax_cfg.EOT_ID == 50256
     assert torch_cfg.VOCAB_SIZE == jax_cfg.GPT2_VOCAB_SIZE == 50257
     assert torch_cfg.RECORD_FP8_GRAD_SCALE == jax_cfg.RECORD_FP8_GRAD_SCALE == 2.0**29
+    assert torch_cfg.RECORD_DEVICE_TOKENS == jax_cfg.RECORD_DEVICE_TOKENS == 65536
+    for tokens in (1024, 65536, 8 * 65536):
+        assert torch_cfg.fp8_grad_scale_for(tokens) == jax_cfg.fp8_grad_scale_for(tokens)
     for value in (1, 127, 128, 50257, 50304):
         assert torch_cfg.next_multiple(value, 128) == jax_cfg.next_multiple(value, 128)
 

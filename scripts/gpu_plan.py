@@ -18,12 +18,8 @@ from typing import get_args
 
 from jaxgpt_tools.gpu import compile_plan as gpu_plan
 
-gpu_plan.compile_only_environment()  # before jax is imported (by the imports below)
-
-from jaxgpt import config as cfg  # noqa: E402
-from jaxgpt.model import attention_backend  # noqa: E402
-from jaxgpt.kernels.flash_attention import compiled_kernels  # noqa: E402
-from jaxgpt.muon import Collective  # noqa: E402
+from jaxgpt import config as cfg
+from jaxgpt.muon import Collective
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,26 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hlo-dir", type=Path, default=Path("runs/gpu_plan"), help="where the optimized HLO text is written")
     parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
     args = parser.parse_args(argv)
-    preset = cfg.get_preset(args.preset)
-    batch_tokens = args.batch_tokens or max(preset.train.batch_tokens // 8, preset.train.seq_len) * args.devices
-    with compiled_kernels():  # the plan is a GPU's: the preset's "auto" resolves as it would there
-        attention = args.attention or attention_backend(preset.model)
-    model = cfg.replace(preset.model, attention_backend=attention)
-    preset = cfg.Preset(model=model, optim=preset.optim,
-                        train=cfg.replace(preset.train, batch_tokens=batch_tokens, devices=args.devices))
-    if args.part == "step":
-        plan = gpu_plan.plan_train_step(preset, args.device, args.devices, muon_collective=args.muon_collective)
-    else:
-        plan = gpu_plan.plan_part(preset, args.part, args.device)
-    args.hlo_dir.mkdir(parents=True, exist_ok=True)
-    muon_suffix = "" if args.muon_collective == "all_gather" else f"_muon_{args.muon_collective}"
-    hlo_path = (args.hlo_dir / f"{args.preset}_{model.attention_backend}_{args.device}_x{plan.num_devices}_"
-                f"{'train_step' + muon_suffix if args.part == 'step' else args.part}.hlo.txt")
-    hlo_path.write_text(plan.hlo)
-    summary = {"preset": args.preset, "part": args.part, "attention": model.attention_backend,
-               "batch_tokens": batch_tokens if args.part == "step" else preset.train.seq_len,
-               **({"muon_collective": args.muon_collective} if args.part == "step" else {}),
-               **plan.summary(), "hlo": str(hlo_path)}
+    summary = gpu_plan.plan_preset(args.preset, args.device, args.devices, part=args.part, attention=args.attention,
+                                   batch_tokens=args.batch_tokens, muon_collective=args.muon_collective,
+                                   hlo_dir=args.hlo_dir)
     if args.json:
         print(json.dumps(summary))
     else:

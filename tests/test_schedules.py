@@ -1,7 +1,6 @@
 """jaxgpt.schedules: the record's LR multiplier, Muon momentum warmup and window schedule (RECORD.md
 4, 5, 7), host float64 and their fp32 optax tables."""
 
-import math
 
 import jax
 import jax.numpy as jnp

@@ -19,7 +19,15 @@ from dataclasses import dataclass, field
 BLOCK_SIZE = 128  # FlexAttention's block: masks, windows and sequence lengths count in these
 EOT_ID = 50256  # GPT-2 <|endoftext|>, prepended to every document (RECORD.md 8.4)
 VOCAB_SIZE = 50257  # GPT-2's vocabulary; the head pads it to a multiple of 128 (50304)
+RECORD_DEVICE_TOKENS = 65536  # tokens of one rank's loss mean in the record (8 ranks x 64 Ki)
 RECORD_FP8_GRAD_SCALE = 2.0**29  # the FP8 head's gradient scale, sized for that mean
+
+
+def fp8_grad_scale_for(tokens_per_mean: int, record_scale: float = RECORD_FP8_GRAD_SCALE) -> float:
+    """The FP8 head's gradient scale for a loss averaged over `tokens_per_mean` tokens: k times
+    the tokens give k times smaller gradients, so the scale grows by k and the e5m2-quantised
+    gradients stay the record's."""
+    return record_scale * tokens_per_mean / RECORD_DEVICE_TOKENS
 
 
 replace = dataclasses.replace  # validated copies: __post_init__ runs on the copy

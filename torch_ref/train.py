@@ -50,7 +50,6 @@ from torch_ref.model import GPT, apply_dtype_policy, load_record_state_dict, str
 from torch_ref.optim import build_lr_schedulers, build_optimizers, optimizer_step
 from torch_ref.schedules import window_value
 
-RECORD_RANK_TOKENS = 65536  # tokens per rank-level loss mean that the FP8 gradient scale is sized for
 
 
 @dataclass(frozen=True)
@@ -80,8 +79,7 @@ def build_model(model_config: cfg.ModelConfig, local_tokens: int, seed: int,
     model = GPT.from_config(
         model_config,
         fp8_head=model_config.fp8_head and model_config.dtype_policy != "fp32",
-        # 2^29 suits a rank-level mean over 65,536 tokens; keep the quantised gradients the same.
-        fp8_grad_scale=model_config.fp8_grad_scale * local_tokens / RECORD_RANK_TOKENS,
+        fp8_grad_scale=cfg.fp8_grad_scale_for(local_tokens, model_config.fp8_grad_scale),
     )
     apply_dtype_policy(model, model_config.dtype_policy)
     if init_state is not None:

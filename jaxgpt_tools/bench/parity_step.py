@@ -89,9 +89,9 @@ def jax_step(preset, batches) -> tuple[Step, dict[str, Any]]:
     import jax
     import numpy as np
 
-    from jaxgpt_tools.bench.suites import one_device_step
+    from jaxgpt.train import one_device_steps
 
-    preset, steps, params, opt_state, host_params = one_device_step(preset)
+    preset, steps, params, opt_state, host_params = one_device_steps(preset)
     state = {"params": params, "opt": opt_state}
     window = np.int32(step_window(preset.model))
     feed = iter(batches)

@@ -10,14 +10,14 @@ and commands: docs/BENCHMARKS.md.
 
 from __future__ import annotations
 
-import json
+import os
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from jaxgpt_tools.common.artifacts import REPO_ROOT
+from jaxgpt_tools.common import child
+from jaxgpt_tools.common.log import logger
 from jaxgpt_tools.common.machine import describe
 from jaxgpt_tools.common.timing import time_calls
 
@@ -28,9 +28,7 @@ SUITES = ("attention", "newton_schulz", "train_step", "torch_ref", "parity_step"
 HIDDEN_SUITES = ("record_compile", "attention_gpu")
 
 
-def log(message: str) -> None:
-    """Progress for humans: stderr, so stdout stays one JSON object."""
-    print(f"[bench] {message}", file=sys.stderr, flush=True)
+log = logger("bench")  # progress on stderr, so stdout stays one JSON object
 
 
 def memory_mib(compiled: Any) -> dict[str, float]:
@@ -128,12 +126,11 @@ def bench_ns_suite(*, scale: int, repeats: int, split_devices: int | None) -> di
     result: dict[str, Any] = {"scale": scale, "single": bench_newton_schulz(shapes, devices=1, repeats=repeats)}
     if split_devices:
         log(f"newton_schulz: split over {split_devices} virtual devices (child process)")
-        command = [sys.executable, str(REPO_ROOT / "scripts" / "bench_ns.py"), "--devices", str(split_devices),
-                   "--repeats", str(repeats), "--scale", str(scale), "--json"]
-        done = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT)
-        if done.returncode != 0:
-            raise RuntimeError(f"bench_ns.py --devices {split_devices} failed:\n{done.stderr[-2000:]}")
-        result["split"] = json.loads(done.stdout.strip().splitlines()[-1])
+        # The virtual devices must be set before JAX starts: a fresh process.
+        flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={split_devices}".strip()
+        result["split"] = child.call("jaxgpt_tools.bench.newton_schulz:bench_newton_schulz",
+                                     {"shapes": shapes, "devices": split_devices, "repeats": repeats},
+                                     env={**os.environ, "XLA_FLAGS": flags})
     return result
 
 
@@ -141,37 +138,18 @@ def bench_ns_suite(*, scale: int, repeats: int, split_devices: int | None) -> di
 # train step: the tiny preset's compiled step on 1 device; record-size compile memory
 
 
-def one_device_step(preset):
-    """The trainer's compiled steps (jaxgpt.train's helpers) on a mesh of device 0 from the
-    preset's fresh init: (preset as built, CompiledSteps, params and optimizer state on the mesh,
-    the initial params {record name: host array}). The train step donates params and optimizer
-    state: each call takes the previous call's outputs."""
-    import jax
-    import numpy as np
-    from jax.sharding import Mesh
-
-    from jaxgpt import train as train_lib
-
-    mesh = Mesh(np.array(jax.devices()[:1]), (train_lib.AXIS,))
-    preset, graph, host_params = train_lib.build_model(preset, train_lib.RunOptions(), num_devices=1)
-    optimizer = train_lib.make_optimizer(preset)
-    steps = train_lib.compile_steps(mesh, graph, optimizer)
-    params = train_lib.replicate(host_params, steps.replicated)
-    opt_state = jax.jit(optimizer.init, out_shardings=steps.replicated)(params)
-    return preset, steps, params, opt_state, host_params
-
-
 def _tiny_step_setup(seq_len: int, sequences: int):
-    """The tiny preset's mesh train step on device 0 (one_device_step), random tokens."""
+    """The tiny preset's mesh train step on device 0 (jaxgpt.train.one_device_steps), random tokens."""
     import jax
     import numpy as np
 
     from jaxgpt import config as cfg
+    from jaxgpt import train as train_lib
 
     preset = cfg.get_preset("tiny")
     preset = cfg.Preset(model=preset.model, optim=preset.optim,
                         train=cfg.replace(preset.train, seq_len=seq_len, batch_tokens=seq_len * sequences, devices=1))
-    preset, steps, params, opt_state, _ = one_device_step(preset)
+    preset, steps, params, opt_state, _ = train_lib.one_device_steps(preset)
     tokens = np.random.default_rng(0).integers(0, preset.model.vocab_size, (sequences, seq_len + 1), dtype=np.int32)
     inputs = jax.device_put(tokens[:, :-1], steps.batch)
     targets = jax.device_put(tokens[:, 1:], steps.batch)
@@ -214,16 +192,13 @@ def bench_train_step(*, seq_len: int, sequences: int, steps_timed: int, record_t
         result["record_compile"] = {"skipped": "not asked (--record-timeout 0)"}
         return result
     log(f"train_step: record model fwd+bwd compile at T=65536 in a child process (limit {record_timeout_s:.0f} s)")
-    command = [sys.executable, str(REPO_ROOT / "scripts" / "bench.py"), "--only", "record_compile", "--json"]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=record_timeout_s, cwd=REPO_ROOT)
+        result["record_compile"] = child.call("jaxgpt_tools.bench.suites:bench_record_compile", {},
+                                              timeout_s=record_timeout_s)
     except subprocess.TimeoutExpired:
         result["record_compile"] = {"skipped": f"lower+compile did not finish within {record_timeout_s:.0f} s on this machine"}
-        return result
-    if done.returncode != 0:
-        result["record_compile"] = {"skipped": f"child failed (rc {done.returncode}): {done.stderr[-500:]}"}
-    else:
-        result["record_compile"] = json.loads(done.stdout)["suites"]["record_compile"]
+    except child.ChildFailed as error:
+        result["record_compile"] = {"skipped": str(error)[-600:]}
     return result
 
 

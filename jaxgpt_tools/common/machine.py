@@ -21,6 +21,29 @@ def cpu_flags() -> set[str]:
     return set()
 
 
+def cpu_model() -> str | None:
+    """The CPU's model name (Linux /proc/cpuinfo); None where unreadable."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+FLAGS_SHOWN = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+
+
+def summary() -> tuple[str, str]:
+    """Two lines for a generated page: the machine (CPU model, cores, the SIMD flags that decide
+    bf16 and fp32 numerics and speed) and the versions (python, jax, torch)."""
+    info, flags = describe(), cpu_flags()
+    shown = ", ".join(f"{flag} {'yes' if flag in flags else 'no'}" for flag in FLAGS_SHOWN)
+    return (f"{cpu_model() or info['processor']}, {info['cpu_count']} CPUs; {shown}",
+            f"python {info['python']}, jax {info['jax']}, torch {info['torch']}")
+
+
 def describe() -> dict[str, Any]:
     """Versions, host, CPU, load, JAX's backend and devices, and the CUDA GPU torch sees (name,
     memory, SMs, capability) where there is one; a package that is not installed reads None.
@@ -32,6 +55,7 @@ def describe() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
+        "cpu_model": cpu_model(),
         "python": platform.python_version(),
         "jax": jax.__version__,
         "backend": jax.default_backend(),

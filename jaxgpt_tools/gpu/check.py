@@ -30,7 +30,6 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import time
 import traceback
@@ -41,6 +40,7 @@ from typing import Any, Callable
 from jaxgpt_tools.reports import plot_runs
 from jaxgpt_tools import upstream_record
 from jaxgpt_tools.common.artifacts import REPO_ROOT, repo_relative_paths
+from jaxgpt_tools.common.log import logger
 from jaxgpt_tools.common.machine import describe
 from jaxgpt_tools.common.subprocesses import Launch, log_tail, run_streamed
 
@@ -75,8 +75,7 @@ GPU_SIZES = Sizes("record", 65536, 30, 65536, 8192, 14, "cuda", "cuda", "pallas"
 DRY_SIZES = Sizes("tiny", 1024, 4, 2048, 256, 2, "cpu", "cpu", "blocked", "fp32", 4, 2)
 
 
-def say(message: str) -> None:
-    print(f"[gpu_check {time.strftime('%H:%M:%S')}] {message}", flush=True)
+say = logger("gpu_check")
 
 
 def guarded(name: str, part: Callable[[], dict[str, Any]]) -> dict[str, Any]:

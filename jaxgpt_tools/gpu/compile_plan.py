@@ -3,7 +3,7 @@
 The jax CUDA plugin (`pip install -e .[gpu-aot]`, pinned to the core jax version) can compile
 for a GPU described by a `GpuTargetConfigProto` text with no GPU and no driver present
 (docs/spec/GPU_COMPILE_NOTES.md). This module builds compile-only devices from the
-description files in jaxgpt/devices/ (written from each device's published facts), lowers the
+description files in devices/ beside this module (written from each device's published facts), lowers the
 record's full training step (forward, backward, pmean, Muon, Adam, donation: train.compile_steps)
 with abstract inputs on them, and reads the plan: memory (XLA's memory_analysis) and, through
 jaxgpt_tools.common.hlo.plan_counts, fusions, GEMMs, FP8 GEMMs, collectives.
@@ -143,8 +143,7 @@ def plan_train_step(preset: Any, device: str = "h100", num_devices: int = 1,
     mesh = compile_only_mesh(device, num_devices, train_lib.AXIS)
     model = nnx.eval_shape(lambda: model_lib.GPT(train_lib.device_model_config(preset, num_devices), rngs=nnx.Rngs(0)))
     graph, abstract_params = model_lib.ModelGraph.split(model)
-    optimizer = train_lib.make_optimizer(preset, muon_collective)
-    compiled_steps = train_lib.compile_steps(mesh, graph, optimizer)
+    optimizer, compiled_steps = train_lib.prepare_steps(preset, mesh, graph, muon_collective=muon_collective)
     rep, batch = NamedSharding(mesh, P()), NamedSharding(mesh, P(train_lib.AXIS))
     spec = lambda x, sharding: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding)
     params = jax.tree.map(lambda x: spec(x, rep), abstract_params)
@@ -236,3 +235,36 @@ def plan_part(preset: Any, part: str, device: str = "h100", compiler_options: di
         x = spec((1, seq, dim), act)
         lowered = grads_of(loss, params, x, x, tokens, window)
     return _compile_plan(lowered, device, 1, compiler_options)
+
+
+def plan_preset(preset_name: str = "record", device: str = "h100", num_devices: int = 1, *, part: str = "step",
+                attention: str | None = None, batch_tokens: int | None = None, muon_collective: Collective = "all_gather",
+                hlo_dir: str | Path = "runs/gpu_plan") -> dict[str, Any]:
+    """The plan of a named preset as `scripts/gpu_plan.py` prints it: the step (or one `part`) on
+    `num_devices` compile-only devices, each with batch_tokens / num_devices tokens (default: the
+    preset's batch_tokens / 8 per device, at least one sequence); the optimized HLO written into
+    `hlo_dir`. `attention` None: the preset's backend as it resolves on a GPU ("auto" -> the kernel)."""
+    compile_only_environment()
+    from jaxgpt import config as cfg
+    from jaxgpt.model import attention_backend
+
+    preset = cfg.get_preset(preset_name)
+    batch_tokens = batch_tokens or max(preset.train.batch_tokens // 8, preset.train.seq_len) * num_devices
+    with compiled_kernels():  # the plan is a GPU's: the preset's "auto" resolves as it would there
+        attention = attention or attention_backend(preset.model)
+    model = cfg.replace(preset.model, attention_backend=attention)
+    preset = cfg.Preset(model=model, optim=preset.optim,
+                        train=cfg.replace(preset.train, batch_tokens=batch_tokens, devices=num_devices))
+    if part == "step":
+        plan = plan_train_step(preset, device, num_devices, muon_collective=muon_collective)
+    else:
+        plan = plan_part(preset, part, device)
+    hlo_dir = Path(hlo_dir)
+    hlo_dir.mkdir(parents=True, exist_ok=True)
+    suffix = "" if muon_collective == "all_gather" else f"_muon_{muon_collective}"
+    hlo_path = hlo_dir / (f"{preset_name}_{attention}_{device}_x{plan.num_devices}_"
+                          f"{'train_step' + suffix if part == 'step' else part}.hlo.txt")
+    hlo_path.write_text(plan.hlo)
+    return {"preset": preset_name, "part": part, "attention": attention,
+            "batch_tokens": batch_tokens if part == "step" else preset.train.seq_len,
+            **({"muon_collective": muon_collective} if part == "step" else {}), **plan.summary(), "hlo": str(hlo_path)}

@@ -18,17 +18,19 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import statistics
-import subprocess
-import sys
 import tempfile
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from jaxgpt_tools.common import child
+from jaxgpt_tools.common.artifacts import REPO_ROOT, repo_relative_paths
+from jaxgpt_tools.common.log import logger
+from jaxgpt_tools.common.machine import summary as machine_summary
+
 PRESETS = ("untie-embed", "shortcuts", "unet-value-embeds", "softcap", "record")
 
 
@@ -141,18 +143,15 @@ def step_times(names: tuple[str, ...], *, warmup: int, repeats: int, sample_dir:
 
 def plan_memory(name: str, gpu_python: Path, log: Callable[[str], None]) -> dict[str, Any]:
     """XLA's plan of the full-size training step for one H100, compiled without a GPU
-    (scripts/gpu_plan.py run by `gpu_python`, the jax CUDA plugin's environment): its memory."""
-    command = [str(gpu_python), str(REPO_ROOT / "scripts" / "gpu_plan.py"), "--preset", name, "--device", "h100",
-               "--devices", "1", "--json", "--hlo-dir", tempfile.mkdtemp(prefix="lineage_plan_")]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT,
-                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
-    if done.returncode != 0:
-        from jaxgpt_tools.common.artifacts import repo_relative_paths
-
-        tail = repo_relative_paths((done.stderr.strip().splitlines() or ["(no output)"])[-1])
+    (compile_plan.plan_preset in a child run by `gpu_python`, the jax CUDA plugin's environment): its memory."""
+    try:
+        plan = child.call("jaxgpt_tools.gpu.compile_plan:plan_preset",
+                          {"preset_name": name, "device": "h100", "num_devices": 1,
+                           "hlo_dir": tempfile.mkdtemp(prefix="lineage_plan_")}, python=str(gpu_python))
+    except child.ChildFailed as error:
+        tail = repo_relative_paths((str(error).strip().splitlines() or ["(no output)"])[-1])
         log(f"plan {name}: failed: {tail}")
         return {"error": tail[:300]}
-    plan = json.loads(done.stdout.strip().splitlines()[-1])
     log(f"plan {name}: {plan['total_gib']} GiB ({plan['attention']}, {plan['batch_tokens']} tokens)")
     return {key: plan[key] for key in ("total_gib", "temp_gib", "argument_gib", "output_gib", "attention",
                                        "batch_tokens", "compile_s", "caveat")}
@@ -319,7 +318,7 @@ def render(results: dict[str, Any], command: str) -> str:
             "",
             "## A small lineage study on the CPU",
             "",
-            f"Every preset at the tiny width (12 layers, D 128, 2 heads; its own dtype policy, optimizers, window",
+            "Every preset at the tiny width (12 layers, D 128, 2 heads; its own dtype policy, optimizers, window",
             f"schedule and data switches), {steps} steps of one 1024-token sequence on the sample shards",
             f"(`data/sample`), validation on the first {study['val_tokens']} val tokens, seeds "
             f"{', '.join(map(str, study['seeds']))} in each framework (each framework draws its own init).",
@@ -341,23 +340,74 @@ def render(results: dict[str, Any], command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def machine_and_versions() -> tuple[str, str]:
-    import platform
-
-    import jax
-    import torch
-
-    from jaxgpt_tools.common.machine import cpu_flags
-
-    flags = cpu_flags()
-    shown = ", ".join(f"{flag} {'yes' if flag in flags else 'no'}" for flag in ("avx2", "avx512f", "avx512_bf16"))
-    return (f"{platform.machine()}, {os.cpu_count()} CPUs; {shown}",
-            f"python {platform.python_version()}, jax {jax.__version__}, torch {torch.__version__}")
-
-
 def facts_json(facts: dict[int, RecordFacts]) -> dict[str, Any]:
     return {str(number): asdict(f) for number, f in facts.items()}
 
 
-def log_to_stderr(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+log_to_stderr = logger("lineage")
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole report
+
+PARTS = ("steps", "plans", "study")
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """What `build_report` measures and where it writes (scripts/lineage_report.py's flags)."""
+
+    parts: tuple[str, ...] = PARTS
+    presets: tuple[str, ...] = PRESETS
+    out: Path = REPO_ROOT / "docs" / "LINEAGE.md"
+    results: Path = REPO_ROOT / "artifacts" / "lineage" / "results.json"
+    sample_dir: Path = REPO_ROOT / "data" / "sample"
+    study_steps: int = 30
+    study_val_every: int = 10
+    study_val_tokens: int = 4096
+    seeds: tuple[int, ...] = (0, 1)
+    step_warmup: int = 2
+    step_repeats: int = 3
+    gpu_python: Path = REPO_ROOT / ".venv-gpu-aot" / "bin" / "python"
+    compile_cache: str | None = None
+
+
+def study_results(options: ReportOptions, log: Callable[[str], None]) -> dict[str, Any]:
+    """The CPU lineage study's runs, table and plot (written beside the page)."""
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as cache:
+        runs = run_study(options.presets, options.seeds, steps=options.study_steps, val_every=options.study_val_every,
+                         val_tokens=options.study_val_tokens, sample_dir=options.sample_dir,
+                         compile_cache=options.compile_cache or cache, log=log)
+    plot = options.out.parent / "lineage_study.png"
+    write_plot(runs, plot)
+    return {"steps": options.study_steps, "seeds": list(options.seeds), "val_tokens": options.study_val_tokens,
+            "table": study_table(runs, options.study_steps), "plot": plot.name,
+            "runs": [run.__dict__ | {"val_losses": {str(k): v for k, v in run.val_losses.items()}} for run in runs],
+            "seconds": time.perf_counter() - start}
+
+
+def build_report(options: ReportOptions, log: Callable[[str], None] = log_to_stderr) -> Path:
+    """Measure the asked parts, merge them into the results file (parts measured before are
+    kept) and render the page from it; returns the page's path. FileNotFoundError when the plans
+    are asked for without the plugin's python."""
+    if "plans" in options.parts and not options.gpu_python.is_file():
+        raise FileNotFoundError(f"{options.gpu_python} not found; build it with `make gpu-plan` or pass --gpu-python")
+    results = json.loads(options.results.read_text()) if options.results.is_file() else {}
+    machine, versions = machine_summary()
+    results.update(machine=machine, versions=versions, facts=facts_json(record_facts()),
+                   parameters={name: parameter_count(name) for name in PRESETS})
+    if "steps" in options.parts:
+        results.setdefault("step_times", {}).update(step_times(
+            options.presets, warmup=options.step_warmup, repeats=options.step_repeats, sample_dir=options.sample_dir,
+            log=log))
+        results["step_time_steps"] = f"{options.step_repeats} after {options.step_warmup} warm-up"
+    if "plans" in options.parts:
+        results.setdefault("plans", {}).update({name: plan_memory(name, options.gpu_python, log) for name in options.presets})
+    if "study" in options.parts:
+        results["study"] = study_results(options, log)
+    options.results.parent.mkdir(parents=True, exist_ok=True)
+    options.results.write_text(json.dumps(results, indent=1) + "\n")
+    options.out.write_text(render(results, "python scripts/lineage_report.py"))
+    log(f"wrote {options.out} and {options.results}")
+    return options.out

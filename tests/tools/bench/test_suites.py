@@ -65,3 +65,9 @@ def test_quick_attention_json_and_memory_scaling():
     factor = largest / smallest
     assert temp("dense", largest, 4) / temp("dense", smallest, 4) > 0.5 * factor**2
     assert temp("blocked", largest, 4) / temp("blocked", smallest, 4) < 1.5 * factor
+
+
+def test_newton_schulz_split_runs_in_a_child_with_its_own_virtual_devices():
+    result = bench.bench_ns_suite(scale=32, repeats=1, split_devices=2)
+    assert result["single"]["devices"] == 1 and result["split"]["devices"] == 2
+    assert result["split"]["split_s"] > 0
