@@ -23,11 +23,14 @@ from __future__ import annotations
 
 import glob
 import json
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from jaxgpt.config import get_preset
+from jaxgpt_tools.common.artifacts import REPO_ROOT
+from jaxgpt_tools.gpu import hlo_schedule
 
 RECORD_STEP_MS = 129.7  # the record's 8xH100 log: step_avg at its last steps (docs/spec/RECORD.md section 9)
 RECORD_RUN_MINUTES = 2.992  # its train_time, 179,527 ms, for 1,393 steps (RECORD.md)
@@ -105,19 +108,60 @@ def project(schedule_1: dict[str, Any], schedule_n: dict[str, Any], measured_ste
     }
 
 
+MEASURED_STEPS = [str(REPO_ROOT / "artifacts" / "gpu" / "**" / "*.json"),
+                  str(REPO_ROOT / "runs" / "gpu_check" / "**" / "gpu_check.json")]
+SCHEDULES = REPO_ROOT / "artifacts" / "gpu" / "h100_plan_schedules.json"
+
+
+def measured_step(report: dict[str, Any]) -> tuple[str, float] | None:
+    """(when, jax_step_ms) of a GPU run's report: a device plan's summary.json (`jax_step_ms` at
+    its top, `started_utc`) or a gpu_check.json (`train.jax_step_ms`, `started`); None for a
+    dry run, CPU stand-ins or a report without the number."""
+    if report.get("dry_run") or report.get("cpu_stand_ins"):
+        return None
+    step = report.get("jax_step_ms") or (report.get("train") or {}).get("jax_step_ms")
+    when = report.get("started_utc") or report.get("started") or ""
+    return (str(when), float(step)) if step else None
+
+
 def newest_measured_step(patterns: list[str]) -> tuple[float, str]:
-    """(jax_step_ms, path) of the newest non-dry-run gpu_check.json among the glob patterns (by
-    its `started` field); the last measured value with its source when none has one."""
+    """(jax_step_ms, path) of the newest GPU report (`measured_step`) among the glob patterns;
+    the last measured value with its source when none has one."""
     found = []
     for path in sorted({p for pattern in patterns for p in glob.glob(pattern, recursive=True)}):
         try:
             report = json.loads(Path(path).read_text())
         except (OSError, ValueError):
             continue
-        step = (report.get("train") or {}).get("jax_step_ms")
-        if step and not report.get("dry_run"):
-            found.append((str(report.get("started", "")), float(step), path))
+        measured = measured_step(report) if isinstance(report, dict) else None
+        if measured:
+            found.append((*measured, path))
     if not found:
-        return LAST_MEASURED_STEP_MS, "jaxgpt_tools.gpu.projection.LAST_MEASURED_STEP_MS (no gpu_check.json with jax_step_ms found)"
+        return LAST_MEASURED_STEP_MS, "jaxgpt_tools.gpu.projection.LAST_MEASURED_STEP_MS (no GPU report with jax_step_ms found)"
     _, step, path = max(found)
     return step, path
+
+
+def write_schedules(one_device_hlo: Path, n_device_hlo: Path, path: Path = SCHEDULES) -> Path:
+    """Where the collectives sit among the compute of both plans (their optimized HLO), as JSON."""
+    schedules = {"caveat": "compiled without a GPU, no autotuning; compute in roofline ms",
+                 "one_device": hlo_schedule.collective_schedule(one_device_hlo.read_text()),
+                 "n_devices": hlo_schedule.collective_schedule(n_device_hlo.read_text()),
+                 "hlo": [one_device_hlo.name, n_device_hlo.name],
+                 "made_by": "scripts/gpu_plan.py --preset record --devices 1 and --devices 8 (their HLO), then "
+                            "scripts/project_8gpu.py --from-hlo"}
+    path.write_text(json.dumps(schedules, indent=1) + "\n")
+    return path
+
+
+def project_from_files(schedules_path: Path, measured: list[str], assumptions: Assumptions) -> dict[str, Any]:
+    """`project` from a schedules file and the newest measured step among `measured` (globs);
+    FileNotFoundError without the schedules."""
+    if not schedules_path.is_file():
+        raise FileNotFoundError(f"no schedules at {schedules_path}: make them with --from-hlo")
+    schedules = json.loads(schedules_path.read_text())
+    step_ms, source = newest_measured_step(measured)
+    result = project(schedules["one_device"], schedules["n_devices"], step_ms, assumptions)
+    result["measured_step_source"] = os.path.relpath(source, REPO_ROOT) if Path(source).is_file() else source
+    result["schedules"] = os.path.relpath(schedules_path, REPO_ROOT)
+    return result

@@ -125,3 +125,16 @@ def test_project_8gpu_prints_the_projection_from_the_committed_plans(capsys):
     assert result["step_ms"] > 0 and result["run_minutes"] == pytest.approx(result["step_ms"] * 1383 / 60000, abs=0.01)
     assert result["record_step_ms"] == 129.7 and result["assumptions"]["algorithm"] == "ring"
     assert {row["kind"] for row in result["collectives"]} == {"all-reduce", "all-gather"}
+
+
+def test_the_newest_gpu_report_gives_the_measured_step_device_plans_included(tmp_path):
+    from jaxgpt_tools.gpu import projection
+
+    reports = {"old_gpu_check.json": {"started": "2026-11-23 10:00:00", "train": {"jax_step_ms": 195}},
+               "plan_summary.json": {"started_utc": "2026-11-28 09:00:00", "jax_step_ms": 150.5},
+               "cpu_summary.json": {"started_utc": "2026-11-29 09:00:00", "jax_step_ms": 2400, "cpu_stand_ins": True},
+               "dry_gpu_check.json": {"started": "2026-11-30", "dry_run": True, "train": {"jax_step_ms": 9}}}
+    for name, report in reports.items():
+        (tmp_path / name).write_text(json.dumps(report))
+    step, source = projection.newest_measured_step([str(tmp_path / "*.json")])
+    assert step == 150.5 and source.endswith("plan_summary.json")
