@@ -17,6 +17,7 @@ from typing import Sequence
 
 from jaxgpt_tools.bench.suites import HIDDEN_SUITES, SUITES, BenchOptions, parse_suites, run_benchmarks
 from jaxgpt_tools.bench.attention_gpu import require_gpu
+from jaxgpt_tools.common import command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     try:
         suites = parse_suites(args.only)
         if "attention_gpu" in suites:
@@ -57,11 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             ns_split=args.ns_split or None, record_timeout=args.record_timeout,
             record_loss_chunk=args.record_loss_chunk, record_remat=args.record_remat,
             torch_compile=args.torch_compile, torch_threads=args.torch_threads or None)
-    except ValueError as err:
-        raise SystemExit(f"bench.py: {err}") from None
-    result = run_benchmarks(suites, options)
-    print(json.dumps(result) if args.json else json.dumps(result, indent=2))
-    return 0
+    except ValueError as error:
+        command.usage_error(parser, error)
+    return command.run("bench", lambda: print(json.dumps(run_benchmarks(suites, options), indent=None if args.json else 2)))
 
 
 if __name__ == "__main__":

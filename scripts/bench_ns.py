@@ -17,9 +17,10 @@ import sys
 from typing import Sequence
 
 from jaxgpt_tools.bench.newton_schulz import bench_newton_schulz, scaled_record_shapes
+from jaxgpt_tools.common import command
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--devices", type=int, default=8, help="mesh size of the split run (virtual CPU devices)")
     parser.add_argument("--repeats", type=int, default=3)
@@ -30,14 +31,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.devices > 1 and "jax" not in sys.modules:
         flag = f"--xla_force_host_platform_device_count={args.devices}"
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + flag).strip()
-    result = bench_newton_schulz(scaled_record_shapes(args.scale), devices=args.devices, repeats=args.repeats,
-                                 dtype=args.dtype)
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for key, value in result.items():
-            print(f"{key}: {value}")
+    return command.run("bench_ns", lambda: show(bench_newton_schulz(
+        scaled_record_shapes(args.scale), devices=args.devices, repeats=args.repeats, dtype=args.dtype), args.json))
+
+
+def show(result: dict, as_json: bool) -> None:
+    print(json.dumps(result) if as_json else "\n".join(f"{key}: {value}" for key, value in result.items()))
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -10,6 +10,7 @@ import sys
 import time
 
 from jaxgpt.corpus import stdlib_docs as sample_data
+from jaxgpt_tools.common import command
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,13 +22,14 @@ def main(argv: list[str] | None = None) -> int:
     if sample_data.is_up_to_date(args.out) and not args.force:
         print(f"sample data already built in {args.out} (delete it or pass --force to rebuild)")
         return 0
-    start = time.perf_counter()
-    meta = sample_data.build_sample_data(args.out, limit_modules=args.limit_modules, force=True, progress=True)
-    print(
-        f"wrote {len(meta['shards'])} shards to {args.out} in {time.perf_counter() - start:.1f}s: "
-        f"{meta['val_tokens']:,} val + {meta['train_tokens']:,} train tokens, encoding {meta['encoding']}"
-    )
-    return 0
+
+    def build() -> None:
+        start = time.perf_counter()
+        meta = sample_data.build_sample_data(args.out, limit_modules=args.limit_modules, force=True, progress=True)
+        print(f"wrote {len(meta['shards'])} shards to {args.out} in {time.perf_counter() - start:.1f}s: "
+              f"{meta['val_tokens']:,} val + {meta['train_tokens']:,} train tokens, encoding {meta['encoding']}")
+
+    return command.run("build_sample_data", build)
 
 
 if __name__ == "__main__":

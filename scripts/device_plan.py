@@ -20,6 +20,8 @@ import tempfile
 from pathlib import Path
 
 from jaxgpt_tools.gpu import device_plan
+from jaxgpt_tools.common import command
+from jaxgpt_tools.common.log import progress
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,11 +51,14 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             parser.error(f"unknown steps {unknown}; choose from {[step.name for step in steps]}")
         steps = [step for step in steps if step.name in wanted]
-    summary = device_plan.run_plan(steps, options, on_publish=lambda name, step: print(
-        f"[device_plan] {name}: {step['status']} in {step.get('seconds')} s {step.get('reason') or ''}",
-        file=sys.stderr, flush=True))
-    print((args.out / device_plan.SUMMARY_MD).read_text())
-    return 0 if all(step["status"] == "ok" for step in summary["steps"].values()) else 1
+    def run() -> int:
+        summary = device_plan.run_plan(steps, options, on_publish=lambda name, step: progress(
+            "device_plan", f"{name}: {step['status']} in {step.get('seconds')} s {step.get('reason') or ''}"))
+        print((args.out / device_plan.SUMMARY_MD).read_text())
+        # 1 when a step failed, timed out or was skipped: the summary says which and why.
+        return 0 if all(step["status"] == "ok" for step in summary["steps"].values()) else 1
+
+    return command.run("device_plan", run)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import argparse
 import sys
 
 from jaxgpt.corpus.build import DEFAULT_FINEWEB_SHARDS, download_fineweb, fineweb_filenames
+from jaxgpt_tools.common import command
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,14 +21,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--num-shards", type=int, default=DEFAULT_FINEWEB_SHARDS, help="train shards to fetch (default 8)")
     parser.add_argument("--out", default="data/fineweb10B", help="target folder (default data/fineweb10B)")
     args = parser.parse_args(argv)
-    try:
+    def fetch() -> None:
         fetched = download_fineweb(args.out, args.num_shards)
-    except (RuntimeError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    total = len(fineweb_filenames(args.num_shards))
-    print(f"{args.out}: fetched {len(fetched)} file(s), {total - len(fetched)} already present")
-    return 0
+        total = len(fineweb_filenames(args.num_shards))
+        print(f"{args.out}: fetched {len(fetched)} file(s), {total - len(fetched)} already present")
+
+    return command.run("download_fineweb", fetch)
 
 
 if __name__ == "__main__":

@@ -21,9 +21,10 @@ from pathlib import Path
 
 from jaxgpt_tools.gpu import check as gpu_check
 from jaxgpt_tools import upstream_record
+from jaxgpt_tools.common import command
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=None, help="output folder (default runs/gpu_check/<device name>)")
     parser.add_argument("--quick", action="store_true", help="one run per trainer (under 8 minutes on one H100)")
@@ -38,7 +39,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--schedule-trainers", type=parts, default=("jaxgpt", "torch_ref"),
                         help="which trainers the schedule part runs (one per call fits a 10-minute limit)")
     parser.add_argument("--scratch", type=Path, help="the schedule's initial state and checkpoints (default OUT/scratch)")
-    return parser.parse_args(argv)
+    return parser
 
 
 def parts(text: str) -> tuple[str, ...]:
@@ -46,16 +47,18 @@ def parts(text: str) -> tuple[str, ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    command = " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])])
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    invocation = " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])])
     try:
-        return gpu_check.run_check(
-            out=args.out, quick=args.quick, dry_run=args.dry_run, train_files=args.train_files,
-            val_files=args.val_files, timeout_s=args.timeout, command=command, parts=args.only,
-            record_script=args.record_script, schedule_trainers=args.schedule_trainers, scratch=args.scratch)
+        gpu_check.check_request(args.only, args.schedule_trainers)
     except ValueError as error:
-        print(f"gpu_check: {error}", file=sys.stderr)
-        return 2
+        command.usage_error(parser, error)
+    # 1 when a part failed: the report is written either way and says which and why.
+    return command.run("gpu_check", lambda: gpu_check.run_check(
+        out=args.out, quick=args.quick, dry_run=args.dry_run, train_files=args.train_files,
+        val_files=args.val_files, timeout_s=args.timeout, command=invocation, parts=args.only,
+        record_script=args.record_script, schedule_trainers=args.schedule_trainers, scratch=args.scratch))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from jaxgpt_tools.gpu import compile_plan as gpu_plan
 
 from jaxgpt import config as cfg
 from jaxgpt.muon import Collective
+from jaxgpt_tools.common import command
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,15 +40,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hlo-dir", type=Path, default=Path("runs/gpu_plan"), help="where the optimized HLO text is written")
     parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
     args = parser.parse_args(argv)
-    summary = gpu_plan.plan_preset(args.preset, args.device, args.devices, part=args.part, attention=args.attention,
-                                   batch_tokens=args.batch_tokens, muon_collective=args.muon_collective,
-                                   hlo_dir=args.hlo_dir)
-    if args.json:
-        print(json.dumps(summary))
-    else:
-        for key, value in summary.items():
-            print(f"{key:>14}: {value}")
-    return 0
+    def plan() -> None:
+        summary = gpu_plan.plan_preset(args.preset, args.device, args.devices, part=args.part, attention=args.attention,
+                                       batch_tokens=args.batch_tokens, muon_collective=args.muon_collective,
+                                       hlo_dir=args.hlo_dir)
+        print(json.dumps(summary) if args.json else "\n".join(f"{key:>14}: {value}" for key, value in summary.items()))
+
+    return command.run("gpu_plan", plan)
 
 
 if __name__ == "__main__":

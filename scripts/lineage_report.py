@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from jaxgpt_tools.reports import lineage as report
+from jaxgpt_tools.common import command
 
 
 
@@ -45,12 +46,7 @@ def parse_args(argv: list[str] | None = None) -> report.ReportOptions:
 
 def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
-    try:
-        report.build_report(options)
-    except (OSError, ValueError) as error:
-        print(f"lineage_report: error: {error}", file=sys.stderr)
-        return 1
-    return 0
+    return command.run("lineage_report", lambda: report.build_report(options))
 
 
 if __name__ == "__main__":

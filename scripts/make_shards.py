@@ -15,6 +15,7 @@ import os
 import sys
 
 from jaxgpt.corpus import build as corpus, tokenizer
+from jaxgpt_tools.common import command
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -43,17 +44,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         encoder = tokenizer.tokenizer_for(args.encoding)
     except RuntimeError as error:
-        print(f"error: {error}; or use --encoding gpt2-bytes", file=sys.stderr)
-        return 1
-    try:
+        return command.fail("make_shards", f"{command.one_line(error)}; or use --encoding gpt2-bytes")
+
+    def build() -> None:
         paths = corpus.build_shards(args.source, args.out, encoder, prefix=args.prefix, shard_size=args.shard_size,
                                     workers=args.workers, text_field=args.text_field, hf_config=args.hf_config,
                                     split=args.split, streaming=args.streaming, overwrite=args.overwrite)
-    except (RuntimeError, ValueError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    print(f"wrote {len(paths)} shard(s) to {args.out} with encoding {encoder.name}")
-    return 0
+        print(f"wrote {len(paths)} shard(s) to {args.out} with encoding {encoder.name}")
+
+    return command.run("make_shards", build)
 
 
 if __name__ == "__main__":

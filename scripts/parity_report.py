@@ -20,6 +20,7 @@ from pathlib import Path  # noqa: E402
 from jaxgpt_tools.common.artifacts import REPO_ROOT  # noqa: E402
 from jaxgpt_tools.parity.checks import CHECKS  # noqa: E402
 from jaxgpt_tools.parity.report import run_report  # noqa: E402
+from jaxgpt_tools.common import command
 
 DOCS = REPO_ROOT / "docs"
 
@@ -29,7 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DOCS / "PARITY.md")
     parser.add_argument("--only", nargs="*", choices=sorted(CHECKS), help="run these checks only")
     args = parser.parse_args(argv)
-    return 0 if run_report(args.only or list(CHECKS), args.out) else 1
+    # 1 when a check failed: the page is written either way and says which.
+    return command.run("parity_report", lambda: 0 if run_report(args.only or list(CHECKS), args.out) else 1)
 
 
 if __name__ == "__main__":

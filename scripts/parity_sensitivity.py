@@ -16,6 +16,7 @@ import argparse  # noqa: E402
 import sys  # noqa: E402
 
 from jaxgpt_tools.parity.sensitivity import sensitivity_report  # noqa: E402
+from jaxgpt_tools.common import command
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,8 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--gradients-only", action="store_true", help="only part 1 (well under a minute)")
     args = parser.parse_args(argv)
-    sensitivity_report(args.steps, args.gradients_only)
-    return 0
+    return command.run("parity_sensitivity", lambda: sensitivity_report(args.steps, args.gradients_only))
 
 
 if __name__ == "__main__":

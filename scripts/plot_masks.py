@@ -19,6 +19,7 @@ import numpy as np
 from jaxgpt import data
 from jaxgpt.config import BLOCK_SIZE
 from jaxgpt_tools.reports.mask_picture import draw, mask_panels
+from jaxgpt_tools.common import command
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,19 +31,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--view-blocks", type=int, default=48, help="blocks shown (0: all)")
     parser.add_argument("--out", type=Path, default=Path("docs/masks_sample.png"))
     args = parser.parse_args(argv)
-    try:
+    def picture() -> None:
         tokens = np.asarray(data.read_shard(args.shard)[args.offset:args.offset + args.seq_len])
         if len(tokens) < args.seq_len or args.seq_len % BLOCK_SIZE:
             raise ValueError(f"need {args.seq_len} tokens (a multiple of {BLOCK_SIZE}) from {args.shard} at {args.offset}, "
                              f"got {len(tokens)}")
         panels = mask_panels(tokens, args.window_blocks, view_blocks=args.view_blocks or None)
-    except (OSError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    out = draw(panels, args.out, suptitle=f"{args.shard.name}, tokens {args.offset}..{args.offset + args.seq_len - 1}: "
-               f"{len(panels[0].documents)} documents in the blocks shown")
-    print(out)
-    return 0
+        print(draw(panels, args.out, suptitle=f"{args.shard.name}, tokens {args.offset}..{args.offset + args.seq_len - 1}: "
+                   f"{len(panels[0].documents)} documents in the blocks shown"))
+
+    return command.run("plot_masks", picture)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import argparse
 import sys
 
 from jaxgpt_tools.reports.plot_runs import plot_runs, read_run
+from jaxgpt_tools.common import command
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,17 +24,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--title", help="figure title")
     args = parser.parse_args(argv)
     try:
-        runs = [read_run(path) for path in args.runs]
         import matplotlib  # noqa: F401
     except ImportError:
-        print('error: plotting needs matplotlib: pip install -e ".[plot]"', file=sys.stderr)
-        return 1
-    except (ValueError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    path = plot_runs(runs, args.out, title=args.title)
-    print(f"wrote {path}")
-    return 0
+        return command.fail("plot_runs", 'plotting needs matplotlib: pip install -e ".[plot]"')
+    return command.run("plot_runs", lambda: print(
+        f"wrote {plot_runs([read_run(path) for path in args.runs], args.out, title=args.title)}"))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from jaxgpt_tools.gpu import projection
+from jaxgpt_tools.common import command
 
 
 
@@ -35,21 +36,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     assumptions = projection.Assumptions(**{f.name: getattr(args, f.name) for f in fields(projection.Assumptions)})
-    try:
+    def project() -> None:
         if args.from_hlo:
             projection.write_schedules(*args.from_hlo, args.schedules)
         result = projection.project_from_files(args.schedules, [str(args.gpu_check)] if args.gpu_check
                                                else projection.MEASURED_STEPS, assumptions)
-    except (OSError, ValueError) as error:
-        print(f"project_8gpu: error: {error}", file=sys.stderr)
-        return 1
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for key, value in result.items():
-            if key != "collectives":
-                print(f"{key:>32}: {value}")
-    return 0
+        print(json.dumps(result) if args.json else
+              "\n".join(f"{key:>32}: {value}" for key, value in result.items() if key != "collectives"))
+
+    return command.run("project_8gpu", project)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from jaxgpt_tools.bench.soak import soak
+from jaxgpt_tools.common import command
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,9 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     train_args = ["--preset", "tiny", "--cycle-data", "--devices", "1", "--steps", str(args.steps),
                   "--val-every", str(args.every), "--val-tokens", "2048", "--checkpoint-every", str(args.every),
                   "--keep-checkpoints", "2", *args.train_args]
-    summary = soak(train_args, Path(args.out), args.run_id, args.sample_every, args.warmup)
-    print(json.dumps(summary, indent=1))
-    return 0
+    return command.run("soak", lambda: print(json.dumps(
+        soak(train_args, Path(args.out), args.run_id, args.sample_every, args.warmup), indent=1)))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from jaxgpt_tools.parity.step_bisect import run
+from jaxgpt_tools.common import command
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,8 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--swap-step1-scalars", action="store_true",
                         help="give jaxgpt's own run torch_ref's step-1 gradients of the scalars, nothing else")
     args = parser.parse_args(argv)
-    run(args.ns, args.init, args.swap_step1_scalars)
-    return 0
+    return command.run("step_bisect", lambda: run(args.ns, args.init, args.swap_step1_scalars))
 
 
 if __name__ == "__main__":

@@ -13,9 +13,11 @@ What is swept and timed: jaxgpt_tools/gpu/tile_sweep.py.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from jaxgpt_tools.gpu.tile_sweep import IMPLEMENTATIONS, KERNELS, sweep
+from jaxgpt_tools.common import command
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -41,10 +43,10 @@ def main(argv: list[str] | None = None) -> int:
         from jaxgpt_tools.gpu import compile_plan as gpu_plan
 
         gpu_plan.compile_only_environment()  # before jax initialises its backends
-    sweep(kernels=args.kernels, windows=args.windows, seq_len=args.seq_len, repeats=args.repeats, limit=args.limit,
-          budget_s=args.budget_s, compile_only=args.compile_only, out_path=args.out, implementation=args.implementation)
-    return 0
+    return command.run("tile_sweep", lambda: sweep(
+        kernels=args.kernels, windows=args.windows, seq_len=args.seq_len, repeats=args.repeats, limit=args.limit,
+        budget_s=args.budget_s, compile_only=args.compile_only, out_path=args.out, implementation=args.implementation))
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

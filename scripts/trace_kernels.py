@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from jaxgpt_tools.gpu.trace_kernels import format_ranking, rank
+from jaxgpt_tools.common import command
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,13 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=30, help="kernels to list (default 30)")
     parser.add_argument("--steps", type=int, default=None, help="divide times by the traced steps' count (ms/step)")
     args = parser.parse_args(argv)
-    try:
-        ranking = rank(args.path)
-    except (OSError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    print(format_ranking(ranking, top=args.top, steps=args.steps))
-    return 0
+    return command.run("trace_kernels", lambda: print(format_ranking(rank(args.path), top=args.top, steps=args.steps)))
 
 
 if __name__ == "__main__":

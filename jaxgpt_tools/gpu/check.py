@@ -459,17 +459,22 @@ PARTS = ("gpu_tests", "train", "parity", "schedule")
 DEFAULT_PARTS = ("gpu_tests", "train", "parity")
 
 
+def check_request(parts: tuple[str, ...], schedule_trainers: tuple[str, ...]) -> None:
+    """ValueError for parts or schedule trainers that do not exist (a usage error)."""
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        raise ValueError(f"unknown parts {sorted(unknown)}; choose from {PARTS}")
+    if not schedule_trainers or set(schedule_trainers) - {"jaxgpt", "torch_ref"}:
+        raise ValueError(f"schedule trainers must be jaxgpt and/or torch_ref, got {list(schedule_trainers)}")
+
+
 def run_check(*, out: Path | None, quick: bool, dry_run: bool, train_files: str, val_files: str, timeout_s: float,
               command: str, parts: tuple[str, ...] = DEFAULT_PARTS, record_script: Path = upstream_record.DEFAULT_SCRIPT,
               schedule_trainers: tuple[str, ...] = ("jaxgpt", "torch_ref"), scratch: Path | None = None) -> int:
     """The asked parts (`environment` always), then gpu_check.json and gpu_check.md in `out`
     (default runs/gpu_check/<device name>); 0 when every part run passed, else 1. `scratch` holds
     the schedule's large files (initial state, checkpoints; default out/scratch)."""
-    unknown = set(parts) - set(PARTS)
-    if unknown:
-        raise ValueError(f"unknown parts {sorted(unknown)}; choose from {PARTS}")
-    if not schedule_trainers or set(schedule_trainers) - {"jaxgpt", "torch_ref"}:
-        raise ValueError(f"schedule trainers must be jaxgpt and/or torch_ref, got {list(schedule_trainers)}")
+    check_request(parts, schedule_trainers)
     sizes = DRY_SIZES if dry_run else GPU_SIZES
     os.environ["JAX_PLATFORMS"] = sizes.jax_platform  # before jax is imported by a part
     # JAX would otherwise reserve 75% of the GPU in this process and starve the trainers it starts.
