@@ -92,6 +92,31 @@ def _largest_divisor_at_most(n: int, bound: int) -> int:
     return max(d for d in range(1, min(n, bound) + 1) if n % d == 0)
 
 
+def _padded_blocks(x: jax.Array, window_cap: int, block_size: int, fill: int = 0) -> jax.Array:
+    """(B, T, ...) -> (B, W - 1 + N, bs, ...): T in N blocks of bs, W - 1 blocks of `fill` in front."""
+    padding = [(0, 0), ((window_cap - 1) * block_size, 0)] + [(0, 0)] * (x.ndim - 2)
+    x = jnp.pad(x, padding, constant_values=fill)
+    return x.reshape(x.shape[0], -1, block_size, *x.shape[2:])
+
+
+def _group_geometry(group: int, window_cap: int, block_size: int,
+                    window_tokens: int | jax.Array | None) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The static geometry of one group of C query blocks: (slab block of each query block's
+    window slot (C, W), blocks back of each slot (W,), the causal (and token-window) mask of a
+    slot's keys (W, bs, bs)). Query block c takes slab blocks c .. c + W - 1; slot s lies
+    W - 1 - s blocks before the query block."""
+    window_slab_block = jnp.arange(group)[:, None] + jnp.arange(window_cap)[None, :]
+    blocks_back = (window_cap - 1) - jnp.arange(window_cap)
+    in_block_q = jnp.arange(block_size)[:, None]
+    in_block_k = jnp.arange(block_size)[None, :]
+    # Every key of an earlier block is causally visible; in the query's own block only k <= q.
+    causal = (blocks_back[:, None, None] > 0) | (in_block_k <= in_block_q)[None]
+    if window_tokens is not None:  # q - k, from the slot's block distance and the in-block offsets
+        distance = blocks_back[:, None, None] * block_size + in_block_q[None] - in_block_k[None]
+        causal = causal & (distance < jnp.asarray(window_tokens, jnp.int32))
+    return window_slab_block, blocks_back, causal
+
+
 def blocked_attention(
     q: jax.Array,
     k: jax.Array,
@@ -125,29 +150,12 @@ def blocked_attention(
     slab_blocks = group + window_cap - 1
     window = jnp.maximum(jnp.asarray(window_blocks, dtype=jnp.int32), 1)
 
-    def padded_blocks(x: jax.Array, fill: int = 0) -> jax.Array:
-        """(B, T, ...) -> (B, W - 1 + N, bs, ...), W - 1 blocks of `fill` in front."""
-        padding = [(0, 0), ((window_cap - 1) * block_size, 0)] + [(0, 0)] * (x.ndim - 2)
-        x = jnp.pad(x, padding, constant_values=fill)
-        return x.reshape(batch, window_cap - 1 + n_blocks, block_size, *x.shape[2:])
-
-    k_padded, v_padded = padded_blocks(k), padded_blocks(v)
+    k_padded, v_padded = (_padded_blocks(x, window_cap, block_size) for x in (k, v))
     # -1 never equals a real document id (those are >= 0), so padded keys are never allowed.
-    ids_padded = padded_blocks(doc_ids.astype(jnp.int32), fill=-1)
+    ids_padded = _padded_blocks(doc_ids.astype(jnp.int32), window_cap, block_size, fill=-1)
     q_groups = jnp.moveaxis(q.reshape(batch, n_groups, group, block_size, heads, head_dim), 1, 0)
     q_ids_groups = jnp.moveaxis(doc_ids.astype(jnp.int32).reshape(batch, n_groups, group, block_size), 1, 0)
-
-    # Static geometry of one group: query block c takes slab blocks c .. c + W - 1; window slot
-    # s of it lies W - 1 - s blocks before the query block.
-    window_slab_block = jnp.arange(group)[:, None] + jnp.arange(window_cap)[None, :]  # (C, W)
-    blocks_back = (window_cap - 1) - jnp.arange(window_cap)  # (W,)
-    in_block_q = jnp.arange(block_size)[:, None]
-    in_block_k = jnp.arange(block_size)[None, :]
-    # Every key of an earlier block is causally visible; in the query's own block only k <= q.
-    causal = (blocks_back[:, None, None] > 0) | (in_block_k <= in_block_q)[None]  # (W, bs, bs)
-    if window_tokens is not None:  # q - k, from the slot's block distance and the in-block offsets
-        distance = blocks_back[:, None, None] * block_size + in_block_q[None] - in_block_k[None]
-        causal = causal & (distance < jnp.asarray(window_tokens, jnp.int32))
+    window_slab_block, blocks_back, causal = _group_geometry(group, window_cap, block_size, window_tokens)
 
     def one_group(q_blocks, q_ids, k_slab, v_slab, ids_slab) -> jax.Array:
         """q_blocks (B, C, bs, H, Dh); q_ids (B, C, bs); slabs (B, C+W-1, bs, ...) -> (B, C, bs, H, Dv)."""

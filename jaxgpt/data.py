@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import glob
 import os
-import queue
-import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -32,6 +30,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
+
+from jaxgpt.prefetch import Prefetcher
 
 SHARD_MAGIC = 20240520
 SHARD_VERSION = 1
@@ -431,31 +431,6 @@ def _repeat_first(stream: Iterator[tuple[Batch, DataPosition]], start: DataPosit
     yield from stream
 
 
-class _Failure(NamedTuple):
-    error: BaseException
-
-
-def _put_unless_stopped(out: queue.Queue, item: Any, stop: threading.Event) -> bool:
-    """Put `item`, polling so that a stop request is seen even while the queue is full."""
-    while not stop.is_set():
-        try:
-            out.put(item, timeout=0.05)
-            return True
-        except queue.Full:
-            continue
-    return False
-
-
-def _produce(stream: Iterator[Any], out: queue.Queue, stop: threading.Event) -> None:
-    """Prefetch thread body: move items of `stream` into `out`; hand any error over as a _Failure."""
-    try:
-        for item in stream:
-            if not _put_unless_stopped(out, item, stop):
-                return
-    except BaseException as error:  # re-raised by the consumer's next()
-        _put_unless_stopped(out, _Failure(error), stop)
-
-
 class BatchLoader:
     """Iterator over this host's batches of the record's data stream, prefetched in a thread.
 
@@ -495,8 +470,6 @@ class BatchLoader:
         check_batch_layout(batch_tokens, seq_len, process_count)
         if not 0 <= process_index < process_count:
             raise ValueError(f"process_index {process_index} is outside [0, {process_count})")
-        if prefetch < 0:
-            raise ValueError(f"prefetch must be >= 0, got {prefetch}")
         self.pattern = pattern
         self.files = list_shards(pattern)
         position = position or DataPosition()
@@ -513,17 +486,7 @@ class BatchLoader:
         )
         if repeat_first:
             self._stream = _repeat_first(self._stream, position)
-        self._failure: BaseException | None = None
-        self._stop = threading.Event()
-        self._queue: queue.Queue | None = None
-        self._thread: threading.Thread | None = None
-        if prefetch:
-            self._queue = queue.Queue(maxsize=prefetch)
-            # The thread gets no reference to `self`, so a dropped loader is collected and stops it.
-            self._thread = threading.Thread(
-                target=_produce, args=(self._stream, self._queue, self._stop), name="BatchLoader-prefetch", daemon=True
-            )
-            self._thread.start()
+        self._batches = Prefetcher(self._stream, prefetch, name="BatchLoader-prefetch")
 
     @property
     def position(self) -> DataPosition:
@@ -534,41 +497,18 @@ class BatchLoader:
         return self
 
     def __next__(self) -> Batch:
-        if self._failure is not None:
-            raise self._failure
-        if self._stop.is_set():
-            raise StopIteration
-        if self._queue is None:
-            try:
-                batch, self._position = next(self._stream)
-            except BaseException as error:
-                self._failure = error
-                raise
-            return batch
-        item = self._queue.get()
-        if isinstance(item, _Failure):
-            self._failure = item.error
-            self.close()
-            raise item.error
-        batch, self._position = item
+        batch, self._position = next(self._batches)
         return batch
 
     def close(self) -> None:
         """Stop the prefetch thread and wait for it; further next() calls raise StopIteration."""
-        self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join()
+        self._batches.close()
 
     def __enter__(self) -> BatchLoader:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
-
-    def __del__(self) -> None:
-        stop = getattr(self, "_stop", None)
-        if stop is not None:
-            stop.set()
 
 
 def num_val_batches(val_tokens: int, batch_tokens: int) -> int:

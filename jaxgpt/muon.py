@@ -230,6 +230,35 @@ def orthogonalize_split(
 # The transformations
 
 
+def check_matrices(params: Any) -> None:
+    """ValueError naming the first leaf that is not a matrix (Muon orthogonalises ndim >= 2 only)."""
+    for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+        if jnp.ndim(leaf) < 2:
+            raise ValueError(
+                f"Muon only handles matrices (ndim >= 2); leaf {jax.tree_util.keystr(path)} has shape "
+                f"{jnp.shape(leaf)}. Route it to another optimizer with optax.partition."
+            )
+
+
+def momentum_directions(grads: list[jax.Array], buffers: list[jax.Array], m: Any, one_minus_m: Any, *,
+                        nesterov: bool, form: str) -> tuple[list[jax.Array], list[jax.Array]]:
+    """(new momentum buffers, directions to orthogonalise), fp32, for each gradient and buffer:
+    "ema" B <- lerp(B, g, 1 - m), u = lerp(g, B, m) (or B without nesterov); "sgd" (#8/#9)
+    B <- m B + g, u = g + m B (torch's buf.mul_(m).add_(g); g.add(buf, alpha=m))."""
+    new_buffers, directions = [], []
+    for g, buf in zip(grads, buffers, strict=True):
+        g = g.astype(jnp.float32)
+        if form == "sgd":
+            buf = buf * m + g
+            direction = g + m * buf if nesterov else buf
+        else:
+            buf = torch_lerp(buf, g, one_minus_m)
+            direction = torch_lerp(g, buf, m) if nesterov else buf
+        new_buffers.append(buf)
+        directions.append(direction)
+    return new_buffers, directions
+
+
 def scale_by_muon(
     momentum: ScalarOrSchedule = 0.95,
     nesterov: bool = True,
@@ -284,12 +313,7 @@ def scale_by_muon(
         return newton_schulz(x, ns_steps, dtype=ns_dtype, iteration=ns_iteration)
 
     def init_fn(params: Any) -> MuonState:
-        for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
-            if jnp.ndim(leaf) < 2:
-                raise ValueError(
-                    f"Muon only handles matrices (ndim >= 2); leaf {jax.tree_util.keystr(path)} has shape "
-                    f"{jnp.shape(leaf)}. Route it to another optimizer with optax.partition."
-                )
+        check_matrices(params)
         buffers = jax.tree.map(lambda p: jnp.zeros(jnp.shape(p), jnp.float32), params)
         return MuonState(count=jnp.zeros([], jnp.int32), momentum=buffers)
 
@@ -303,28 +327,15 @@ def scale_by_muon(
         else:
             one_minus_m = 1.0 - m
         grads, treedef = jax.tree.flatten(updates)
-        buffers = treedef.flatten_up_to(state.momentum)
-        new_buffers, directions = [], []
-        for g, buf in zip(grads, buffers):
-            g = g.astype(jnp.float32)
-            if momentum_form == "sgd":  # buf.mul_(m).add_(g); g.add(buf, alpha=m)
-                buf = buf * m + g
-                new_buffers.append(buf)
-                directions.append(g + m * buf if nesterov else buf)
-                continue
-            buf = torch_lerp(buf, g, one_minus_m)
-            new_buffers.append(buf)
-            directions.append(torch_lerp(g, buf, m) if nesterov else buf)
+        new_buffers, directions = momentum_directions(grads, treedef.flatten_up_to(state.momentum), m, one_minus_m,
+                                                      nesterov=nesterov, form=momentum_form)
         if axis_name is None:
             orthogonal = orthogonalize_local(directions, ns)
         else:
             orthogonal = orthogonalize_split(directions, ns, axis_name, collective)
         # Upcast first, then scale in fp32 (the record's add_ upcasts the bf16 O the same way).
         out = [o.astype(jnp.float32) * update_scale(o.shape) for o in orthogonal]
-        new_state = MuonState(
-            count=optax.safe_increment(state.count),
-            momentum=jax.tree.unflatten(treedef, new_buffers),
-        )
+        new_state = MuonState(count=optax.safe_increment(state.count), momentum=jax.tree.unflatten(treedef, new_buffers))
         return jax.tree.unflatten(treedef, out), new_state
 
     return optax.GradientTransformation(init_fn, update_fn)

@@ -187,7 +187,8 @@ def test_prefetch_thread_reraises_errors_and_stops(tmp_path: Path) -> None:
         next(loader)
     with pytest.raises(ValueError, match="magic number 999"):  # stays failed
         next(loader)
-    assert loader._thread is not None and not loader._thread.is_alive()
+    thread = loader._batches._thread  # the prefetch thread (jaxgpt.prefetch.Prefetcher)
+    assert thread is not None and not thread.is_alive()
 
 
 def test_close_stops_a_blocked_thread(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ the three warpgroups (two compute, one memory) are simulated as the GPU would ru
 list walk, the multi-stage pipeline and its barrier protocol, masking and the fp32 softmax
 statistics are the GPU's code. jax 0.10's interpreter cannot run wgmma on a transposed or
 register operand nor the register layouts, so those few operations run as plain JAX there
-(`mosaic_attention._Interpreted`); the wgmma code is checked by lowering here, by ptxas for
+(`jaxgpt.kernels.mosaic_ops.Interpreted`); the wgmma code is checked by lowering here, by ptxas for
 sm_90a with the CUDA plugin (the compile tests below) and by the gpu-marked test.
 
 Sizes stay tiny (T = 512 = 4 mask blocks, one head of 64, three sequences in one call) because

@@ -65,6 +65,7 @@ class Sizes:
     dtype: str | None  # the trainers' --dtype; None keeps the preset's (the record's bf16/FP8 policy)
     schedule_steps: int | None  # the schedule part's steps and validation interval; None: the preset's
     schedule_val_every: int | None
+    seq_len: int | None = None  # the trainers' --seq-len; None keeps the preset's
 
 
 # 30 steps, the shards cycled: the sample shards hold 11 record batches of GPT-2 tokens (31 of the
@@ -72,7 +73,9 @@ class Sizes:
 GPU_SIZES = Sizes("record", 65536, 30, 65536, 8192, 14, "cuda", "cuda", "pallas", None, None, None)
 # The dry run tests this script, not the kernel or the policy: on a CPU `pallas` runs in Pallas's
 # interpreter and torch's bf16 is emulated (minutes per torch_ref step); both have their own tests.
-DRY_SIZES = Sizes("tiny", 1024, 4, 2048, 256, 2, "cpu", "cpu", "blocked", "fp32", 4, 2)
+# One 256-token sequence a step: the smallest the tiny preset takes (the dry run's time is its
+# compiles; the steps themselves are what a GPU times).
+DRY_SIZES = Sizes("tiny", 256, 4, 512, 256, 2, "cpu", "cpu", "blocked", "fp32", 4, 2, seq_len=256)
 
 
 say = logger("gpu_check")
@@ -205,6 +208,7 @@ def trainer_command(framework: str, sizes: Sizes, data: dict[str, str], steps: i
     common += ["--steps", str(steps)] if steps else []
     common += ["--val-every", str(val_every)] if val_every else []
     common += ["--dtype", sizes.dtype] if sizes.dtype else []
+    common += ["--seq-len", str(sizes.seq_len)] if sizes.seq_len else []
     if framework == "jaxgpt":
         return [sys.executable, "-m", "jaxgpt.train", *common, "--no-progress", "--attention", sizes.jax_attention]
     return [sys.executable, "-m", "torch_ref.train", *common, "--device", sizes.torch_device]

@@ -265,14 +265,14 @@ def trainer_step(framework: str, options: PlanOptions) -> Step:
     """One trainer's CLI: record preset (tiny, fp32 on the CPU), one device, `options.steps` steps,
     the sample shards cycled, `trace_window` profiled; its kernels ranked."""
     sizes = replace(gpu_check.DRY_SIZES if options.cpu else gpu_check.GPU_SIZES, batch_tokens=options.batch_tokens,
-                    val_tokens=options.val_tokens, jax_attention="blocked" if options.cpu else options.jax_attention)
+                    val_tokens=options.val_tokens, seq_len=options.seq_len,
+                    jax_attention="blocked" if options.cpu else options.jax_attention)
     profile = "{}:{}".format(*trace_window(options.steps))
 
     def launch(work: Path) -> Launch:
         data = {"train": options.train_files, "val": options.val_files}
         command = gpu_check.trainer_command(framework, sizes, data, options.steps, options.steps)
         command += ["--profile", profile, "--run-id", framework, "--out-dir", str(work / framework)]
-        command += ["--seq-len", str(options.seq_len)] if options.seq_len else []
         command += list(options.jaxgpt_args) if framework == "jaxgpt" else []
         return Launch(command, env=child_env(options.cpu))
 
