@@ -1,20 +1,29 @@
-"""Test-wide set-up: 8 virtual CPU devices for JAX, set before JAX is first imported; no
-persistent compilation cache;
+"""Test-wide set-up: 8 virtual CPU devices for JAX, set before JAX is first imported; one
+persistent compilation cache for the session, removed at its end;
 `gpu`-marked tests skipped where no CUDA device is visible (so `pytest -m "not slow"` is the
 quick loop on any machine; scripts/gpu_check.py runs `-m gpu` with JAX_PLATFORMS=cuda); tests
 that need torch skipped, with the reason, where torch is not installed (`make test-compat`'s
 python 3.12 venv: no CPU build of torch installs for it here); the longest test files collected
 first (for make test's two xdist workers)."""
 
+import atexit
 import importlib.util
 import os
+import shutil
+import tempfile
 
 import pytest
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-# No test reads or writes the user's persistent compilation cache (the training CLI's default,
-# jaxgpt.run.compile_cache); a test of the cache passes its own folder. Child processes inherit this.
-os.environ["JAXGPT_COMPILE_CACHE"] = "none"
+# One persistent compilation cache for the session, never the user's (the training CLI's default,
+# jaxgpt.run.compile_cache): a program that several trainer runs compile (the tiny preset's step
+# at the tests' few shapes) compiles once. The first process to read this (pytest, or xdist's
+# controller) makes the folder and removes it at the end; xdist's workers and every child
+# process inherit the variable. A test of the cache itself passes its own folder.
+if "JAXGPT_TEST_COMPILE_CACHE" not in os.environ:
+    os.environ["JAXGPT_TEST_COMPILE_CACHE"] = tempfile.mkdtemp(prefix="jaxgpt-test-compile-cache-")
+    atexit.register(shutil.rmtree, os.environ["JAXGPT_TEST_COMPILE_CACHE"], ignore_errors=True)
+os.environ["JAXGPT_COMPILE_CACHE"] = os.environ["JAXGPT_TEST_COMPILE_CACHE"]
 os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)  # nor JAX's own, read when jax is first imported
 _flag = "--xla_force_host_platform_device_count=8"
 if _flag not in os.environ.get("XLA_FLAGS", ""):

@@ -3,6 +3,7 @@ whose steps are loaded from it trains exactly as a run that compiled them."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import jax
@@ -29,9 +30,11 @@ def test_folder_precedence():
     assert compile_cache.resolve(None, {**env, "JAXGPT_COMPILE_CACHE": "none"}) is None
 
 
-def test_command_line_default_is_off_under_the_tests():
-    # conftest sets JAXGPT_COMPILE_CACHE=none, so no test writes into the user's cache folder.
-    assert parse_args([])[1].compile_cache is None
+def test_command_line_default_is_the_sessions_own_cache_under_the_tests():
+    # conftest points JAXGPT_COMPILE_CACHE at a fresh folder of the session: no test writes into
+    # the user's cache folder.
+    assert parse_args([])[1].compile_cache == os.environ["JAXGPT_TEST_COMPILE_CACHE"]
+    assert parse_args([])[1].compile_cache != str(compile_cache.default_folder())
     assert parse_args(["--compile-cache", "some/dir"])[1].compile_cache == "some/dir"
 
 
