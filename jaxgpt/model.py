@@ -134,7 +134,9 @@ def rotary_tables(head_dim: int, max_len: int, kind: str = "half_truncated",
         freq = np.concatenate([freq, np.zeros(quarter, np.float32)])
     elif kind == "full":
         exponents = np.arange(0, head_dim, 2, dtype=np.float32) / np.float32(head_dim)
-        freq = np.float32(1.0) / np.power(np.float32(10000.0), exponents, dtype=np.float32)
+        # 10000 ** e rounded to fp32 once (the value torch's fp32 pow gives; numpy's float32 pow is
+        # off by an ulp on some exponents), then the fp32 reciprocal, as #8/#9's code computes it.
+        freq = np.float32(1.0) / np.power(10000.0, exponents.astype(np.float64)).astype(np.float32)
     elif kind in ("full_bf16_freq", "full_bf16_freq_eager"):
         exponents = np.arange(0, head_dim, 2, dtype=np.float32) / np.float32(head_dim)
         freq = _bf16(np.power(np.float32(1.0 / 10000.0), exponents, dtype=np.float32))
@@ -145,7 +147,10 @@ def rotary_tables(head_dim: int, max_len: int, kind: str = "half_truncated",
     theta = positions[:, None] * freq[None, :]
     if kind == "full_bf16_freq_eager":
         theta = _bf16(theta)
-    cos, sin = np.cos(theta).astype(np.float32), np.sin(theta).astype(np.float32)
+    if kind == "half_truncated":
+        cos, sin = np.cos(theta).astype(np.float32), np.sin(theta).astype(np.float32)
+    else:  # the correctly rounded fp32 cos/sin of the fp32 angle: bf16 rounding turns ulps into 2^-8 flips
+        cos, sin = (f(theta.astype(np.float64)).astype(np.float32) for f in (np.cos, np.sin))
     if as_written and kind != "half_truncated":
         cos, sin = _bf16(cos), _bf16(sin)
     cos.flags.writeable = False  # shared through the cache

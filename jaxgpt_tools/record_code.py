@@ -32,6 +32,7 @@ import re
 import sys
 import textwrap
 import types
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -174,9 +175,16 @@ class KvBlocks:
         return cls(kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices, BLOCK_SIZE, mask_mod)
 
     def allowed(self, seq_len: int):
-        """(T, T) bool: key k is attended from query q. A partial block's pairs pass the mask_mod,
+        """(T, T) bool, computed once per instance and length (the records hand every layer the
+        same block mask): key k is attended from query q. A partial block's pairs pass the mask_mod,
         a full block's all pass; the two lists must not share a block (FlexAttention would
         visit it twice)."""
+        cache = self.__dict__.setdefault("_allowed_by_length", {})  # frozen: the fields stay as the record built them
+        if seq_len not in cache:
+            cache[seq_len] = self._allowed(seq_len)
+        return cache[seq_len]
+
+    def _allowed(self, seq_len: int):
         import torch
 
         blocks = -(-seq_len // self.block_size)
@@ -256,7 +264,9 @@ _DIST = _drop("`dist` bound to OneRank", "torch.distributed without a process gr
 _EAGER_NS = _drop("eager Newton-Schulz", "@torch.compile dropped from zeropower_via_newtonschulz5: inductor on a "
                   "CPU builds C++ per shape; the eager fp32 math is the same", r"^@torch\.compile\n(?=def zeropower_via_newtonschulz5)")
 _FP32_NS = Patch("fp32 Newton-Schulz", "an fp32 run: X = G in fp32 (a copy) instead of G.bfloat16(), as the "
-                 "frameworks' ns_dtype 'fp32'", r"^(?P<i>[ \t]+)X = G\.bfloat16\(\)", r"\g<i>X = G.to(torch.float32, copy=True)")
+                 "frameworks' ns_dtype 'fp32' (the dtype is the bound name NS_DTYPE: float64 measures the run's "
+                 "sensitivity to Newton-Schulz rounding)", r"^(?P<i>[ \t]+)X = G\.bfloat16\(\)",
+                 r"\g<i>X = G.to(NS_DTYPE, copy=True)")
 _MUON_BUFFER = Patch("Muon's update buffer on the CPU in fp32", "device string, and fp32 instead of bf16 for the "
                      "fp32 Newton-Schulz results",
                      r"(?:device=(?P<q>[\"'])cuda(?P=q), dtype=torch\.bfloat16|dtype=torch\.bfloat16, device=(?P<r>[\"'])cuda(?P=r))\)",
@@ -322,7 +332,8 @@ def changes(name: str, eot_id: int = 50256) -> list[Patch]:
 # Names bound in the script's namespace before it runs (stand-ins for the dropped imports; #18's
 # Muon reads a module-level `rank` that its main part defines).
 BOUND_NAMES = {"dist": "OneRank", "BlockMask": "KvBlocks (#15-#20)", "flex_attention": "dense_flex_attention (#15-#20)",
-               "rank": "0 (#18's Muon reads the main part's `rank`)"}
+               "rank": "0 (#18's Muon reads the main part's `rank`)",
+               "NS_DTYPE": "torch.float32 (the fp32 Newton-Schulz; `train` may set float64)"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -396,9 +407,15 @@ def load(name: str, eot_id: int = 50256, root: Path | None = None) -> LoadedReco
     script = record_script(name, root)
     source, applied = patch_script(script, changes(name, eot_id), what=f"record {name!r}'s script")
     module = types.ModuleType(f"record_code_{name.replace('-', '_')}")
-    module.__dict__.update(dist=OneRank, BlockMask=KvBlocks, flex_attention=dense_flex_attention, rank=0)
+    import torch
+
+    module.__dict__.update(dist=OneRank, BlockMask=KvBlocks, flex_attention=dense_flex_attention, rank=0,
+                           NS_DTYPE=torch.float32)
     sys.modules[module.__name__] = module  # dataclasses look their module up while the script defines them
-    exec(compile(source, f"<record {name}: {RECORD_LOGS[name].file}>", "exec"), module.__dict__)  # noqa: S102
+    with warnings.catch_warnings():  # #8/#9's docstrings hold "\s": an invalid escape, theirs to keep
+        warnings.simplefilter("ignore", (DeprecationWarning, SyntaxWarning))
+        code = compile(source, f"<record {name}: {RECORD_LOGS[name].file}>", "exec")
+    exec(code, module.__dict__)  # noqa: S102 - the record's own code, the point of this module
     return LoadedRecord(name, module, snippets(name, script), tuple(applied))
 
 
@@ -528,16 +545,18 @@ class Trajectory:
     windows: tuple[int | None, ...]
 
 
-def _schedules(loaded: LoadedRecord, model, steps: int, cooldown_steps: int) -> dict[str, Any]:
+def _schedules(loaded: LoadedRecord, model, steps: int | None, cooldown_steps: int | None) -> dict[str, Any]:
     """A namespace holding the record's `args` (num_iterations = steps; #8/#9's warmdown_iters and
-    #15's cooldown_iters = cooldown_steps), its optimizers and LR schedulers, built by its own
-    statements over `model`, and its window function."""
-    env = dict(vars(loaded.module), model=model, raw_model=model, rank=0, world_size=1, train_steps=steps)
+    #15's cooldown_iters = cooldown_steps; None keeps the record's own), its optimizers and LR
+    schedulers, built by its own statements over `model`, and its window function."""
+    env = dict(vars(loaded.module), model=model, raw_model=model, rank=0, world_size=1)
     exec(loaded.snippets["hyperparameters"], env)  # noqa: S102 - the record's own statements (module docstring)
     args = env["args"]
-    args.num_iterations = steps
+    if steps is not None:
+        args.num_iterations = steps
+    env["train_steps"] = args.num_iterations
     for name in ("warmdown_iters", "cooldown_iters"):
-        if hasattr(args, name):
+        if hasattr(args, name) and cooldown_steps is not None:
             setattr(args, name, cooldown_steps)
     with torchrun_env():
         exec(loaded.snippets["optimizers"], env)  # noqa: S102
@@ -559,6 +578,22 @@ def window_at(loaded: LoadedRecord, env: dict[str, Any], step: int) -> int | Non
         exec(loaded.snippets["window_size"], env)  # noqa: S102
         return int(env["window_size"]) // 128
     return None
+
+
+def schedule(loaded: LoadedRecord, dims: Dims) -> list[tuple[float, float, int | None]]:
+    """(LR multiplier, Muon momentum, window) of every update 0..N-1 of the record's own run
+    (its own num_iterations and cooldown), from its own statements: get_lr as its LambdaLR calls it,
+    the momentum its loop sets, the window its loop hands the forward. The optimizers are built
+    over a model at `dims` (any will do; nothing is trained)."""
+    env = _schedules(loaded, build_model(loaded, dims), None, None)
+    muon = next(opt for opt in env["optimizers"] if isinstance(opt, loaded.module.Muon))
+    values = []
+    for step in range(env["args"].num_iterations):
+        window = window_at(loaded, env, step)
+        if "momentum" in loaded.snippets:
+            exec(loaded.snippets["momentum"], env)  # noqa: S102 - the record's loop statements
+        values.append((float(env["get_lr"](step)), float(muon.param_groups[0]["momentum"]), window))
+    return values
 
 
 def _device_gradients(loaded: LoadedRecord, model, inputs, targets, window) -> tuple[list[Any], float]:
@@ -606,16 +641,34 @@ def _step_gradients(loaded: LoadedRecord, model, inputs, targets, window, device
     return sum(loss for _, loss in results) / devices
 
 
+@contextlib.contextmanager
+def _ns_dtype(loaded: LoadedRecord, dtype: str) -> Iterator[None]:
+    import torch
+
+    loaded.module.NS_DTYPE = getattr(torch, dtype)
+    try:
+        yield
+    finally:
+        loaded.module.NS_DTYPE = torch.float32
+
+
 def train(loaded: LoadedRecord, dims: Dims, state: dict[str, Any], batches: list[tuple[Any, Any]], *,
-          cooldown_steps: int, devices: int = 1) -> Trajectory:
+          cooldown_steps: int, devices: int = 1, ns_dtype: str = "float32") -> Trajectory:
     """len(batches) steps of the record's own optimizers and schedules from `state` (record names).
     Each batch is (inputs, targets) of S rows (#8/#9) or S sequences (#15-#20), int numpy (S, T).
     `cooldown_steps`: #8-#15's warmdown / cooldown length for this run (the presets' round(
-    cooldown_frac x steps)); `devices`: 1 or 2 (see _step_gradients)."""
-    import numpy as np
-
+    cooldown_frac x steps)); `devices`: 1 or 2 (see _step_gradients); `ns_dtype`: the Newton-Schulz
+    iteration's dtype ("float64": the same update computed more accurately)."""
     if devices not in (1, 2) or any(len(inputs) % devices for inputs, _ in batches):
         raise ValueError(f"devices must be 1 or 2 and divide every batch, got {devices}")
+    with _ns_dtype(loaded, ns_dtype):
+        return _train(loaded, dims, state, batches, cooldown_steps, devices)
+
+
+def _train(loaded: LoadedRecord, dims: Dims, state: dict[str, Any], batches: list[tuple[Any, Any]],
+           cooldown_steps: int, devices: int) -> Trajectory:
+    import numpy as np
+
     model = build_model(loaded, dims)
     load_state(model, state)
     steps = len(batches)
