@@ -14,11 +14,13 @@ Nothing of the scripts is stored in this repository; the logs are read from `log
 scripts/fetch_record.py --lineage-logs DIR` downloads them).
 
 What the harness computes (used by jaxgpt_tools.record_code_checks):
-- `RecordModel`: the record's GPT at given dims holding a state dict in the record's own names;
-  `forward` gives its loss, the lm_head's logits (before any soft-cap) and every gradient;
+- `build_model` + `load_state`: the record's GPT at given dims holding a state dict in the
+  record's own names (`project_names` maps them to this project's); `forward` gives its loss,
+  the lm_head's logits (before any soft-cap) and every gradient;
 - `train`: a few steps of the record's own Muon, Adam(s), LR schedule, momentum warmup and window
   schedule on given batches, the gradient of each step taken on one device or on two (the
-  record's data parallelism: each rank's mean gradient, averaged as DDP / all-reduce AVG do).
+  record's data parallelism: each rank's mean gradient, averaged as DDP / all-reduce AVG do);
+- `schedule`: its LR multiplier, Muon momentum and window at every step of its own whole run.
 Every forward runs in eval mode: the models' only train/eval difference is #20's FP8 lm_head,
 a CUDA kernel (torch._scaled_mm) that the fp32 policy of both frameworks does not use either.
 """
@@ -34,7 +36,7 @@ import textwrap
 import types
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 

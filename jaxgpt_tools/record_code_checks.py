@@ -38,7 +38,7 @@ OVERLAP_STRIDE = 32  # tokens between the starts of a step's sequences (train_ba
 # Bounds as the lineage rows of parity_checks (fp32: summation order and libm ulps only).
 LOGITS_REL, LOSS_REL, MATRIX_REL, SCALAR_REL = 1e-5, 1e-6, 1e-4, 1e-3
 # The training rows' bounds, in units of the record's own floors: 10x for the losses and the Muon
-# matrices (the goal of issue 35), 20x for the Adam-updated tables (TABLES_REASON).
+# matrices (the goal set for these rows), 20x for the Adam-updated tables (TABLES_REASON).
 FACTORS = {"losses": 10.0, "Muon matrices": 10.0, "Adam tables": 20.0}
 TABLES_REASON = ("Adam tables at 20x: where an element's Adam steps nearly cancel (embeddings at lr 0.3-0.6), its final "
                  "value follows the last bits of its gradients; the floors reorder sums or refine Newton-Schulz but keep "
@@ -199,7 +199,7 @@ def gaps(reference: rc.Output, names: dict[str, str], loss: float, logits: np.nd
 def worst(many: list[Gaps]) -> Gaps:
     """The worst of each measure over several windows."""
     return Gaps(max(g.logits_abs for g in many), max(g.logits_rel for g in many), max(g.loss_rel for g in many),
-                max((g.matrix_rel for g in many)), max((g.scalar_rel for g in many)),
+                max(g.matrix_rel for g in many), max(g.scalar_rel for g in many),
                 all(g.zeros_agree for g in many), all(g.same_names for g in many))
 
 

@@ -107,7 +107,7 @@ def test_unet_value_embeds_tables_as_its_compiled_run_built_them(name):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [pytest.param("untie-embed", marks=_needs_log("untie-embed"))])
 def test_compare_checkpoint_on_a_checkpoint_in_the_records_own_names(name, tmp_path, capsys):
-    """The acceptance of issue 35: `scripts/compare_checkpoint.py CKPT --preset untie-embed
+    """`scripts/compare_checkpoint.py CKPT --preset untie-embed
     --head-dim 128 --json` on a checkpoint saved in #8's own names gives logits equal to #8's own
     code within 1e-5 of the largest logit (both frameworks; fp32 rounding only)."""
     from jaxgpt.data import write_shard
