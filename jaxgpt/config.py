@@ -158,6 +158,10 @@ class ModelConfig:
     # "full_bf16_freq": #15's, inv_freq rounded to bf16 first (the compiled reading, LINEAGE.md
     # 5.3); "full_bf16_freq_eager": the eager reading (positions and angles rounded to bf16).
     rotary: Rotary = "half_truncated"
+    # The records' explicit bf16 roundings, kept in every dtype policy ("as written", docs/NUMERICS.md):
+    # the "full*" rotary tables rounded to bf16 when built (#8/#9's `.bfloat16()` on fp32 cos/sin,
+    # #15's tables from its bf16 inv_freq). False: tables fp32, rounded only by a bf16 policy at use.
+    as_written_roundings: bool = True
     # "sigmoid": Sub3Min's cap * sigmoid(z / temperature) in fp32; "tanh": cap * tanh(z / cap)
     # on the logits' dtype (#9-#18); "none": #8's plain logits.
     soft_cap: SoftCap = "sigmoid"

@@ -14,8 +14,8 @@ Dtype policies (ModelConfig.dtype_policy):
 
 The lineage's other switches (ModelConfig's "lineage switches") change which parameters exist
 (`block_lambdas`, `unet_skips`, value embeddings, `attn_value_lambdas`, `value_residual`) and how
-the layers compute (`attention_mask`, `rotary`, `soft_cap`, `rms_norm_eps`); parameter names
-stay this module's in every case (jaxgpt.run.convert maps each record's own state-dict names).
+the layers compute (`attention_mask`, `rotary`, `as_written_roundings`, `soft_cap`, `rms_norm_eps`); parameter
+names stay this module's in every case (jaxgpt.run.convert maps each record's own state-dict names).
 
 Shape suffixes (the project's one legend; docs/DESIGN.md points here): an array argument of a
 fixed layout inside the layers and the head carries its axes as a suffix, `x_BTD` is (B, T, D).
@@ -106,7 +106,8 @@ def _bf16(values: np.ndarray) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=8)
-def rotary_tables(head_dim: int, max_len: int, kind: str = "half_truncated") -> tuple[np.ndarray, np.ndarray]:
+def rotary_tables(head_dim: int, max_len: int, kind: str = "half_truncated",
+                  as_written: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """(cos, sin), each (max_len, head_dim // 2) float32 numpy, built once per shape and kind.
 
     "half_truncated" (Sub3Min, #18): frequencies (1/1024) ** linspace(0, 1, head_dim // 4) in
@@ -118,7 +119,10 @@ def rotary_tables(head_dim: int, max_len: int, kind: str = "half_truncated") -> 
     "full_bf16_freq_eager": the same frequencies under eager type promotion: positions rounded to
       bf16 (multiples of 256 above 32768), their product with the frequencies rounded to bf16,
       cos/sin of that. The alternative reading of the same record.
-    The "full" kinds' tables are cast to the activation dtype at use (the records' bf16 tables).
+    as_written: the "full" kinds' cos and sin are rounded to bf16 here, in every dtype policy, as
+    the records' code does by its own hand (#8/#9's `.bfloat16()` on fp32 tables, #15's tables
+    built from its bf16 buffer; docs/NUMERICS.md); False leaves them fp32 (a study), and a bf16
+    activation dtype then rounds them at use.
     """
     if head_dim % 4:
         raise ValueError(f"rotary needs head_dim divisible by 4, got {head_dim}")
@@ -130,7 +134,9 @@ def rotary_tables(head_dim: int, max_len: int, kind: str = "half_truncated") -> 
         freq = np.concatenate([freq, np.zeros(quarter, np.float32)])
     elif kind == "full":
         exponents = np.arange(0, head_dim, 2, dtype=np.float32) / np.float32(head_dim)
-        freq = np.float32(1.0) / np.power(np.float32(10000.0), exponents, dtype=np.float32)
+        # 10000 ** e rounded to fp32 once (the value torch's fp32 pow gives; numpy's float32 pow is
+        # off by an ulp on some exponents), then the fp32 reciprocal, as #8/#9's code computes it.
+        freq = np.float32(1.0) / np.power(10000.0, exponents.astype(np.float64)).astype(np.float32)
     elif kind in ("full_bf16_freq", "full_bf16_freq_eager"):
         exponents = np.arange(0, head_dim, 2, dtype=np.float32) / np.float32(head_dim)
         freq = _bf16(np.power(np.float32(1.0 / 10000.0), exponents, dtype=np.float32))
@@ -141,7 +147,12 @@ def rotary_tables(head_dim: int, max_len: int, kind: str = "half_truncated") -> 
     theta = positions[:, None] * freq[None, :]
     if kind == "full_bf16_freq_eager":
         theta = _bf16(theta)
-    cos, sin = np.cos(theta).astype(np.float32), np.sin(theta).astype(np.float32)
+    if kind == "half_truncated":
+        cos, sin = np.cos(theta).astype(np.float32), np.sin(theta).astype(np.float32)
+    else:  # the correctly rounded fp32 cos/sin of the fp32 angle: bf16 rounding turns ulps into 2^-8 flips
+        cos, sin = (f(theta.astype(np.float64)).astype(np.float32) for f in (np.cos, np.sin))
+    if as_written and kind != "half_truncated":
+        cos, sin = _bf16(cos), _bf16(sin)
     cos.flags.writeable = False  # shared through the cache
     sin.flags.writeable = False
     return cos, sin
@@ -619,7 +630,7 @@ class GPT(nnx.Module):
 
     def _rotary_tables(self) -> tuple[np.ndarray, np.ndarray]:
         config = self.config
-        return rotary_tables(config.head_dim, config.rope_max_len, config.rotary)
+        return rotary_tables(config.head_dim, config.rope_max_len, config.rotary, config.as_written_roundings)
 
     def document_ids(self, input_ids: jax.Array) -> jax.Array:
         """(B, T) int32 document ids the attention separates: the EOT count, or zeros (one

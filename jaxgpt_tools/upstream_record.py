@@ -143,16 +143,16 @@ def record_patches(run: RecordRun) -> list[Patch]:
     ]
 
 
-def patch_script(source: str, patches: list[Patch]) -> tuple[str, list[dict[str, object]]]:
+def patch_script(source: str, patches: list[Patch], what: str = "the Sub3Min record's script") -> tuple[str, list[dict[str, object]]]:
     """Apply each patch in order; returns the new source and, per patch, its name (which says the
     change), reason and line number in the unpatched script (what the report lists). A pattern that matches
-    zero or several times raises ValueError naming the patch: the script is not the expected one."""
+    zero or several times raises ValueError naming the patch: the script is not `what`."""
     applied = []
     for patch in patches:
         matches = list(re.finditer(patch.pattern, source, flags=re.MULTILINE))
         if len(matches) != 1:
             raise ValueError(f"patch {patch.name!r} matched {len(matches)} times (expected once): "
-                             "is this the Sub3Min record's script?")
+                             f"is this {what}?")
         match = matches[0]
         line = source.count("\n", 0, match.start()) + 1
         source = source[:match.start()] + match.expand(patch.replacement) + source[match.end():]

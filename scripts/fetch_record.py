@@ -2,6 +2,8 @@
 
     python scripts/fetch_record.py                      # downloads the log from GitHub
     python scripts/fetch_record.py --log PATH/TO/1d3bd93b-a69e-4118-aeb8-8184239d7566.txt
+    python scripts/fetch_record.py --lineage-logs DIR   # the five records' logs (#8 ... #20), for
+                                                        # parity_tests/test_record_code.py: JAXGPT_UPSTREAM_LOGS=DIR
 
 The script is the log's top part, up to its first line of '=' characters; it is checked against
 the record's SHA-256 (jaxgpt_tools.upstream_record.SCRIPT_SHA256). gpu_check's `record` leg runs
@@ -15,6 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from jaxgpt_tools.parity import record_code
 from jaxgpt_tools import upstream_record
 
 
@@ -24,7 +27,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", default=upstream_record.LOG_URL, help="where to download the log from")
     parser.add_argument("--out", type=Path, default=upstream_record.DEFAULT_SCRIPT, help="where the script goes")
     parser.add_argument("--no-check", action="store_true", help="keep a script whose SHA-256 is not the record's")
+    parser.add_argument("--lineage-logs", type=Path, metavar="DIR",
+                        help="instead: download the five records' logs into DIR/<folder>/<file> (jaxgpt_tools.parity.record_code)")
     args = parser.parse_args(argv)
+    if args.lineage_logs is not None:
+        try:
+            paths = record_code.download_logs(args.lineage_logs)
+        except OSError as error:
+            print(f"fetch_record: {error}", file=sys.stderr)
+            return 1
+        print(f"wrote {len(paths)} logs under {args.lineage_logs}; set {record_code.LOGS_ENV}={args.lineage_logs}")
+        return 0
     try:
         path = upstream_record.fetch(args.out, log=args.log, url=args.url, check=not args.no_check)
     except (OSError, ValueError) as error:

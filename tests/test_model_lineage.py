@@ -19,7 +19,7 @@ def _bf16(values: np.ndarray) -> np.ndarray:
 
 
 def test_full_rotary_tables_are_the_records_frequencies():
-    cos, sin = model_lib.rotary_tables(128, 1024, "full")
+    cos, sin = model_lib.rotary_tables(128, 1024, "full", as_written=False)
     freq = 1.0 / 10000 ** (np.arange(0, 128, 2) / 128)  # 64 frequencies, none zero (LINEAGE.md 3.3)
     theta = np.arange(1024)[:, None] * freq[None, :]
     np.testing.assert_allclose(cos, np.cos(theta), atol=2e-4)  # fp32 angles of up to ~1000 rad: ~1e-4
@@ -27,11 +27,23 @@ def test_full_rotary_tables_are_the_records_frequencies():
     assert cos[-1, -1] < 0.995  # even the slowest frequency rotates (none of half-truncation's zeros)
 
 
+@pytest.mark.parametrize("kind", ["full", "full_bf16_freq", "full_bf16_freq_eager"])
+def test_full_rotary_tables_are_rounded_to_bf16_as_written(kind):
+    """The records round their full tables to bf16 by hand (#8/#9's .bfloat16(), #15's bf16 buffer),
+    in every dtype policy; as_written_roundings=False keeps the fp32 tables (NUMERICS.md)."""
+    written, studied = model_lib.rotary_tables(128, 4096, kind), model_lib.rotary_tables(128, 4096, kind, False)
+    for table, fp32 in zip(written, studied):
+        np.testing.assert_array_equal(table, _bf16(fp32))  # the fp32 table rounded once (exact test)
+        assert not np.array_equal(table, fp32)
+    half = model_lib.rotary_tables(128, 4096, "half_truncated")  # Sub3Min and #18 keep fp32 tables
+    assert not np.array_equal(half[0], _bf16(half[0]))
+
+
 def test_unet_value_embeds_rotary_readings():
     """#15 (LINEAGE.md 5.3): bf16-rounded frequencies; the compiled reading keeps positions exact,
     the eager one rounds them to bf16 (multiples of 256 above 32768)."""
-    compiled, _ = model_lib.rotary_tables(128, 65536, "full_bf16_freq")
-    eager, _ = model_lib.rotary_tables(128, 65536, "full_bf16_freq_eager")
+    compiled, _ = model_lib.rotary_tables(128, 65536, "full_bf16_freq", False)
+    eager, _ = model_lib.rotary_tables(128, 65536, "full_bf16_freq_eager", False)
     freq = _bf16((1 / 10000) ** (np.arange(0, 128, 2, dtype=np.float32) / np.float32(128)))
     np.testing.assert_allclose(compiled[40000], np.cos(np.float32(40000) * freq), atol=1e-3)
     assert np.array_equal(eager[40001], eager[40000]) and not np.array_equal(compiled[40001], compiled[40000])

@@ -97,6 +97,7 @@ class ModelConfig:
     value_residual: bool = False  # #9's attn.lamb: v = (1 - lamb) v + lamb v_0
     attention_mask: str = "document_blocks"  # "document_tokens" (#15), "causal" (#8/#9)
     rotary: str = "half_truncated"  # "full" (#8/#9), "full_bf16_freq" (#15), "full_bf16_freq_eager"
+    as_written_roundings: bool = True  # the records' own bf16 roundings (the "full*" rotary tables) in every policy
     soft_cap: str = "sigmoid"  # "tanh" (#9-#18), "none" (#8)
     soft_cap_rounding: str = "once"  # tanh on bf16 logits: one rounding (compiled) or "per_op" (eager)
     fp8_head: bool = True  # FP8 lm_head in training (#19 on)

@@ -84,7 +84,7 @@ def norm(x: Tensor, rms_norm_eps: str = "fp32") -> Tensor:
 
 
 def rotary_tables(head_dim: int, max_len: int, device: torch.device | str | None = None,
-                  kind: str = "half_truncated") -> tuple[Tensor, Tensor]:
+                  kind: str = "half_truncated", as_written: bool = True) -> tuple[Tensor, Tensor]:
     """Rotary tables: (cos, sin), each (max_len, head_dim // 2) fp32.
 
     "half_truncated" (Sub3Min, #18): head_dim // 4 angular frequencies (1/1024) ** linspace(0, 1)
@@ -94,7 +94,9 @@ def rotary_tables(head_dim: int, max_len: int, device: torch.device | str | None
       .bfloat16()), theta from exact positions in fp32: the compiled reading (LINEAGE.md 5.3, inferred).
     "full_bf16_freq_eager": the eager reading of the same code: outer(int64 t, bf16 freq) is a
       bf16 product of bf16-rounded positions, and cos/sin of it are bf16.
-    The "full" kinds are cast to the activation dtype at use (the records' bf16 tables).
+    as_written: the "full" kinds' cos and sin rounded to bf16 (kept as fp32 values) in every dtype
+    policy, as the records' code does by its own hand (docs/NUMERICS.md); False: fp32 tables, cast
+    to the activation dtype at use.
     """
     if head_dim % 4:
         raise ValueError(f"head_dim must be a multiple of 4 for the rotary tables, got {head_dim}")
@@ -106,14 +108,14 @@ def rotary_tables(head_dim: int, max_len: int, device: torch.device | str | None
     elif kind == "full":
         freq = 1.0 / (10000 ** (torch.arange(0, head_dim, 2, device=device).float() / head_dim))
     elif kind in ("full_bf16_freq", "full_bf16_freq_eager"):
-        freq = ((1 / 10000) ** (torch.arange(0, head_dim, 2, device=device) / head_dim)).bfloat16()
-        if kind == "full_bf16_freq_eager":
-            theta = torch.outer(torch.arange(max_len, device=device), freq)  # int64 x bf16 -> bf16
-            return theta.cos().float(), theta.sin().float()
-        freq = freq.float()
+        freq = ((1 / 10000) ** (torch.arange(0, head_dim, 2, device=device) / head_dim)).bfloat16().float()
     else:
         raise ValueError(f"unknown rotary kind {kind!r}")
     theta = torch.outer(positions, freq)
+    if kind == "full_bf16_freq_eager":  # outer(int64 t, bf16 freq) is a bf16 product of bf16-rounded positions
+        theta = torch.outer(torch.arange(max_len, device=device), freq.bfloat16()).float()
+    if as_written and kind != "half_truncated":
+        return theta.cos().bfloat16().float(), theta.sin().bfloat16().float()
     return theta.cos(), theta.sin()
 
 
@@ -413,7 +415,8 @@ class GPT(nn.Module):
         self.embed = nn.Embedding(embed_rows, model_dim)
         self.value_embeds = ValueEmbedding(embed_rows, model_dim, tuple(value_embed_slots), lineage.value_embed_layout)
         # One pair of tables shared by every layer (identical in the record, which builds 11 copies).
-        cos, sin = rotary_tables(model_dim // num_heads, rotary_max_len, kind=lineage.rotary)
+        cos, sin = rotary_tables(model_dim // num_heads, rotary_max_len, kind=lineage.rotary,
+                                 as_written=lineage.as_written_roundings)
         self.blocks = nn.ModuleList(
             [Block(model_dim, num_heads, i not in attention_free, cos, sin, qkv_layout, lineage) for i in range(num_layers)]
         )

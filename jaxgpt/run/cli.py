@@ -156,6 +156,8 @@ def _add_lineage_model_flags(group: Any) -> None:
         choices=get_args(cfg.AttentionMask))
     add("rotary", str, "rotary tables and precision (half_truncated: Sub3Min, #18; full: #8/#9; full_bf16_freq: #15)",
         choices=get_args(cfg.Rotary))
+    add("as_written_roundings", parse_bool, "the records' own bf16 roundings (the full rotary tables) in every dtype "
+        "policy; false: a study without them")
     add("soft_cap", str, "logit soft-cap: sigmoid (Sub3Min), tanh (#9-#18, cap --logit-cap), none (#8)",
         choices=get_args(cfg.SoftCap))
     add("soft_cap_rounding", str, "tanh cap on bf16 logits rounded once (compiled) or per op (eager)",

@@ -12,13 +12,18 @@ from torch_ref import model as model_lib
 
 
 def test_rotary_table_kinds():
-    cos, _ = model_lib.rotary_tables(128, 1024, kind="full")
+    cos, _ = model_lib.rotary_tables(128, 1024, kind="full", as_written=False)
     freq = 1.0 / 10000 ** (torch.arange(0, 128, 2, dtype=torch.float64) / 128)
     torch.testing.assert_close(cos.double(), torch.cos(torch.arange(1024.0, dtype=torch.float64)[:, None] * freq),
                                rtol=0, atol=2e-4)  # fp32 angles up to ~1000 rad
     compiled, _ = model_lib.rotary_tables(128, 65536, kind="full_bf16_freq")
     eager, _ = model_lib.rotary_tables(128, 65536, kind="full_bf16_freq_eager")
     assert torch.equal(eager[40001], eager[40000]) and not torch.equal(compiled[40001], compiled[40000])
+    # As written (the default): the full tables are the fp32 ones rounded to bf16 once (NUMERICS.md).
+    for kind in ("full", "full_bf16_freq", "full_bf16_freq_eager"):
+        written, fp32 = model_lib.rotary_tables(128, 4096, kind=kind), model_lib.rotary_tables(128, 4096, kind=kind, as_written=False)
+        assert torch.equal(written[0], fp32[0].bfloat16().float()) and not torch.equal(written[0], fp32[0])
+        assert torch.equal(written[1], fp32[1].bfloat16().float())
 
 
 def test_norm_eps_as_run_and_soft_caps():

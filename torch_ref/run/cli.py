@@ -62,6 +62,7 @@ LINEAGE_FLAGS = (
     ("model", "value_residual", parse_bool, None, "#9's value residual"),
     ("model", "attention_mask", str, cfg.ATTENTION_MASKS, "document_blocks, document_tokens (#15), causal (#8/#9)"),
     ("model", "rotary", str, cfg.ROTARY_KINDS, "rotary tables and precision"),
+    ("model", "as_written_roundings", parse_bool, None, "the records' own bf16 roundings (full rotary tables)"),
     ("model", "soft_cap", str, cfg.SOFT_CAPS, "sigmoid (Sub3Min), tanh (#9-#18), none (#8)"),
     ("model", "logit_cap", float, None, "soft-cap constant"),
     ("model", "soft_cap_rounding", str, cfg.SOFT_CAP_ROUNDINGS, "tanh cap on bf16 logits: once or per_op"),

@@ -14,7 +14,7 @@ def test_render_writes_one_escaped_row_per_check_and_links_the_plot():
     rows = [line for line in page.splitlines() if line.startswith("| ") and not line.startswith("| check")]
     assert len(rows) == 2
     assert rows[0].startswith("| NS \\| bf16 | 1.000e-03 | 2.000e-03 |") and "| pass |" in rows[0]
-    assert "| FAIL |" in rows[1] and rows[1].endswith("| a\\|b |")  # a bare | would end the cell
+    assert "| FAIL |" in rows[1] and rows[1].endswith("| a\\|b |  |")  # a bare | would end the cell; no record column
     assert "python scripts/parity_report.py" in page and page.rstrip().endswith("(plot.png)")
 
 
