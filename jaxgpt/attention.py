@@ -29,6 +29,8 @@ W = max_window_blocks, C query blocks per scan step.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -37,7 +39,7 @@ from jaxgpt.config import BLOCK_SIZE, AttentionBackend
 from jaxgpt.kernels.block_lists import KernelBlockLists
 from jaxgpt.kernels.flash_attention import default_interpret, flash_attention
 from jaxgpt.kernels.mosaic_attention import mosaic_attention
-from jaxgpt.masks import allowed_at, check_attention_inputs, closed_form_mask
+from jaxgpt.masks import WindowBlocks, allowed_at, check_attention_inputs, closed_form_mask
 
 # Query blocks per scan step of the blocked backend (upper bound; the largest divisor of N at
 # most this is used). It trades per-step overhead against one step's scores and slab
@@ -45,6 +47,15 @@ from jaxgpt.masks import allowed_at, check_attention_inputs, closed_form_mask
 # W = 4). Attention-alone backward temp at T = 65536, W = 14: C = 4/8/16/32 -> 887/1031/
 # 1275/2067 MiB.
 QUERY_BLOCKS_PER_STEP = 8
+
+
+class AttentionWindow(NamedTuple):
+    """One attention call's window: `blocks` (int or traced int32; the block window, W_long or
+    W_short), `tokens` (#15's token window sw, or None) and the static cap of `blocks`."""
+
+    blocks: WindowBlocks
+    tokens: WindowBlocks | None
+    max_blocks: int
 
 
 def _masked_softmax_pv(scores: jax.Array, allowed: jax.Array, v: jax.Array, out_dtype: jnp.dtype) -> jax.Array:

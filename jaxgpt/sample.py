@@ -7,7 +7,7 @@ document of the training data, [EOT] + encode(prompt), with the tokenizer named 
 shards' meta.json (the checkpoint's validation shards; `--shards-meta` or `--tokenizer`
 otherwise). Generation stops after --max-new-tokens or at an EOT (the next document).
 
-Decoding is incremental: `GPT.decode_logits` runs the model's own layers on one new token
+Decoding is incremental: `jaxgpt.decode.logits` runs the model's own layers on one new token
 against a key/value cache of every earlier position, with the record's document-causal,
 block-windowed mask at absolute positions, so each token's logits equal those of a full
 forward pass on the same prefix (tests/test_sample.py). One jitted step serves the prompt
@@ -28,9 +28,9 @@ import numpy as np
 
 from jaxgpt.run import checkpoint, convert
 from jaxgpt.corpus import build as corpus, tokenizer
-from jaxgpt import schedules
+from jaxgpt import decode, schedules
 from jaxgpt import config as cfg
-from jaxgpt import model as model_lib
+from jaxgpt import loss as loss_lib
 
 RECORD_FINAL_WINDOW_BLOCKS = schedules.window_blocks(1393, 1393)[0]  # 14: the record's last validation
 
@@ -107,7 +107,7 @@ class Sampler:
         if top_k is not None and top_k < 1:
             raise ValueError(f"--top-k must be >= 1, got {top_k}")
         model = convert.model_from_params(params, config)
-        model.init_decode_cache(batch=1, max_len=max_len)
+        decode.init_cache(model, batch=1, max_len=max_len)
         self.graphdef, self.params, self.cache = nnx.split(model, nnx.Param, nnx.Cache)
         self.max_len, self.length = max_len, 0
         self.config, self.window = config, np.int32(window_blocks)
@@ -121,7 +121,7 @@ class Sampler:
         from flax import nnx
 
         model = nnx.merge(self.graphdef, params, cache)
-        logits = model.decode_logits(token.reshape(1, 1), window)[0, -1]
+        logits = decode.logits(model, token.reshape(1, 1), window)[0, -1]
         return nnx.state(model, nnx.Cache), logits.astype("float32")
 
     def feed(self, token: int) -> Any:
@@ -143,7 +143,7 @@ def pick_token(logits: Any, key: Any, temperature: Any, *, vocab_size: int, top_
     import jax
     import jax.numpy as jnp
 
-    capped = model_lib.soft_cap(logits, cap, cap_temperature, cap_kind, cap_rounding)
+    capped = loss_lib.soft_cap(logits, cap, cap_temperature, cap_kind, cap_rounding)
     capped = jnp.where(jnp.arange(capped.shape[-1]) < vocab_size, capped, -jnp.inf)
     if top_k is not None:
         kth = jax.lax.top_k(capped, min(top_k, vocab_size))[0][-1]

@@ -38,6 +38,8 @@ from jaxgpt.run import checkpoint, convert, interrupt, peers, preflight, profili
 from jaxgpt import data, optim, schedules
 from jaxgpt import config as cfg
 from jaxgpt import model as model_lib
+from jaxgpt import layers as layers_lib
+from jaxgpt import params as params_lib
 from jaxgpt.run.cli import RunOptions, parse_args
 from jaxgpt.kernels.flash_attention import default_interpret
 from jaxgpt.muon import Collective
@@ -56,7 +58,7 @@ def device_model_config(preset: cfg.Preset, num_devices: int) -> cfg.ModelConfig
 
 
 def build_model(preset: cfg.Preset, options: RunOptions, *, num_devices: int = 1,
-                state_dict: dict[str, Any] | None = None) -> tuple[cfg.Preset, model_lib.ModelGraph, dict[str, np.ndarray]]:
+                state_dict: dict[str, Any] | None = None) -> tuple[cfg.Preset, params_lib.ModelGraph, dict[str, np.ndarray]]:
     """The model graph and its initial parameters {record name: host array}.
 
     With --init-from the model dims come from the checkpoint's shapes and the values are
@@ -65,12 +67,12 @@ def build_model(preset: cfg.Preset, options: RunOptions, *, num_devices: int = 1
     Returns (preset with the model config actually used, graph, params)."""
     if options.init_from is None:
         model = model_lib.GPT(device_model_config(preset, num_devices), rngs=nnx.Rngs(preset.train.seed))
-        graph, params = model_lib.ModelGraph.split(model)
+        graph, params = params_lib.ModelGraph.split(model)
         return preset, graph, {name: np.asarray(value) for name, value in params.items()}
     preset, state_dict = convert.init_preset(preset, options.init_from, options.head_dim, state_dict)
     loaded = convert.torch_state_dict_to_params(state_dict, preset.model)
     model = nnx.eval_shape(lambda: model_lib.GPT(device_model_config(preset, num_devices), rngs=nnx.Rngs(0)))
-    graph, abstract = model_lib.ModelGraph.split(model)
+    graph, abstract = params_lib.ModelGraph.split(model)
     return preset, graph, {name: np.asarray(value).astype(abstract[name].dtype) for name, value in loaded.items()}
 
 
@@ -90,7 +92,7 @@ class CompiledSteps:
     batch: NamedSharding  # (S, T) batches: sequences split over "data"
 
 
-def compile_steps(mesh: Mesh, graph: model_lib.ModelGraph, optimizer: optax.GradientTransformation, *,
+def compile_steps(mesh: Mesh, graph: params_lib.ModelGraph, optimizer: optax.GradientTransformation, *,
                   check_vma: bool = True) -> CompiledSteps:
     def local_loss(params, inputs, targets, window, *, train: bool):
         return graph.bind(params)(inputs, targets, window, train=train)
@@ -141,14 +143,14 @@ def make_optimizer(preset: cfg.Preset, muon_collective: Collective = "all_gather
     (optim.record_optimizer), the record's all_gather unless a plan asks."""
     bf16_embeddings = preset.optim.bf16_embeddings
     if bf16_embeddings is None:
-        bf16_embeddings = model_lib.stream_dtype(preset.model) == jnp.bfloat16
+        bf16_embeddings = layers_lib.stream_dtype(preset.model) == jnp.bfloat16
     # --steps 0 takes no step; its schedules (never applied) are those of a 1-step run.
     return optim.record_optimizer(preset.optim, max(preset.train.steps, 1), axis_name=AXIS,
                                  bf16_embeddings=bf16_embeddings, muon_collective=muon_collective,
-                                 bf16_scalars=model_lib.scalar_dtype(preset.model) == jnp.bfloat16)
+                                 bf16_scalars=layers_lib.scalar_dtype(preset.model) == jnp.bfloat16)
 
 
-def prepare_steps(preset: cfg.Preset, mesh: Mesh, graph: model_lib.ModelGraph, *, muon_collective: Collective = "all_gather",
+def prepare_steps(preset: cfg.Preset, mesh: Mesh, graph: params_lib.ModelGraph, *, muon_collective: Collective = "all_gather",
                   check_vma: bool = True) -> tuple[optax.GradientTransformation, CompiledSteps]:
     """The record's optimizer for `preset` and the steps compiled over `mesh`: what the trainer,
     the benchmarks and the compile-only GPU plans all run (one sequence, written once)."""

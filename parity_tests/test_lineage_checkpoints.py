@@ -10,7 +10,7 @@ import torch
 
 from jaxgpt import config as jax_cfg
 from jaxgpt.run import convert
-from jaxgpt import model as jax_model
+from jaxgpt import params as params_lib
 from torch_ref import config as torch_cfg
 from torch_ref import model as torch_model
 
@@ -68,7 +68,7 @@ def test_record_checkpoint_loads_into_both_frameworks(name):
         assert (config.model_dim, config.num_heads, config.vocab_size) == (DIM, 2, 1000)
     assert jax_config.attention_free_layers == torch_config.attention_free_layers == base_jax.attention_free_layers
     params = convert.torch_state_dict_to_params(state, jax_config)
-    assert set(params) == set(jax_model.param_shapes(jax_config))
+    assert set(params) == set(params_lib.param_shapes(jax_config))
     torch_gpt = torch_model.GPT.from_config(torch_config, attention="sdpa", fp8_head=False)
     torch_model.load_record_state_dict(torch_gpt, state)
     loaded = {key: value.numpy() for key, value in torch_gpt.state_dict().items()}

@@ -13,7 +13,7 @@ import torch
 from flax import nnx
 import jax.numpy as jnp
 
-from jaxgpt import model as jax_model
+from jaxgpt import params as params_lib
 from jaxgpt.testing import DOCUMENT_LAYOUTS, document_layout
 from parity_tests.conftest import PARITY_CONFIG, PARITY_SEQ_LEN
 
@@ -139,7 +139,7 @@ def test_fp32_parameter_gradients_match(fp32_model_pair):
     def grads(model, inputs, targets):
         return nnx.grad(lambda m: m(inputs, targets, window, train=False))(model)
 
-    jax_grads = {jax_model.path_to_name(path): np.asarray(v.get_value())
+    jax_grads = {params_lib.path_to_name(path): np.asarray(v.get_value())
                  for path, v in nnx.to_flat_state(grads(jax_gpt, jnp.asarray(inputs)[None], jnp.asarray(targets)[None]))}
     assert set(jax_grads) == set(torch_grads)
     worst = 0.0

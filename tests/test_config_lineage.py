@@ -8,7 +8,7 @@ import math
 import pytest
 
 from jaxgpt import config as cfg
-from jaxgpt import model as model_lib
+from jaxgpt import params as params_lib
 
 # LINEAGE.md's parameter totals (3.1, 4.1, 5.1, 6.1) and RECORD.md 2.1's.
 PARAMETERS = {"untie-embed": 162_201_600, "shortcuts": 162_201_636, "unet-value-embeds": 394_002_486,
@@ -17,7 +17,7 @@ PARAMETERS = {"untie-embed": 162_201_600, "shortcuts": 162_201_636, "unet-value-
 
 @pytest.mark.parametrize("name", sorted(PARAMETERS))
 def test_each_preset_has_its_records_parameter_count(name):
-    shapes = model_lib.param_shapes(cfg.get_preset(name).model)
+    shapes = params_lib.param_shapes(cfg.get_preset(name).model)
     total = sum(math.prod(s.shape) for s in shapes.values())
     assert total == PARAMETERS[name]
 

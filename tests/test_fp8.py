@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from jaxgpt import fp8
-from jaxgpt import model as M
+from jaxgpt import loss as loss_lib
 
 
 def _fp8_operands(seed: int = 0, n: int = 64, d: int = 128, v: int = 256):
@@ -88,7 +88,7 @@ def _loss_operands(n: int = 256, d: int = 64, v: int = 384):
 # A mean over 256 tokens has logit gradients up to 2^-8; scale 2^21 keeps them in e5m2's range
 # exactly as the record's 2^29 does for its 2^16-token mean.
 SCALE_256 = 2.0**21
-CAPPED_CE = functools.partial(M.capped_cross_entropy, cap=30.0, temperature=7.5)
+CAPPED_CE = functools.partial(loss_lib.capped_cross_entropy, cap=30.0, temperature=7.5)
 
 
 def _fused_value_and_grad(chunk_tokens, factor: float = 1.0):

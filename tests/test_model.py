@@ -14,6 +14,10 @@ from flax import nnx
 
 from jaxgpt import masks
 from jaxgpt import model as M
+from jaxgpt import layers as layers_lib
+from jaxgpt import loss as loss_lib
+from jaxgpt import params as params_lib
+from jaxgpt import rotary as rotary_lib
 from jaxgpt.config import ModelConfig, replace
 
 # A small vocabulary keeps the (T, Vp) logits cheap; tests about the real vocabulary use FULL_VOCAB.
@@ -34,14 +38,14 @@ LN_VP = math.log(50304)
 
 def _randomize(model: M.GPT, seed: int, scale: float = 0.05) -> None:
     """Give every parameter random values so that zero-initialised paths carry signal too."""
-    params = M.param_dict(model)
+    params = params_lib.param_dict(model)
     keys = jax.random.split(jax.random.key(seed), len(params))
     new = {}
     for key, (name, value) in zip(keys, sorted(params.items())):
         noise = jax.random.normal(key, value.shape, jnp.float32)
         base = 1.0 if "embed" in name else scale
         new[name] = (noise * base + (1.0 if name.endswith("lambdas") or name == "skip_weights" else 0.0))
-    M.load_param_dict(model, new)
+    params_lib.load_param_dict(model, new)
 
 
 def _tokens(seed: int, batch: int = 1, seq: int = SEQ, eot_every: int | None = 97) -> jax.Array:
@@ -63,7 +67,7 @@ def random_fp32_model() -> M.GPT:
 
 
 def test_record_preset_parameter_count_and_shapes():
-    shapes = M.param_shapes(ModelConfig())  # nnx.eval_shape: nothing is allocated
+    shapes = params_lib.param_shapes(ModelConfig())  # nnx.eval_shape: nothing is allocated
     assert sum(math.prod(s.shape) for s in shapes.values()) == 275_598_388
     assert shapes["embed.weight"].shape == (50257, 768)
     assert shapes["embed.weight"].dtype == jnp.bfloat16  # the record keeps no fp32 embedding master
@@ -81,7 +85,7 @@ def test_record_preset_parameter_count_and_shapes():
 
 
 def test_parameter_names_follow_record_keys():
-    names = set(M.param_shapes(TINY))
+    names = set(params_lib.param_shapes(TINY))
     expected = {"embed.weight", "skip_weights", "lm_head.weight"} | {f"value_embeds.embed.{k}.weight" for k in range(3)}
     for i in range(12):
         expected |= {f"blocks.{i}.lambdas", f"blocks.{i}.mlp.c_fc.weight", f"blocks.{i}.mlp.c_proj.weight"}
@@ -91,8 +95,8 @@ def test_parameter_names_follow_record_keys():
 
 
 def test_policy_dtypes():
-    record = M.param_shapes(replace(TINY, dtype_policy="record"))
-    fp32 = M.param_shapes(TINY)
+    record = params_lib.param_shapes(replace(TINY, dtype_policy="record"))
+    fp32 = params_lib.param_shapes(TINY)
     for name, shape in record.items():
         want = jnp.bfloat16 if "embed" in name else jnp.float32
         assert shape.dtype == want, name
@@ -101,7 +105,7 @@ def test_policy_dtypes():
 
 def test_init_statistics():
     config = replace(TINY, dtype_policy="record")
-    params = M.param_dict(M.GPT(config, rngs=nnx.Rngs(3)))
+    params = params_lib.param_dict(M.GPT(config, rngs=nnx.Rngs(3)))
     bound = math.sqrt(3) * 0.5 / math.sqrt(128)
     for name, value in params.items():
         value = np.asarray(value, np.float32)
@@ -135,7 +139,7 @@ def test_init_logits_cap_to_15_and_loss_is_log_vp(policy):
 
     @nnx.jit
     def capped_and_loss(model, ids):  # both heads in one program: XLA shares the trunk
-        return [(M.soft_cap(model.logits(ids, 2, train=train), 30.0, 7.5), model(ids, ids, 2, train=train))
+        return [(loss_lib.soft_cap(model.logits(ids, 2, train=train), 30.0, 7.5), model(ids, ids, 2, train=train))
                 for train in (False, True)]
 
     for capped, loss in capped_and_loss(model, ids):
@@ -146,22 +150,22 @@ def test_init_logits_cap_to_15_and_loss_is_log_vp(policy):
 
 
 def test_load_param_dict_lists_every_problem(random_fp32_model):
-    params = dict(M.param_dict(random_fp32_model))
+    params = dict(params_lib.param_dict(random_fp32_model))
     params.pop("skip_weights")
     params["blocks.2.attn.qkv_w"] = params["blocks.0.attn.qkv_w"]
     params["lm_head.weight"] = params["lm_head.weight"][:-1]
     model = M.GPT(SHALLOW, rngs=nnx.Rngs(0))
     with pytest.raises(ValueError) as err:
-        M.load_param_dict(model, params)
+        params_lib.load_param_dict(model, params)
     for fragment in ("skip_weights", "blocks.2.attn.qkv_w", "lm_head.weight: got (2047, 128)"):
         assert fragment in str(err.value)
 
 
 def test_param_dict_round_trip(random_fp32_model):
-    params = M.param_dict(random_fp32_model)
+    params = params_lib.param_dict(random_fp32_model)
     model = M.GPT(SHALLOW, rngs=nnx.Rngs(5))
-    M.load_param_dict(model, params)
-    for name, value in M.param_dict(model).items():
+    params_lib.load_param_dict(model, params)
+    for name, value in params_lib.param_dict(model).items():
         np.testing.assert_array_equal(np.asarray(value), np.asarray(params[name]), err_msg=name)
 
 
@@ -169,7 +173,7 @@ def test_param_dict_round_trip(random_fp32_model):
 
 
 def test_rotary_tables():
-    cos, sin = M.rotary_tables(16, 300)
+    cos, sin = rotary_lib.rotary_tables(16, 300)
     assert cos.shape == sin.shape == (300, 8) and cos.dtype == np.float32
     freq = (np.float32(1 / 1024) ** np.linspace(0, 1, 4, dtype=np.float32)).astype(np.float32)
     np.testing.assert_allclose(freq, [1, 1024 ** (-1 / 3), 1024 ** (-2 / 3), 1 / 1024], rtol=1e-6)  # fp32 pow
@@ -182,8 +186,8 @@ def test_rotary_tables():
 def test_rotary_sign_and_half_split_against_hand_formula():
     head_dim, seq = 8, 5
     x = np.random.default_rng(0).standard_normal((1, seq, 2, head_dim)).astype(np.float32)
-    cos, sin = M.rotary_tables(head_dim, seq)
-    got = np.asarray(M.apply_rotary(jnp.asarray(x), jnp.asarray(cos), jnp.asarray(sin)))
+    cos, sin = rotary_lib.rotary_tables(head_dim, seq)
+    got = np.asarray(rotary_lib.apply_rotary(jnp.asarray(x), jnp.asarray(cos), jnp.asarray(sin)))
     want = np.empty_like(x)
     for t in range(seq):
         for j in range(head_dim // 2):  # dim j pairs with dim j + head_dim/2
@@ -199,13 +203,13 @@ def test_rotary_sign_and_half_split_against_hand_formula():
 
 def test_rotary_keeps_bf16():
     x = jnp.ones((1, 4, 1, 8), jnp.bfloat16)
-    cos, sin = M.rotary_tables(8, 4)
-    assert M.apply_rotary(x, jnp.asarray(cos), jnp.asarray(sin)).dtype == jnp.bfloat16
+    cos, sin = rotary_lib.rotary_tables(8, 4)
+    assert rotary_lib.apply_rotary(x, jnp.asarray(cos), jnp.asarray(sin)).dtype == jnp.bfloat16
 
 
 def test_rms_norm_uses_fp32_machine_epsilon():
     x = np.full((1, 4), 3e-4, np.float32)  # mean(x^2) = 9e-8, comparable to eps = 1.19e-7
-    got = np.asarray(M.norm(jnp.asarray(x)))
+    got = np.asarray(layers_lib.norm(jnp.asarray(x)))
     want = x / np.sqrt(9e-8 + 2.0**-23)
     np.testing.assert_allclose(got, want, rtol=1e-6)  # fp32 rsqrt
     assert not np.allclose(got, x / np.sqrt(9e-8 + 1e-6), rtol=1e-2)  # flax's default eps would differ
@@ -213,7 +217,7 @@ def test_rms_norm_uses_fp32_machine_epsilon():
 
 def test_rms_norm_bf16_computes_in_fp32():
     x = jax.random.normal(jax.random.key(0), (4, 128), jnp.float32).astype(jnp.bfloat16)
-    got = M.norm(x)
+    got = layers_lib.norm(x)
     assert got.dtype == jnp.bfloat16
     x32 = np.asarray(x, np.float32)
     want = (x32 / np.sqrt((x32**2).mean(-1, keepdims=True) + 2.0**-23)).astype(ml_dtypes.bfloat16)
@@ -234,7 +238,7 @@ def test_embedding_gradient_sums_in_fp32_and_rounds_once():
     table = jnp.asarray(rng.normal(size=(40, 16)), jnp.bfloat16)
     # bf16-valued cotangents: the gradient reaching a bf16 lookup's output is bf16.
     cotangent = rng.normal(size=(4, 512, 16)).astype(ml_dtypes.bfloat16).astype(np.float32)
-    grad = jax.grad(lambda t: jnp.vdot(M.embedding_lookup(t, ids).astype(jnp.float32), cotangent))(table)
+    grad = jax.grad(lambda t: jnp.vdot(layers_lib.embedding_lookup(t, ids).astype(jnp.float32), cotangent))(table)
     assert grad.dtype == jnp.bfloat16
     exact = np.zeros((40, 16))
     np.add.at(exact, ids.reshape(-1), cotangent.reshape(-1, 16).astype(np.float64))
@@ -247,7 +251,7 @@ def test_embedding_gradient_sums_in_fp32_and_rounds_once():
         running = (running.astype(np.float32) + row).astype(ml_dtypes.bfloat16)
     assert np.max(np.abs(running.astype(np.float64) - exact[3])) > 4 * np.max(ulp[3])
     # Forward: plain rows; unseen ids get exactly zero gradient.
-    np.testing.assert_array_equal(np.asarray(M.embedding_lookup(table, ids)), np.asarray(table)[ids])
+    np.testing.assert_array_equal(np.asarray(layers_lib.embedding_lookup(table, ids)), np.asarray(table)[ids])
     unseen = np.setdiff1d(np.arange(40), ids)
     assert np.all(np.asarray(grad, np.float32)[unseen] == 0)
 
@@ -266,7 +270,7 @@ def test_chunked_cross_entropy_equals_unchunked(chunk):
     targets = jax.random.randint(k3, (256,), 0, 384)
 
     def loss(x, w, chunk_tokens):
-        return M.head_loss(x, w, targets, use_fp8=False, cap=30.0, temperature=7.5, chunk_tokens=chunk_tokens)
+        return loss_lib.head_loss(x, w, targets, use_fp8=False, cap=30.0, temperature=7.5, chunk_tokens=chunk_tokens)
 
     value_and_grad = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)), static_argnums=2)
     full, (gx_full, gw_full) = value_and_grad(x, w, None)
@@ -289,10 +293,10 @@ def test_capped_cross_entropy_matches_optax_to_fp32_rounding():
     targets = jax.random.randint(k2, (64,), 0, 384)
 
     def with_optax(z):
-        capped = M.soft_cap(z, 30.0, 7.5)
+        capped = loss_lib.soft_cap(z, 30.0, 7.5)
         return optax.softmax_cross_entropy_with_integer_labels(capped, targets).sum()
 
-    ours = jax.jit(jax.value_and_grad(lambda z: M.capped_cross_entropy(z, targets, cap=30.0, temperature=7.5)))
+    ours = jax.jit(jax.value_and_grad(lambda z: loss_lib.capped_cross_entropy(z, targets, cap=30.0, temperature=7.5)))
     (loss, grad), (want, want_grad) = ours(logits), jax.jit(jax.value_and_grad(with_optax))(logits)
     # fp32 sums of 64 x 384 terms, shifted differently: a few ulps of the total.
     np.testing.assert_allclose(float(loss), float(want), rtol=1e-6)
@@ -305,14 +309,14 @@ def test_capped_cross_entropy_matches_optax_to_fp32_rounding():
 
 def test_capped_cross_entropy_refuses_a_cap_beyond_its_shift():
     with pytest.raises(ValueError, match="soft-cap 60.0 outside"):
-        M.capped_cross_entropy(jnp.zeros((2, 8)), jnp.zeros((2,), jnp.int32), cap=60.0, temperature=7.5)
+        loss_lib.capped_cross_entropy(jnp.zeros((2, 8)), jnp.zeros((2,), jnp.int32), cap=60.0, temperature=7.5)
 
 
 @pytest.mark.slow
 def test_cross_entropy_counts_padded_classes():
     # Zero logits: every one of the Vp classes contributes to log-sum-exp, padded ones included.
     x = jnp.ones((4, 8), jnp.float32)
-    loss = M.head_loss(x, jnp.zeros((50304, 8)), jnp.zeros((4,), jnp.int32), use_fp8=False, cap=30.0, temperature=7.5)
+    loss = loss_lib.head_loss(x, jnp.zeros((50304, 8)), jnp.zeros((4,), jnp.int32), use_fp8=False, cap=30.0, temperature=7.5)
     np.testing.assert_allclose(float(loss), LN_VP, rtol=1e-6)  # fp32 log-sum-exp
 
 
@@ -320,7 +324,7 @@ def test_cross_entropy_counts_padded_classes():
 def test_model_chunked_loss_equals_unchunked(random_fp32_model):
     ids = _tokens(3)
     chunked = M.GPT(replace(SHALLOW, loss_chunk_tokens=96), rngs=nnx.Rngs(0))
-    M.load_param_dict(chunked, M.param_dict(random_fp32_model))
+    params_lib.load_param_dict(chunked, params_lib.param_dict(random_fp32_model))
     full = _loss(random_fp32_model, ids, 2)
     part = _loss(chunked, ids, 2)
     np.testing.assert_allclose(float(part), float(full), rtol=1e-6)  # fp32 sum order only
@@ -415,17 +419,17 @@ def test_mismatched_targets_raise(random_fp32_model):
 
 
 def _flat_grads(grads) -> dict[str, np.ndarray]:
-    return {M.path_to_name(path): np.asarray(var.get_value()) for path, var in nnx.to_flat_state(grads)}
+    return {params_lib.path_to_name(path): np.asarray(var.get_value()) for path, var in nnx.to_flat_state(grads)}
 
 
 @pytest.mark.slow
 def test_remat_gives_the_same_loss_and_gradients(random_fp32_model):
     ids = _tokens(5)
-    params = M.param_dict(random_fp32_model)
+    params = params_lib.param_dict(random_fp32_model)
     models = {}
     for policy in ("none", "block", "block_dots"):
         models[policy] = M.GPT(replace(SHALLOW, remat=policy), rngs=nnx.Rngs(0))
-        M.load_param_dict(models[policy], params)
+        params_lib.load_param_dict(models[policy], params)
     traced = nnx.jit(nnx.value_and_grad(lambda model, window: model(ids, ids, window)))
     for window in (jnp.int32(3), 1):  # a traced and a Python-int window take different paths
         if isinstance(window, int):
@@ -458,14 +462,14 @@ NUMERICS_SHALLOW = replace(
 def _random_numerics_model(seed: int) -> M.GPT:
     """A NUMERICS_SHALLOW fp32 model whose every parameter is random, so zero-initialised paths carry signal."""
     model = M.GPT(NUMERICS_SHALLOW, rngs=nnx.Rngs(seed))
-    params = M.param_dict(model)
+    params = params_lib.param_dict(model)
     keys = jax.random.split(jax.random.key(seed + 1), len(params))
     new = {}
     for key, (name, value) in zip(keys, sorted(params.items())):
         noise = jax.random.normal(key, value.shape, jnp.float32)
         offset = 1.0 if name.endswith("lambdas") or name == "skip_weights" else 0.0
         new[name] = noise * (1.0 if "embed" in name else 0.05) + offset
-    M.load_param_dict(model, new)
+    params_lib.load_param_dict(model, new)
     return model
 
 
@@ -490,9 +494,9 @@ def test_jaxgpt_document_mask_comes_from_inputs_not_targets():
     loss = float(nnx.jit(lambda m, x, y: m(x, y, 2))(model, ids, tgt))
     logits = nnx.jit(lambda m, x: m.logits(x, 2))  # one compilation for both token streams
     # logits() sees the inputs only: the loss built from it is the loss with input document ids.
-    capped = M.soft_cap(logits(model, ids), 30.0, 7.5)[0]
+    capped = loss_lib.soft_cap(logits(model, ids), 30.0, 7.5)[0]
     from_inputs = float(optax.softmax_cross_entropy_with_integer_labels(capped, tgt[0]).mean())
-    capped_t = M.soft_cap(logits(model, tgt), 30.0, 7.5)[0]
+    capped_t = loss_lib.soft_cap(logits(model, tgt), 30.0, 7.5)[0]
     np.testing.assert_allclose(loss, from_inputs, rtol=1e-6)  # fp32: same ops, sum order may differ
     # Feeding the targets through the trunk gives a clearly different loss (teeth for the check above).
     from_targets = float(optax.softmax_cross_entropy_with_integer_labels(capped_t, tgt[0]).mean())
@@ -508,7 +512,7 @@ def test_jaxgpt_gradients_of_silent_lambda_and_padded_head_rows():
     inputs, targets = _shifted_tokens(2, NUMERICS_SHALLOW.eot_id, NUMERICS_SHALLOW.vocab_size)
     grads = nnx.jit(lambda m, x, y: nnx.grad(lambda mm: mm(x, y, 2))(m))(
         model, jnp.asarray(inputs)[None], jnp.asarray(targets)[None])
-    flat = {M.path_to_name(path): np.asarray(v.get_value()) for path, v in nnx.to_flat_state(grads)}
+    flat = {params_lib.path_to_name(path): np.asarray(v.get_value()) for path, v in nnx.to_flat_state(grads)}
     # lambdas[1] scales the value embedding; in layer 1 there is none, so its gradient is exactly 0.
     assert flat["blocks.1.attn.lambdas"][1] == 0.0
     assert flat["blocks.1.attn.lambdas"][0] != 0.0
@@ -525,7 +529,7 @@ def test_jaxgpt_gradients_of_silent_lambda_and_padded_head_rows():
 
 def test_jaxgpt_rotary_arguments_are_fp32_products_at_large_positions():
     head_dim, max_len = 16, 65536
-    cos, sin = M.rotary_tables(head_dim, max_len)
+    cos, sin = rotary_lib.rotary_tables(head_dim, max_len)
     quarter = head_dim // 4
     freq = (np.float32(1 / 1024) ** np.linspace(0, 1, quarter, dtype=np.float32)).astype(np.float32)
     t = np.arange(max_len - 512, max_len, dtype=np.float32)

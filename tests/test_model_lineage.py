@@ -12,6 +12,10 @@ from flax import nnx
 
 from jaxgpt import config as cfg
 from jaxgpt import model as model_lib
+from jaxgpt import layers as layers_lib
+from jaxgpt import loss as loss_lib
+from jaxgpt import params as params_lib
+from jaxgpt import rotary as rotary_lib
 
 
 def _bf16(values: np.ndarray) -> np.ndarray:
@@ -19,7 +23,7 @@ def _bf16(values: np.ndarray) -> np.ndarray:
 
 
 def test_full_rotary_tables_are_the_records_frequencies():
-    cos, sin = model_lib.rotary_tables(128, 1024, "full", as_written=False)
+    cos, sin = rotary_lib.rotary_tables(128, 1024, "full", as_written=False)
     freq = 1.0 / 10000 ** (np.arange(0, 128, 2) / 128)  # 64 frequencies, none zero (LINEAGE.md 3.3)
     theta = np.arange(1024)[:, None] * freq[None, :]
     np.testing.assert_allclose(cos, np.cos(theta), atol=2e-4)  # fp32 angles of up to ~1000 rad: ~1e-4
@@ -31,19 +35,19 @@ def test_full_rotary_tables_are_the_records_frequencies():
 def test_full_rotary_tables_are_rounded_to_bf16_as_written(kind):
     """The records round their full tables to bf16 by hand (#8/#9's .bfloat16(), #15's bf16 buffer),
     in every dtype policy; as_written_roundings=False keeps the fp32 tables (NUMERICS.md)."""
-    written, studied = model_lib.rotary_tables(128, 4096, kind), model_lib.rotary_tables(128, 4096, kind, False)
+    written, studied = rotary_lib.rotary_tables(128, 4096, kind), rotary_lib.rotary_tables(128, 4096, kind, False)
     for table, fp32 in zip(written, studied):
         np.testing.assert_array_equal(table, _bf16(fp32))  # the fp32 table rounded once (exact test)
         assert not np.array_equal(table, fp32)
-    half = model_lib.rotary_tables(128, 4096, "half_truncated")  # Sub3Min and #18 keep fp32 tables
+    half = rotary_lib.rotary_tables(128, 4096, "half_truncated")  # Sub3Min and #18 keep fp32 tables
     assert not np.array_equal(half[0], _bf16(half[0]))
 
 
 def test_unet_value_embeds_rotary_readings():
     """#15 (LINEAGE.md 5.3): bf16-rounded frequencies; the compiled reading keeps positions exact,
     the eager one rounds them to bf16 (multiples of 256 above 32768)."""
-    compiled, _ = model_lib.rotary_tables(128, 65536, "full_bf16_freq", False)
-    eager, _ = model_lib.rotary_tables(128, 65536, "full_bf16_freq_eager", False)
+    compiled, _ = rotary_lib.rotary_tables(128, 65536, "full_bf16_freq", False)
+    eager, _ = rotary_lib.rotary_tables(128, 65536, "full_bf16_freq_eager", False)
     freq = _bf16((1 / 10000) ** (np.arange(0, 128, 2, dtype=np.float32) / np.float32(128)))
     np.testing.assert_allclose(compiled[40000], np.cos(np.float32(40000) * freq), atol=1e-3)
     assert np.array_equal(eager[40001], eager[40000]) and not np.array_equal(compiled[40001], compiled[40000])
@@ -54,28 +58,28 @@ def test_unet_value_embeds_rotary_readings():
 def test_rms_norm_eps_as_run_scales_bf16_inputs_only():
     """2^-7 on bf16 inputs: a unit-RMS vector is scaled by 1/sqrt(1 + 2^-7) = 0.99611 (LINEAGE.md 8.2)."""
     x = jnp.ones((4, 768), jnp.float32)
-    assert float(model_lib.norm(x.astype(jnp.bfloat16), "as_run")[0, 0]) == pytest.approx(0.99611, abs=4e-3)
-    assert float(model_lib.norm(x.astype(jnp.bfloat16))[0, 0]) == 1.0
-    assert float(model_lib.norm(x, "as_run")[0, 0]) == pytest.approx(1.0, abs=1e-6)  # fp32 input: 2^-23
-    assert model_lib.norm_eps(jnp.bfloat16, "as_run") == 2.0**-7 and model_lib.norm_eps(jnp.float32, "as_run") == 2.0**-23
+    assert float(layers_lib.norm(x.astype(jnp.bfloat16), "as_run")[0, 0]) == pytest.approx(0.99611, abs=4e-3)
+    assert float(layers_lib.norm(x.astype(jnp.bfloat16))[0, 0]) == 1.0
+    assert float(layers_lib.norm(x, "as_run")[0, 0]) == pytest.approx(1.0, abs=1e-6)  # fp32 input: 2^-23
+    assert layers_lib.norm_eps(jnp.bfloat16, "as_run") == 2.0**-7 and layers_lib.norm_eps(jnp.float32, "as_run") == 2.0**-23
 
 
 @pytest.mark.parametrize("cap", [30.0, 15.0])
 def test_tanh_soft_cap(cap):
     z = jnp.array([-200.0, -3.0, 0.0, 2.5, 200.0], jnp.float32)
-    out = model_lib.soft_cap(z, cap, 7.5, "tanh")
+    out = loss_lib.soft_cap(z, cap, 7.5, "tanh")
     np.testing.assert_allclose(np.asarray(out), cap * np.tanh(np.asarray(z) / cap), rtol=1e-6)
     zb = z.astype(jnp.bfloat16)
-    once, per_op = model_lib.soft_cap(zb, cap, 7.5, "tanh", "once"), model_lib.soft_cap(zb, cap, 7.5, "tanh", "per_op")
+    once, per_op = loss_lib.soft_cap(zb, cap, 7.5, "tanh", "once"), loss_lib.soft_cap(zb, cap, 7.5, "tanh", "per_op")
     assert once.dtype == per_op.dtype == jnp.float32
     np.testing.assert_array_equal(np.asarray(once), _bf16(cap * np.tanh(np.asarray(zb, np.float32) / cap)))
     np.testing.assert_array_equal(np.asarray(per_op), np.asarray(per_op).astype(ml_dtypes.bfloat16).astype(np.float32))
-    np.testing.assert_array_equal(np.asarray(model_lib.soft_cap(z, cap, 7.5, "none")), np.asarray(z))
+    np.testing.assert_array_equal(np.asarray(loss_lib.soft_cap(z, cap, 7.5, "none")), np.asarray(z))
 
 
 def test_linear_init_bounds():
-    assert model_lib.linear_init_bound(768, "torch_default") == pytest.approx(0.0360844, abs=1e-7)
-    assert model_lib.linear_init_bound(768) == 0.03125
+    assert layers_lib.linear_init_bound(768, "torch_default") == pytest.approx(0.0360844, abs=1e-7)
+    assert layers_lib.linear_init_bound(768) == 0.03125
 
 
 @pytest.fixture(scope="module")
@@ -89,13 +93,13 @@ def small_models():
 
 def test_dtype_policies_of_the_lineage(small_models):
     unet = small_models("unet-value-embeds")  # bf16 model: bf16 tables and scalars, fp32 bf16-valued weights
-    params = model_lib.param_dict(unet)
+    params = params_lib.param_dict(unet)
     assert params["value_embeds.embed.0.weight"].shape == (1024, 6 * 64)
     assert params["blocks.0.lambdas"].dtype == params["skip_weights"].dtype == jnp.bfloat16
     weight = np.asarray(params["blocks.0.attn.q_w"])
     assert weight.dtype == np.float32 and np.array_equal(weight, _bf16(weight)) and np.abs(weight).max() > 0.03
     untie = small_models("untie-embed")  # autocast: fp32 everything stored, fp32 stream, bf16 logits
-    params = model_lib.param_dict(untie)
+    params = params_lib.param_dict(untie)
     assert all(value.dtype == jnp.float32 for value in params.values())
     assert not any(name.endswith(("lambdas", "skip_weights", "lamb")) for name in params)
     ids = jnp.asarray(np.random.default_rng(0).integers(0, 999, (1, 256)), jnp.int32)
@@ -106,7 +110,7 @@ def test_dtype_policies_of_the_lineage(small_models):
 def test_value_residual_mixes_layer_zeros_raw_value(small_models):
     """#9: layer 0's lamb multiplies v - v (zero gradient); a later layer's lamb matters."""
     model = small_models("shortcuts", dtype_policy="fp32")
-    graph, params = model_lib.ModelGraph.split(model)
+    graph, params = params_lib.ModelGraph.split(model)
     rng = np.random.default_rng(1)
     params = {k: v + 0.05 * rng.standard_normal(v.shape).astype(np.float32) if v.ndim >= 2 else v
               for k, v in params.items()}

@@ -14,6 +14,7 @@ from flax import nnx
 
 from jaxgpt.run import convert
 from jaxgpt import model as model_lib
+from jaxgpt import params as params_lib
 from jaxgpt.config import ModelConfig, OptimConfig, fp8_grad_scale_for, replace
 from jaxgpt.muon import newton_schulz
 from jaxgpt.optim import record_optimizer
@@ -37,7 +38,7 @@ def _models(policy: str, perturb: bool = False):
     if not perturb:
         return models
     # Noise on every weight: the record's zero-init projections would leave qkv_w's gradient 0.
-    params = model_lib.param_dict(models[0])
+    params = params_lib.param_dict(models[0])
     keys = jax.random.split(jax.random.key(1), len(params))
     params = {name: value + (0.02 * jax.random.normal(key, value.shape)).astype(value.dtype)
               for key, (name, value) in zip(keys, sorted(params.items()))}
@@ -65,7 +66,7 @@ def _assert_close(separate: dict, merged: dict, rtol: float, scale_frac: float) 
 
 def _grads(model, x, y):
     """(params, loss, grads) over the {record name: array} params; one compile beats op-by-op dispatch."""
-    graph, params = model_lib.ModelGraph.split(model)
+    graph, params = params_lib.ModelGraph.split(model)
     loss, grads = jax.jit(jax.value_and_grad(lambda p: graph.bind(p)(x, y, WINDOW)))(params)
     return params, loss, grads
 
@@ -97,16 +98,16 @@ def test_config_rejects_unknown_layout():
 
 def test_separate_parameters_are_the_merged_slices():
     merged, separate = _models("fp32")
-    names = [n for n in model_lib.param_dict(separate) if ".attn." in n]
+    names = [n for n in params_lib.param_dict(separate) if ".attn." in n]
     assert "blocks.0.attn.q_w" in names and not any(n.endswith("qkv_w") for n in names)
-    assert model_lib.param_dict(separate)["blocks.0.attn.q_w"].shape == (64, 64)
+    assert params_lib.param_dict(separate)["blocks.0.attn.q_w"].shape == (64, 64)
     # Same key, same numbers: the separate init is the merged one, split.
-    _assert_same(model_lib.param_dict(separate), model_lib.param_dict(merged))
+    _assert_same(params_lib.param_dict(separate), params_lib.param_dict(merged))
 
 
 def test_to_qkv_layout_round_trips_and_names_what_is_missing():
     merged, _ = _models("fp32")
-    params = model_lib.param_dict(merged)
+    params = params_lib.param_dict(merged)
     back = convert.to_qkv_layout(convert.to_qkv_layout(params, "separate"), "merged")
     assert sorted(back) == sorted(params)
     for name in params:
@@ -121,16 +122,16 @@ def test_to_qkv_layout_round_trips_and_names_what_is_missing():
 
 def test_torch_state_dict_loads_into_either_layout_and_config_reads_the_layout():
     merged, separate = _models("fp32")
-    merged_sd = convert.params_to_torch_state_dict(model_lib.param_dict(merged))
+    merged_sd = convert.params_to_torch_state_dict(params_lib.param_dict(merged))
     separate_sd = convert.to_qkv_layout(merged_sd, "separate")
     assert convert.model_config_from_state_dict(separate_sd, merged.config).qkv_layout == "separate"
     assert convert.model_config_from_state_dict(merged_sd, separate.config).qkv_layout == "merged"
     loaded = convert.torch_state_dict_to_params(merged_sd, separate.config)
-    _assert_same(loaded, model_lib.param_dict(merged))
+    _assert_same(loaded, params_lib.param_dict(merged))
     rebuilt = convert.model_from_params(separate_sd, merged.config)  # separate weights, merged model
     np.testing.assert_array_equal(
-        np.asarray(model_lib.param_dict(rebuilt)["blocks.0.attn.qkv_w"]),
-        np.asarray(model_lib.param_dict(merged)["blocks.0.attn.qkv_w"]))
+        np.asarray(params_lib.param_dict(rebuilt)["blocks.0.attn.qkv_w"]),
+        np.asarray(params_lib.param_dict(merged)["blocks.0.attn.qkv_w"]))
 
 
 @pytest.mark.slow  # two small-model training steps compiled: ~1 min here
@@ -175,7 +176,7 @@ def test_merged_and_separate_agree_under_the_record_policy():
     of it (measured at most 0.15 of it over every tensor; bound 0.5)."""
     merged, separate = _models("record", perturb=True)
     x, y = _batch()
-    reference = convert.model_from_params(model_lib.param_dict(merged), replace(merged.config, dtype_policy="fp32"))
+    reference = convert.model_from_params(params_lib.param_dict(merged), replace(merged.config, dtype_policy="fp32"))
     params_m, loss_m, grads_m = _grads(merged, x, y)
     step_m = _update(merged, params_m, grads_m, "bf16")
     loss_s, grads_s, step_s = _step(separate, x, y, ns_dtype="bf16")
@@ -233,13 +234,13 @@ def test_separate_layout_matches_torch_ref_separate():
     # Random weights drawn in numpy (no eager init; any weights do for the same-function check).
     rng = np.random.default_rng(1)
     params = {name: (0.1 * rng.standard_normal(shape.shape)).astype(np.float32)
-              for name, shape in model_lib.param_shapes(config).items()}
+              for name, shape in params_lib.param_shapes(config).items()}
     separate = convert.model_from_params(params, config)
     torch_gpt = TorchGPT(config.vocab_size, config.num_layers, config.num_heads, config.model_dim, fp8_head=False,
                          eot_id=config.eot_id, value_embed_slots=config.value_embed_slots,
                          long_window_layers=config.long_window_layers,
                          attention_free_layers=config.attention_free_layers, qkv_layout="separate").eval()
-    state_dict = convert.params_to_torch_state_dict(model_lib.param_dict(separate))
+    state_dict = convert.params_to_torch_state_dict(params_lib.param_dict(separate))
     assert "blocks.0.attn.q_w" in state_dict and "blocks.0.attn.qkv_w" not in state_dict
     torch_gpt.load_state_dict(state_dict, strict=True)  # same names and layout, no conversion
     x, _ = _batch()

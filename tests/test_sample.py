@@ -12,8 +12,9 @@ import pytest
 from flax import nnx
 
 from jaxgpt.run import checkpoint, convert
-from jaxgpt import sample
-from jaxgpt import model as model_lib
+from jaxgpt import decode, sample
+from jaxgpt import loss as loss_lib
+from jaxgpt import params as params_lib
 from jaxgpt.config import EOT_ID, ModelConfig, Preset, TrainConfig, config_to_json
 from jaxgpt.data import write_shard
 from jaxgpt.corpus.tokenizer import GPT2BPE, ByteGPT2
@@ -30,7 +31,7 @@ def random_params(config: ModelConfig, seed: int = 0) -> dict[str, np.ndarray]:
     """Every parameter random (the init's zero head and projections would hide errors):
     matrices N(0, 1/fan_in) so that activations keep their scale through the layers,
     embeddings N(0, 1), scalars N(0.5, 0.25^2)."""
-    shapes = model_lib.param_shapes(config)
+    shapes = params_lib.param_shapes(config)
     keys = jax.random.split(jax.random.key(seed), len(shapes))
     params = {}
     for key, (name, s) in zip(keys, sorted(shapes.items())):
@@ -57,13 +58,13 @@ def full_and_cached_logits(config: ModelConfig, ids: np.ndarray, window: int, ch
     model = convert.model_from_params(random_params(config), config)
     padded = np.pad(ids, (0, -len(ids) % config.block_size))  # the full pass needs whole blocks
     full = np.asarray(model.logits(jnp.asarray(padded)[None], window), np.float32)[0, : len(ids)]
-    model.init_decode_cache(batch=1, max_len=len(ids))
+    decode.init_cache(model, batch=1, max_len=len(ids))
     graphdef, params, cache = nnx.split(model, nnx.Param, nnx.Cache)
 
     @jax.jit
     def step(cache, piece):
         decoder = nnx.merge(graphdef, params, cache)
-        return nnx.state(decoder, nnx.Cache), decoder.decode_logits(piece[None], window)[0]
+        return nnx.state(decoder, nnx.Cache), decode.logits(decoder, piece[None], window)[0]
 
     pieces = []
     for i in range(0, len(ids), chunk):
@@ -118,7 +119,7 @@ def test_greedy_sampler_matches_argmax_of_full_forward() -> None:
     sequence = list(prompt)
     for _ in range(len(generated)):  # greedy decoding by re-running the whole prefix
         padded = np.pad(np.array(sequence, np.int32), (0, 32 - len(sequence)))  # one shape: one compile
-        capped = np.asarray(model_lib.soft_cap(full_logits(jnp.asarray(padded))[len(sequence) - 1], 30.0, 7.5))
+        capped = np.asarray(loss_lib.soft_cap(full_logits(jnp.asarray(padded))[len(sequence) - 1], 30.0, 7.5))
         sequence.append(int(np.argmax(capped[:300])))
     assert generated == sequence[len(prompt):]
     assert sampler.length == len(prompt) + len(generated) - 1  # the last draw is not fed back

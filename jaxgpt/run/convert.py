@@ -21,6 +21,7 @@ import numpy as np
 from flax import nnx
 
 from jaxgpt import model as model_lib
+from jaxgpt import params as params_lib
 from jaxgpt.config import ModelConfig, Preset, replace
 
 COMPILE_PREFIX = "_orig_mod."
@@ -157,7 +158,7 @@ def model_config_from_state_dict(
     keys = to_model_names(state_dict)
     base = replace(base or ModelConfig(), **overrides)
     base = replace(base, qkv_layout=qkv_layout_of(keys) or base.qkv_layout)
-    if head_dim in (None, base.head_dim) and not model_lib.param_shape_problems(keys, _shapes(base)):
+    if head_dim in (None, base.head_dim) and not params_lib.param_shape_problems(keys, _shapes(base)):
         return base
     head_dim = head_dim or base.head_dim
     if "embed.weight" not in keys:
@@ -189,11 +190,11 @@ def _shape_source(value: Any) -> Any:
 
 
 def _shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
-    return {name: tuple(s.shape) for name, s in model_lib.param_shapes(config).items()}
+    return {name: tuple(s.shape) for name, s in params_lib.param_shapes(config).items()}
 
 
 def _check_against(params: Mapping[str, Any], config: ModelConfig) -> None:
-    model_lib.check_param_shapes(
+    params_lib.check_param_shapes(
         params, _shapes(config),
         f"the model (vocab {config.vocab_size}, padded {config.padded_vocab_size}, dim {config.model_dim}, "
         f"layers {config.num_layers})",
@@ -283,7 +284,7 @@ def load_params(model: nnx.Module, params: Mapping[str, Any]) -> None:
     ValueError listing every missing, unknown and mis-shaped name.
     """
     params = to_qkv_layout(params, model.config.qkv_layout)
-    model_lib.load_param_dict(model, {name: _to_numpy(value) for name, value in params.items()})
+    params_lib.load_param_dict(model, {name: _to_numpy(value) for name, value in params.items()})
 
 
 def model_from_params(params: Mapping[str, Any], config: ModelConfig) -> model_lib.GPT:

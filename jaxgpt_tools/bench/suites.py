@@ -211,6 +211,7 @@ def bench_record_compile(seq_len: int = 65536, **model_overrides: Any) -> dict[s
 
     from jaxgpt import config as cfg
     from jaxgpt import model as model_lib
+    from jaxgpt import params as params_lib
     from jaxgpt import train as train_lib
     from jaxgpt.attention import resolve_backend
 
@@ -221,8 +222,8 @@ def bench_record_compile(seq_len: int = 65536, **model_overrides: Any) -> dict[s
     )
     from flax import nnx
 
-    graph, _ = model_lib.ModelGraph.split(nnx.eval_shape(lambda: model_lib.GPT(model_config, rngs=nnx.Rngs(0))))
-    shapes = model_lib.param_shapes(model_config)
+    graph, _ = params_lib.ModelGraph.split(nnx.eval_shape(lambda: model_lib.GPT(model_config, rngs=nnx.Rngs(0))))
+    shapes = params_lib.param_shapes(model_config)
     tokens = jax.ShapeDtypeStruct((1, seq_len), jnp.int32)
     window = jax.ShapeDtypeStruct((), jnp.int32)
 

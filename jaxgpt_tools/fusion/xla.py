@@ -114,12 +114,13 @@ def build_program(part: str, mode: str, layout: str, shape: Shape):
     from jaxgpt import attention as attention_lib
     from jaxgpt import config as cfg
     from jaxgpt import model as model_lib
+    from jaxgpt import rotary as rotary_lib
 
     config = cfg.ModelConfig(model_dim=shape.model_dim, num_heads=shape.num_heads, qkv_layout=layout,
                              max_window_blocks=shape.window_blocks, rope_max_len=max(shape.seq_len, 128),
                              attention_backend="auto")
     block = model_lib.Block(config, 0, rngs=nnx.Rngs(0))
-    cos, sin = model_lib.rotary_tables(config.head_dim, shape.seq_len)
+    cos, sin = rotary_lib.rotary_tables(config.head_dim, shape.seq_len)
     rotary = (jnp.asarray(cos), jnp.asarray(sin))
     window = shape.window_blocks
     act = jax.ShapeDtypeStruct((1, shape.seq_len, shape.model_dim), jnp.bfloat16)

@@ -138,11 +138,12 @@ def plan_train_step(preset: Any, device: str = "h100", num_devices: int = 1,
     from jax.sharding import NamedSharding, PartitionSpec as P
 
     from jaxgpt import model as model_lib
+    from jaxgpt import params as params_lib
     from jaxgpt import train as train_lib
 
     mesh = compile_only_mesh(device, num_devices, train_lib.AXIS)
     model = nnx.eval_shape(lambda: model_lib.GPT(train_lib.device_model_config(preset, num_devices), rngs=nnx.Rngs(0)))
-    graph, abstract_params = model_lib.ModelGraph.split(model)
+    graph, abstract_params = params_lib.ModelGraph.split(model)
     optimizer, compiled_steps = train_lib.prepare_steps(preset, mesh, graph, muon_collective=muon_collective)
     rep, batch = NamedSharding(mesh, P()), NamedSharding(mesh, P(train_lib.AXIS))
     spec = lambda x, sharding: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding)
@@ -189,6 +190,9 @@ def plan_part(preset: Any, part: str, device: str = "h100", compiler_options: di
     from jaxgpt import attention as attention_lib
     from jaxgpt import masks
     from jaxgpt import model as model_lib
+    from jaxgpt import layers as layers_lib
+    from jaxgpt import loss as loss_lib
+    from jaxgpt import rotary as rotary_lib
     from jaxgpt import train as train_lib
 
     if part not in PARTS or part == "step":
@@ -197,7 +201,7 @@ def plan_part(preset: Any, part: str, device: str = "h100", compiler_options: di
     on_device = SingleDeviceSharding(mesh.devices.flat[0])
     config = train_lib.device_model_config(preset, 1)
     seq, dim, heads, head_dim = preset.train.seq_len, config.model_dim, config.num_heads, config.head_dim
-    act = model_lib.compute_dtype(config)
+    act = layers_lib.compute_dtype(config)
     spec = lambda shape, dtype: jax.ShapeDtypeStruct(shape, dtype, sharding=on_device)
     tokens = spec((1, seq), jnp.int32)
     window = spec((), jnp.int32)
@@ -217,7 +221,7 @@ def plan_part(preset: Any, part: str, device: str = "h100", compiler_options: di
     elif part == "head":
         def loss(x, w, tokens, window):
             del window
-            return model_lib.head_loss(x, w, tokens.reshape(-1), use_fp8=config.dtype_policy == "record",
+            return loss_lib.head_loss(x, w, tokens.reshape(-1), use_fp8=config.dtype_policy == "record",
                                        cap=config.logit_cap, temperature=config.logit_cap_temperature,
                                        chunk_tokens=config.loss_chunk_tokens, fp8_grad_scale=config.fp8_grad_scale)
 
@@ -225,7 +229,7 @@ def plan_part(preset: Any, part: str, device: str = "h100", compiler_options: di
     else:
         block = nnx.eval_shape(lambda: model_lib.Block(config, 0, rngs=nnx.Rngs(0)))
         graph, abstract = nnx.split(block)
-        cos, sin = (jnp.asarray(t) for t in model_lib.rotary_tables(head_dim, config.rope_max_len))
+        cos, sin = (jnp.asarray(t) for t in rotary_lib.rotary_tables(head_dim, config.rope_max_len))
 
         def loss(params, x, ve, tokens, window):
             out = nnx.merge(graph, params)(x, ve, x, masks.document_ids(tokens), window, (cos[:seq], sin[:seq]))

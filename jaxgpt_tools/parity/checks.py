@@ -218,6 +218,7 @@ def check_record_shape_fp32() -> Result:
 
     from jaxgpt.run import convert
     from jaxgpt import model as jax_model
+    from jaxgpt import params as params_lib
     from jaxgpt.config import get_preset, replace
     from jaxgpt.testing import document_layout
     from torch_ref import train as torch_train
@@ -242,7 +243,7 @@ def check_record_shape_fp32() -> Result:
     params = {name: jnp.asarray(value) for name, value in convert.torch_state_dict_to_params(torch_gpt.state_dict(), config).items()}
     del torch_gpt  # 1.1 GB of weights, now in `params`; the gradients live on in torch_grads
 
-    graph, _ = jax_model.ModelGraph.split(nnx.eval_shape(lambda: jax_model.GPT(config, rngs=nnx.Rngs(0))))
+    graph, _ = params_lib.ModelGraph.split(nnx.eval_shape(lambda: jax_model.GPT(config, rngs=nnx.Rngs(0))))
     loss, logits, jax_grads = _jax_loss_logits_grads(graph, params, inputs, targets, RECORD_SHAPE_WINDOW)
     del params
     logits_abs = float(np.abs(np.asarray(logits) - torch_logits).max())
@@ -556,6 +557,7 @@ def _lineage_pair(config):
 
     from jaxgpt.run import convert
     from jaxgpt import model as jax_model
+    from jaxgpt import params as params_lib
     from torch_ref import model as torch_model
 
     torch.manual_seed(0)
@@ -563,7 +565,7 @@ def _lineage_pair(config):
     perturb_parameters(torch_gpt, 0)
     torch_model.apply_dtype_policy(torch_gpt, config.dtype_policy)
     torch_gpt.eval()
-    graph, abstract = jax_model.ModelGraph.split(nnx.eval_shape(lambda: jax_model.GPT(config, rngs=nnx.Rngs(0))))
+    graph, abstract = params_lib.ModelGraph.split(nnx.eval_shape(lambda: jax_model.GPT(config, rngs=nnx.Rngs(0))))
     params = {name: jnp.asarray(value).astype(abstract[name].dtype)
               for name, value in convert.torch_state_dict_to_params(torch_gpt.state_dict(), config).items()}
     return torch_gpt, params, graph

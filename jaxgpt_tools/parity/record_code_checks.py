@@ -131,14 +131,16 @@ def jax_loss_logits_grads(name: str):
     from flax import nnx
 
     from jaxgpt import model as jax_model
+    from jaxgpt import loss as loss_lib
+    from jaxgpt import params as params_lib
 
     config = model_config(name)
-    graph, _ = jax_model.ModelGraph.split(nnx.eval_shape(lambda: jax_model.GPT(config, rngs=nnx.Rngs(0))))
+    graph, _ = params_lib.ModelGraph.split(nnx.eval_shape(lambda: jax_model.GPT(config, rngs=nnx.Rngs(0))))
 
     def loss_fn(params, ids, targets, window):
         logits = graph.bind(params).logits(ids, window)
         flat = logits.reshape(-1, logits.shape[-1])
-        loss = jax_model.capped_cross_entropy(flat, targets.reshape(-1), cap=config.logit_cap,
+        loss = loss_lib.capped_cross_entropy(flat, targets.reshape(-1), cap=config.logit_cap,
                                               temperature=config.logit_cap_temperature, cap_kind=config.soft_cap,
                                               cap_rounding=config.soft_cap_rounding) / flat.shape[0]
         return loss, flat

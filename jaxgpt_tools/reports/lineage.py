@@ -87,9 +87,9 @@ def _record_trajectory(record_md: str) -> tuple[tuple[int, float], ...]:
 
 def parameter_count(name: str) -> int:
     from jaxgpt import config as cfg
-    from jaxgpt import model as model_lib
+    from jaxgpt import params as params_lib
 
-    return sum(math.prod(s.shape) for s in model_lib.param_shapes(cfg.get_preset(name).model).values())
+    return sum(math.prod(s.shape) for s in params_lib.param_shapes(cfg.get_preset(name).model).values())
 
 
 TINY = dict(model_dim=128, num_heads=2, loss_chunk_tokens=None, attention_backend="blocked")

@@ -13,6 +13,7 @@ from flax import nnx
 
 from jaxgpt.run import convert
 from jaxgpt import model as M
+from jaxgpt import params as params_lib
 from jaxgpt.config import ModelConfig, replace
 
 CONFIG = ModelConfig(num_heads=2, model_dim=128, vocab_size=1000, eot_id=999, dtype_policy="fp32")
@@ -22,7 +23,7 @@ def _record_state_dict(config: ModelConfig = CONFIG, dtype_embeddings=torch.floa
     """A random state dict with the record's keys and shapes (built from jaxgpt's own shapes)."""
     generator = torch.Generator().manual_seed(0)
     state = {}
-    for name, shape in M.param_shapes(config).items():
+    for name, shape in params_lib.param_shapes(config).items():
         tensor = torch.randn(tuple(shape.shape), generator=generator)
         state[name] = tensor.to(dtype_embeddings) if "embed" in name else tensor
     return state
@@ -41,7 +42,7 @@ def test_infers_config_from_shapes():
 def test_record_preset_shapes_infer_the_record_config():
     # Zero-stride arrays have the record's shapes without allocating 275M parameters.
     record_shaped = {name: np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), s.shape, [0] * len(s.shape))
-                     for name, s in M.param_shapes(ModelConfig()).items()}
+                     for name, s in params_lib.param_shapes(ModelConfig()).items()}
     assert convert.model_config_from_state_dict(record_shaped) == ModelConfig()
 
 
@@ -63,7 +64,7 @@ def test_load_params_into_model_and_back():
     state = _record_state_dict(dtype_embeddings=torch.bfloat16)
     model = M.GPT(replace(CONFIG, dtype_policy="record"), rngs=nnx.Rngs(0))
     convert.load_params(model, convert.torch_state_dict_to_params(state, head_dim=64, eot_id=999))
-    back = convert.params_to_torch_state_dict({k: np.asarray(v) for k, v in M.param_dict(model).items()})
+    back = convert.params_to_torch_state_dict({k: np.asarray(v) for k, v in params_lib.param_dict(model).items()})
     for name, tensor in state.items():
         assert torch.equal(back[name], tensor), name
 
