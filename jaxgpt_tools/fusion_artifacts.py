@@ -61,11 +61,12 @@ def unchanged_ablation(records: list[dict[str, Any]], record: dict[str, Any]) ->
                for other in records)
 
 
-def curate(runs: list[dict[str, Any]], records: list[dict[str, Any]], dest: Path, command: str) -> tuple[list, list]:
+def curate(study: dict[str, Any], dest: Path, command: str) -> dict[str, Any]:
     """Rewrite `dest` with the kept program texts and results.json ({"command": the one that
-    writes the page, "runs", "records"}); returns (runs, records) with each kept record's
-    `files` naming its texts under `dest`. Texts are read before `dest` is cleared, so `dest`'s
-    own results may be the input."""
+    writes the page, "runs", "records", "sweep", "equality"}); returns the study with each kept
+    record's `files` naming its texts under `dest`. Texts are read before `dest` is cleared, so
+    `dest`'s own results may be the input."""
+    records = study["records"]
     keep = committed_shapes(records)
     texts: dict[str, str] = {}
     for record in records:
@@ -89,6 +90,6 @@ def curate(runs: list[dict[str, Any]], records: list[dict[str, Any]], dest: Path
         (dest / name).parent.mkdir(parents=True, exist_ok=True)
         (dest / name).write_text(text)
     dest.mkdir(parents=True, exist_ok=True)
-    results = {"command": command, "runs": runs, "records": records}
+    results = {"command": command, **study}
     (dest / "results.json").write_text(repo_relative_paths(json.dumps(results, indent=1)) + "\n")
-    return runs, records
+    return study

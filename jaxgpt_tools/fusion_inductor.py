@@ -221,11 +221,45 @@ def _merge_counts(graphs: list[dict[str, Any]]) -> dict[str, Any]:
     return total
 
 
-def build_module(part: str, layout: str, shape: Shape, device: str = "cpu"):
-    """(callable, example inputs) of torch_ref's QKV path (CausalSelfAttention.project: q, k, v
-    (1, T, H, Dh)) or block; bf16 activations on `device`. The block's attention is torch_ref's
-    for that device: SDPA with a dense (T, T) mask on a CPU, compiled flex attention with the
-    record's BlockMask on CUDA."""
+def inductor_record(part: str, mode: str, layout: str, shape: Shape, *, variant: str, options: dict[str, Any] | None,
+                    trace_dir: Path, device: str, compile_s: float, flops: float | None) -> dict[str, Any]:
+    """The record of one compiled program from its Inductor trace folder: counts summed over its
+    graphs, each graph's output code, and (QKV path) the launch table."""
+    graphs = read_trace_dir(trace_dir)
+    record: dict[str, Any] = {
+        "compiler": "inductor", "device": device, "part": part, "mode": mode, "layout": layout,
+        "shape": asdict(shape), "variant": variant, "inductor_options": options or {},
+        "attention": None if part == "qkv" else ("sdpa" if device == "cpu" else "flex"),
+        "compile_s": compile_s, "flops": flops, **_merge_counts(graphs),
+        "graphs": [{key: g[key] for key in ("graph", "kernels", "generated_kernels", "gemm_kernels", "output_code")}
+                   for g in graphs],
+    }
+    if part != "qkv":
+        del record["kernel_table"]
+    return record
+
+
+def project_flat(attn, h, ve):
+    """torch_ref's CausalSelfAttention.project (separate weights) with its input flattened to
+    (T, D) before the three linears, the 2-D input Inductor's batch_linear_lhs pass takes
+    (group_batch_fusion.is_linear_node_can_be_fused); the rest as project does it."""
+    import torch.nn.functional as F
+
+    from torch_ref.model import norm
+
+    seq_len = h.shape[1]
+    flat = h.reshape(seq_len, -1)
+    q, k, v = (F.linear(flat, w.type_as(flat)).view(1, seq_len, attn.num_heads, -1) for w in (attn.q_w, attn.k_w, attn.v_w))
+    v = attn.lambdas[0] * v + attn.lambdas[1] * ve.view_as(v)
+    eps = attn.config.rms_norm_eps
+    return attn.rotary(norm(q, eps)), attn.rotary(norm(k, eps)), v
+
+
+def build_module(part: str, layout: str, shape: Shape, device: str = "cpu", flat: bool = False):
+    """(callable, module, example inputs) of torch_ref's QKV path (CausalSelfAttention.project:
+    q, k, v (1, T, H, Dh); `flat`: project_flat, separate weights only) or block; bf16
+    activations on `device`. The block's attention is torch_ref's for that device: SDPA with a
+    dense (T, T) mask on a CPU, compiled flex attention with the record's BlockMask on CUDA."""
     import torch
 
     from torch_ref import masks as masks_lib
@@ -238,6 +272,10 @@ def build_module(part: str, layout: str, shape: Shape, device: str = "cpu"):
     act = lambda *dims: torch.randn(*dims, generator=generator).bfloat16().to(device)  # noqa: E731
     h, ve = act(1, shape.seq_len, shape.model_dim), act(shape.seq_len, shape.model_dim)
     if part == "qkv":
+        if flat:
+            if layout != "separate":
+                raise ValueError("the flattened-input QKV path has separate weights only")
+            return functools.partial(project_flat, block.attn), block.attn, (h, ve)
         return block.attn.project, block.attn, (h, ve)
     tokens = torch.zeros(shape.seq_len, dtype=torch.int64, device=device)
     tokens[0] = 50256  # one document
@@ -284,7 +322,7 @@ def device_label(device: str) -> str:
 
 
 def compile_program(part: str, mode: str, layout: str, shape: Shape, *, out_dir: Path, device: str = "cpu",
-                    options: dict[str, Any] | None = None, variant: str = "default") -> Compiled:
+                    options: dict[str, Any] | None = None, variant: str = "default", flat: bool = False) -> Compiled:
     """torch.compile one program on `device` (with Inductor config `options`, an ablation named
     `variant`), run it (which compiles) and read Inductor's trace in out_dir/<program>/; returns
     its record, runner and profiler."""
@@ -295,7 +333,7 @@ def compile_program(part: str, mode: str, layout: str, shape: Shape, *, out_dir:
 
     name = program_name(part, mode, layout, shape, variant)
     trace_dir = out_dir / name
-    fn, module, inputs = build_module(part, layout, shape, device)
+    fn, module, inputs = build_module(part, layout, shape, device, flat)
     if mode == "fwdbwd":
         inputs = tuple(x.requires_grad_(True) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
                        for x in inputs)
@@ -328,18 +366,9 @@ def compile_program(part: str, mode: str, layout: str, shape: Shape, *, out_dir:
                 torch.cuda.synchronize()
 
         compile_s, _ = timed(run)
-    graphs = read_trace_dir(trace_dir)
-    record: dict[str, Any] = {
-        "compiler": "inductor", "device": device_label(device), "part": part, "mode": mode, "layout": layout,
-        "shape": asdict(shape), "variant": variant, "inductor_options": options or {},
-        "attention": None if part == "qkv" else ("sdpa" if device == "cpu" else "flex"),
-        "compile_s": compile_s, "flops": flops(fn, module, inputs, mode), **_merge_counts(graphs),
-        "graphs": [{key: g[key] for key in ("graph", "kernels", "generated_kernels", "gemm_kernels", "output_code")}
-                   for g in graphs],
-        "torch_threads": torch.get_num_threads(),
-    }
-    if part != "qkv":
-        del record["kernel_table"]
+    record = inductor_record(part, mode, layout, shape, variant=variant, options=options, trace_dir=trace_dir,
+                             device=device_label(device), compile_s=compile_s, flops=flops(fn, module, inputs, mode))
+    record["torch_threads"] = torch.get_num_threads()
     return Compiled(record, run, lambda trace_dir: profile_kernels(run, trace_dir, cuda=device != "cpu"))
 
 
@@ -365,6 +394,8 @@ def profile_kernels(run, trace_dir: Path, *, cuda: bool, calls: int = 3) -> dict
 
 def run(shapes: list[Shape], *, out_dir: Path, timing: Timing | None, log=print, parts=PARTS, modes=MODES,
         device: str = "cpu", options: dict[str, Any] | None = None, variant: str = "default",
-        profile_dir: Path | None = None) -> list[dict[str, Any]]:
-    compile_one = functools.partial(compile_program, out_dir=out_dir, device=device, options=options, variant=variant)
-    return run_programs(compile_one, shapes, timing=timing, profile_dir=profile_dir, log=log, parts=parts, modes=modes)
+        profile_dir: Path | None = None, layouts=LAYOUTS, flat: bool = False) -> list[dict[str, Any]]:
+    compile_one = functools.partial(compile_program, out_dir=out_dir, device=device, options=options, variant=variant,
+                                    flat=flat)
+    return run_programs(compile_one, shapes, timing=timing, profile_dir=profile_dir, log=log, parts=parts, modes=modes,
+                        layouts=layouts)
