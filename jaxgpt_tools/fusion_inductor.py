@@ -103,68 +103,83 @@ def _pointer_roles(source: str) -> list[str]:
 GEMM_EXTERNS = ("mm", "bmm", "addmm", "baddbmm", "_mm_plus_mm")
 
 
-def launch_table(code: str, input_types: dict[str, tuple[float, float]]) -> list[dict[str, Any]]:
+def launch_table(code: str, input_types: dict[str, tuple[float, float, str]]) -> list[dict[str, Any]]:
     """One row per launch in an Inductor output_code.py's `call`, in order: name; kind (a
     generated kernel's pointwise / reduction / persistent_reduction / template, `extern` for an
     extern call, `fallback` for an aten op); whether it is a GEMM; bytes it reads and writes, each
-    buffer argument whole and once (a `reinterpret_tensor` view as its view). A generated kernel's
-    arguments are read or written by their names in its signature (in_ptr, out_ptr, in_out_ptr);
-    an extern call writes its `out=`; `input_types`: (elements, bytes each) of the graph's inputs."""
+    buffer argument whole and once (a `reinterpret_tensor` view as its view), and those buffers as
+    [elements, dtype] (`reads`, `writes`). A generated kernel's arguments are read or written by
+    their names in its signature (in_ptr, out_ptr, in_out_ptr); an extern call writes its `out=`;
+    `input_types`: (elements, bytes each, dtype) of the graph's inputs and constants."""
     sources = dict(re.findall(r"^(\w+) = async_compile\.\w+\((.*?)^'''", code, re.MULTILINE | re.DOTALL))
     sources.update({name: "" for name in re.findall(r"^(\w+) = async_compile\.\w+\(", code, re.MULTILINE) if name not in sources})
-    sizes: dict[str, tuple[float, float]] = dict(input_types)  # name -> (elements, bytes per element)
+    sizes: dict[str, tuple[float, float, str]] = dict(input_types)  # name -> (elements, bytes per element, dtype)
+    unknown = (0, 0, "")
 
-    def arg_bytes(arg: str) -> float:
+    def buffer(arg: str) -> tuple[float, float, str]:
         view = re.match(r"reinterpret_tensor\((\w+), \(([\d, ]*)\)", arg)
         if view:
-            return _numel(view.group(2)) * sizes.get(view.group(1), (0, 0))[1]
-        count, each = sizes.get(arg.strip(), (0, 0))
-        return count * each
+            _, each, dtype = sizes.get(view.group(1), unknown)
+            return _numel(view.group(2)), each, dtype
+        return sizes.get(arg.strip(), unknown)
+
+    def moved(args) -> tuple[float, list]:
+        found = [buffer(a) for a in dict.fromkeys(args)]
+        found = [b for b in found if b[1]]
+        return sum(n * each for n, each, _ in found), [[n, dtype] for n, _, dtype in found]
 
     rows = []
     for line in _call_body(code):
         alloc = re.match(r"\s*(buf\d+) = empty_strided_\w+\(\(([\d, ]*)\), \([\d, ]*\), torch\.(\w+)\)", line)
         if alloc:
-            sizes[alloc.group(1)] = (_numel(alloc.group(2)), TORCH_BYTES.get(alloc.group(3), 4))
+            sizes[alloc.group(1)] = (_numel(alloc.group(2)), TORCH_BYTES.get(alloc.group(3), 4), alloc.group(3))
             continue
         alias = re.match(r"\s*(buf\d+) = reinterpret_tensor\((\w+), \(([\d, ]*)\)", line)
         if alias:
-            sizes[alias.group(1)] = (_numel(alias.group(3)), sizes.get(alias.group(2), (0, 0))[1])
+            _, each, dtype = sizes.get(alias.group(2), unknown)
+            sizes[alias.group(1)] = (_numel(alias.group(3)), each, dtype)
             continue
         reuse = re.match(r"\s*(buf\d+) = (buf\d+|\w+); del \2\s+# reuse", line)
         if reuse:
-            sizes[reuse.group(1)] = sizes.get(reuse.group(2), (0, 0))
+            sizes[reuse.group(1)] = sizes.get(reuse.group(2), unknown)
             continue
-        call = re.match(r"\s*(?:(buf\d+) = )?(extern_kernels\.\w+|torch\.ops\.\w+\.\w+(?:\.\w+)?|\w+)(?:\.run)?\((.*)", line)
-        if not call:
-            continue
-        result, target, rest = call.groups()
-        args = _split_args(rest)
-        positional = [a for a in args if not re.match(r"\w+=", a)]
-        keywords = dict(a.split("=", 1) for a in args if re.match(r"\w+=", a))
-        if target.startswith("extern_kernels."):
-            kind, name = "extern", target.split(".", 1)[1]
-            read = sum(arg_bytes(a) for a in dict.fromkeys(positional))
-            written = arg_bytes(keywords.get("out", "")) + (arg_bytes(result) if result else 0.0)
-            gemm = name in GEMM_EXTERNS
-        elif target.startswith("torch.ops."):
-            kind, name = "fallback", target[len("torch.ops."):]
-            read, written = sum(arg_bytes(a) for a in dict.fromkeys(positional)), arg_bytes(result) if result else 0.0
-            gemm = bool(re.search(r"\.(mm|bmm|addmm|matmul|linear)\b", name))
-        elif target in sources:
-            kind, name = _kernel_kind(target, sources[target]), target
-            roles = _pointer_roles(sources[target])
-            roles_of = list(zip(positional, roles))
-            read = sum(arg_bytes(a) for a in dict.fromkeys(a for a, role in roles_of if role in ("read", "both")))
-            written = sum(arg_bytes(a) for a in dict.fromkeys(a for a, role in roles_of if role in ("written", "both")))
-            gemm = kind == "template"
-        else:
-            continue
-        rows.append({"name": name, "kind": kind, "gemm": gemm, "read": read, "written": written})
+        row = _launch(line, sources, moved)
+        if row is not None:
+            rows.append(row)
     return rows
 
 
-def read_output_code(code: str, input_types: dict[str, tuple[float, float]]) -> dict[str, Any]:
+def _launch(line: str, sources: dict[str, str], moved) -> dict[str, Any] | None:
+    """The launch row of one line of `call` (None: not a launch); `moved(args)` sizes buffers."""
+    call = re.match(r"\s*(?:(buf\d+) = )?(extern_kernels\.\w+|torch\.ops\.\w+\.\w+(?:\.\w+)?|\w+)(?:\.run)?\((.*)", line)
+    if not call:
+        return None
+    result, target, rest = call.groups()
+    args = _split_args(rest)
+    positional = [a for a in args if not re.match(r"\w+=", a)]
+    keywords = dict(a.split("=", 1) for a in args if re.match(r"\w+=", a))
+    if target.startswith("extern_kernels."):
+        kind, name = "extern", target.split(".", 1)[1]
+        reads, writes = positional, [keywords.get("out", "")] + ([result] if result else [])
+        gemm = name in GEMM_EXTERNS
+    elif target.startswith("torch.ops."):
+        kind, name = "fallback", target[len("torch.ops."):]
+        reads, writes = positional, [result] if result else []
+        gemm = bool(re.search(r"\.(mm|bmm|addmm|matmul|linear|_linear_pointwise)\b", name))
+    elif target in sources:
+        kind, name = _kernel_kind(target, sources[target]), target
+        roles_of = list(zip(positional, _pointer_roles(sources[target])))
+        reads = [a for a, role in roles_of if role in ("read", "both")]
+        writes = [a for a, role in roles_of if role in ("written", "both")]
+        gemm = kind == "template"
+    else:
+        return None
+    (read, read_buffers), (written, written_buffers) = moved(reads), moved([w for w in writes if w])
+    return {"name": name, "kind": kind, "gemm": gemm, "read": read, "written": written,
+            "reads": read_buffers, "writes": written_buffers}
+
+
+def read_output_code(code: str, input_types: dict[str, tuple[float, float, str]]) -> dict[str, Any]:
     """Counts of one Inductor output_code.py, from its launch_table (kept as `launches`):
     generated kernel launches by kind, extern launches, aten fallbacks, GEMMs, and the bytes
     every launch reads and writes once."""
@@ -183,12 +198,18 @@ def read_output_code(code: str, input_types: dict[str, tuple[float, float]]) -> 
     }
 
 
-def input_types(code: str) -> dict[str, tuple[float, float]]:
-    """(elements, bytes per element) of each input of an Inductor graph, from its output code's
-    `get_args()` (`name = rand_strided((sizes), (strides), device=..., dtype=torch.T)`)."""
-    return {name: (_numel(dims), TORCH_BYTES.get(dtype, 4)) for name, dims, dtype in
-            re.findall(r"^\s+(\w+) = rand_strided\(\(([\d, ]*)\), \([\d, ]*\), device='\w+(?::\d+)?', dtype=torch\.(\w+)\)",
-                       code, re.MULTILINE)}
+def input_types(code: str) -> dict[str, tuple[float, float, str]]:
+    """(elements, bytes per element, dtype) of each input of an Inductor graph, from its output
+    code's `get_args()` (`name = rand_strided((sizes), (strides), device=..., dtype=torch.T)`),
+    and of each constant (a frozen parameter: `name = None  # device(...) torch.T (sizes) ...`)."""
+    found = re.findall(r"^\s+(\w+) = rand_strided\(\(([\d, ]*)\), \([\d, ]*\), device='\w+(?::\d+)?', dtype=torch\.(\w+)\)",
+                       code, re.MULTILINE)
+    found += re.findall(r"^(\w+) = None  # device\([^)]*\) torch\.(\w+) \(([\d, ]*)\)", code, re.MULTILINE)
+    out = {}
+    for name, first, second in found:
+        dims, dtype = (first, second) if not first.isidentifier() else (second, first)
+        out[name] = (_numel(dims), TORCH_BYTES.get(dtype, 4), dtype)
+    return out
 
 
 def read_code(code: str) -> dict[str, Any]:

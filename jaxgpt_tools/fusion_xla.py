@@ -23,6 +23,7 @@ import contextlib
 import functools
 import math
 import os
+import re
 import statistics
 import time
 from dataclasses import asdict, dataclass
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 from jaxgpt_tools.fusion_artifacts import stored
-from jaxgpt.hlo import hlo_counts, kernel_table
+from jaxgpt.hlo import hlo_counts, kernel_table, kernels, parse_module
 from jaxgpt_tools.artifacts import repo_relative_paths
 from jaxgpt_tools.timing import timed
 
@@ -123,6 +124,19 @@ def measure(runs: list[Callable[[], Any]], timing: Timing) -> list[dict[str, Any
                     "load_1m": [load_before, load_after], "interleaved_with": len(runs) - 1,
                     "load_limit": load_limit(timing), "idle": max(load_before, load_after) <= load_limit(timing)})
     return out
+
+
+def kernel_rows(hlo: str) -> list[dict[str, Any]]:
+    """jaxgpt.hlo.kernel_table with each kernel's operand types and result type (layouts
+    dropped): what its bytes are made of, e.g. a GEMM reading an f32 copy of h."""
+    module = parse_module(hlo)
+    shapes = module.shapes()
+    bare = lambda shape: re.sub(r"\{[^}]*\}", "", shape)  # noqa: E731
+    rows = kernel_table(hlo)
+    for row, (_, inst, _) in zip(rows, kernels(module)):
+        row["operands"] = [bare(shapes.get(name, "")) for name in dict.fromkeys(inst.operands)]
+        row["result"] = bare(inst.shape)
+    return rows
 
 
 def build_program(part: str, mode: str, layout: str, shape: Shape):
@@ -249,7 +263,7 @@ def compile_program(part: str, mode: str, layout: str, shape: Shape, *, device: 
         "hlo": stored(out_dir / f"{name}.hlo.txt"),
     }
     if part == "qkv":
-        record["kernel_table"] = kernel_table(hlo)
+        record["kernel_table"] = kernel_rows(hlo)
     if device is not None:  # compile only: nothing to run
         return Compiled(record, None, None)
     values = concrete()
