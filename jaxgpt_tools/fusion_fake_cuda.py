@@ -175,17 +175,18 @@ def _patch_inductor(torch) -> None:
 
 def install(shim_dir: Path | None = None) -> dict[str, Any]:
     """Make this process a compile-only H100 for torch and Triton; call before anything touches
-    CUDA (the shim must be loaded before torch counts devices, which it does once). Idempotent;
-    returns what was installed. ValueError on a torch built without CUDA."""
+    CUDA (the shim must be loaded before torch counts devices, which it does once, at the first
+    device query, not at import). Idempotent; returns what was installed. ValueError on a torch
+    built without CUDA, before anything is loaded or patched."""
     if _installed:
         return _installed
-    shim = build_shim(shim_dir)
-    ctypes.CDLL(str(shim), mode=ctypes.RTLD_GLOBAL)  # before torch loads its CUDA runtime
-    import torch
+    import torch  # importing counts no device: the shim still comes first
 
     if torch.version.cuda is None:
         raise ValueError(f"torch {torch.__version__} has no CUDA support: Inductor's H100 code needs a CUDA build "
                          "(make torch-cuda)")
+    shim = build_shim(shim_dir)
+    ctypes.CDLL(str(shim), mode=ctypes.RTLD_GLOBAL)  # before torch's CUDA runtime counts devices
     _patch_torch_cuda(torch)
     _patch_triton(torch)
     _patch_inductor(torch)
