@@ -128,7 +128,8 @@ def launch_table(code: str, input_types: dict[str, tuple[float, float, str]]) ->
         found = [b for b in found if b[1]]
         return sum(n * each for n, each, _ in found), [[n, dtype] for n, _, dtype in found]
 
-    rows = []
+    rows: list[dict[str, Any]] = []
+    pending: dict[str, dict[str, Any]] = {}  # fallback results not yet sized
     for line in _call_body(code):
         alloc = re.match(r"\s*(buf\d+) = empty_strided_\w+\(\(([\d, ]*)\), \([\d, ]*\), torch\.(\w+)\)", line)
         if alloc:
@@ -143,10 +144,29 @@ def launch_table(code: str, input_types: dict[str, tuple[float, float, str]]) ->
         if reuse:
             sizes[reuse.group(1)] = sizes.get(reuse.group(2), unknown)
             continue
+        plain = re.match(r"\s*(buf\d+) = (buf\d+)\s*$", line)
+        if plain and plain.group(2) in pending:  # a fallback's result under another name
+            pending[plain.group(1)] = pending[plain.group(2)]
+            continue
+        checked = re.match(r"\s*assert_size_stride\((buf\d+), \(([\d, ]*)\)", line)
+        if checked and checked.group(1) in pending and checked.group(1) not in sizes:
+            _size_result(pending.pop(checked.group(1)), checked.group(1), _numel(checked.group(2)), sizes)
+            continue
         row = _launch(line, sources, moved)
         if row is not None:
             rows.append(row)
+            result = re.match(r"\s*(buf\d+) = torch\.ops\.", line)
+            if result and result.group(1) not in sizes:  # an aten fallback's result: sized by its assert
+                pending[result.group(1)] = row
     return rows
+
+
+def _size_result(row: dict[str, Any], name: str, numel: int, sizes: dict[str, tuple[float, float, str]]) -> None:
+    """An aten fallback's result, sized by the assert_size_stride after it, in its first input's dtype."""
+    dtype = row["reads"][0][1] if row["reads"] else "float32"
+    sizes[name] = (numel, TORCH_BYTES.get(dtype, 4), dtype)
+    row["written"] += numel * TORCH_BYTES.get(dtype, 4)
+    row["writes"].append([numel, dtype])
 
 
 def _launch(line: str, sources: dict[str, str], moved) -> dict[str, Any] | None:
@@ -360,9 +380,10 @@ def compile_program(part: str, mode: str, layout: str, shape: Shape, *, out_dir:
                        for x in inputs)
     generator = torch.Generator().manual_seed(1)
     cotangents: list = []
-    if layout == LAYOUTS[0]:
+    if layout == LAYOUTS[0] or variant != "default":
         # A fresh start per pair of layouts (both stay compiled, to be timed interleaved); the other
-        # layout's module is a new instance, so it compiles anew rather than hitting this cache.
+        # layout's module is a new instance, so it compiles anew rather than hitting this cache. An
+        # ablation (untimed, one layout) starts afresh too: Dynamo would reuse the default's graph.
         torch._dynamo.reset()
     # No cache hits: a graph loaded from Inductor's or AOTAutograd's cache writes no trace.
     no_cache = {"fx_graph_cache": False, "fx_graph_remote_cache": False}

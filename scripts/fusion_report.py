@@ -1,20 +1,16 @@
 """The fusion study: how XLA and TorchInductor fuse the record's merged-QKV path, and what merging buys.
 
     python scripts/fusion_report.py --quick          # the QKV path, small shape, this CPU, both compilers (minutes)
-    python scripts/fusion_report.py --write-docs     # the study (make fusion): small + the record's width (T 2048) on
-                                                     #   this CPU, both compilers' H100 code compiled without a GPU at
-                                                     #   T 256 and 65,536, XLA's dot-merger sweep -> artifacts/fusion/,
-                                                     #   docs/FUSION.md
+    python scripts/fusion_report.py --write-docs     # the study (make fusion): this CPU at T 256 and 2,048, both
+                                                     #   compilers' H100 code compiled without a GPU at T 256 and 65,536,
+                                                     #   XLA's dot-merger sweep -> artifacts/fusion/, docs/FUSION.md
     python scripts/fusion_report.py --device cuda --shapes small,record_gpu --profile-shapes small,record_gpu \
         --no-gpu-aot --out runs/fusion-gpu           # on a GPU machine: both compilers on its GPU, timed per kernel
     python scripts/fusion_report.py --from-results artifacts/fusion runs/fusion-gpu --write-docs
                                                      # compile nothing: the page from earlier runs' results
 
-Prints one JSON object (a row per program); progress on stderr. Programs and counts: jaxgpt_tools/
-fusion_xla.py, fusion_inductor.py. The H100 legs need their venvs: XLA's the jax CUDA plugin's
-(--gpu-python; `make gpu-aot`'s .venv-gpu-aot, or $JAXGPT_GPU_PYTHON), Inductor's a CUDA torch's
-(--torch-cuda-python; `make torch-cuda`'s .venv-torch-cuda, or $JAXGPT_TORCH_CUDA_PYTHON); each
-says why not where it is absent.
+Prints one JSON object (a row per program); progress on stderr. The H100 legs need their venvs
+(`make gpu-aot`, `make torch-cuda`; or $JAXGPT_GPU_PYTHON, $JAXGPT_TORCH_CUDA_PYTHON) and say why not without.
 """
 
 from __future__ import annotations
@@ -28,7 +24,6 @@ from pathlib import Path
 from jaxgpt_tools.fusion_report import REPO_ROOT, check_request, load_results, run_study, study_threads, write_outputs
 from jaxgpt_tools.fusion_xla import MODES, PARTS, SHAPES, Timing
 
-# The venv `make gpu-plan` builds (jax with its CUDA plugin), unless the environment names another.
 DEFAULT_GPU_PYTHON = os.environ.get("JAXGPT_GPU_PYTHON", str(REPO_ROOT / ".venv-gpu-aot" / "bin" / "python"))
 DEFAULT_TORCH_CUDA_PYTHON = os.environ.get("JAXGPT_TORCH_CUDA_PYTHON", str(REPO_ROOT / ".venv-torch-cuda" / "bin" / "python"))
 
@@ -49,19 +44,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--gpu-python", default=DEFAULT_GPU_PYTHON, help="python of the venv with the jax CUDA plugin")
     parser.add_argument("--torch-cuda-python", default=DEFAULT_TORCH_CUDA_PYTHON, help="python of the CUDA-torch venv")
     parser.add_argument("--gpu-shapes", default="small,record_gpu", help="shapes for the H100 compiles (the ablation: the last)")
-    parser.add_argument("--time-s", type=float, default=None,
-                        help="seconds of timed calls per program, at least 5 calls (default 3, --quick 0.5; 0: no timing)")
+    parser.add_argument("--time-s", type=float, default=None, help="seconds of timed calls per program (3, --quick 0.5; 0: none)")
     parser.add_argument("--idle-wait-s", type=float, default=None,
                         help="seconds to wait for an idle machine before each timed pair (default 120, --quick 0)")
     parser.add_argument("--threads", type=int, default=1,
                         help="cores this process is pinned to, so XLA's pool and torch's threads are equal (default 1)")
-    parser.add_argument("--profile-shapes", default="record_cpu",
-                        help="shapes whose block programs are also profiled per kernel (comma-separated, or none)")
+    parser.add_argument("--profile-shapes", default="record_cpu", help="shapes also profiled per kernel (or none)")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "runs" / "fusion", help="artifact root (per device below it)")
     parser.add_argument("--write-docs", action="store_true", help="write artifacts/fusion/ and docs/FUSION.md")
     parser.add_argument("--from-results", type=Path, nargs="+", default=None, metavar="DIR",
-                        help="compile nothing: the page from every results.json under each DIR, later DIRs' "
-                             "programs replacing earlier ones' (artifacts/fusion holds the committed ones)")
+                        help="compile nothing: the page from every results.json under each DIR (later DIRs win)")
     parser.add_argument("--docs-dir", type=Path, default=REPO_ROOT / "docs", help=argparse.SUPPRESS)
     parser.add_argument("--artifacts-dir", type=Path, default=REPO_ROOT / "artifacts" / "fusion", help=argparse.SUPPRESS)
     return parser
@@ -69,17 +61,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    argv_text = " ".join(sys.argv[1:] if argv is None else argv)
+    command = "python scripts/fusion_report.py " + " ".join(sys.argv[1:] if argv is None else argv)
     if args.from_results is not None:
         try:
             study = load_results(args.from_results)
         except (ValueError, OSError) as err:
             raise SystemExit(f"fusion_report.py: {err}") from None
-        write_outputs(study, docs_dir=args.docs_dir, artifacts_dir=args.artifacts_dir,
-                      command=f"python scripts/fusion_report.py {argv_text}")
+        write_outputs(study, docs_dir=args.docs_dir, artifacts_dir=args.artifacts_dir, command=command)
         return 0
-    shapes = args.shapes.split(",") if args.shapes else (["small"] if args.quick else ["small", "record_cpu"])
-    gpu_shapes = args.gpu_shapes.split(",")
+    shapes, gpu_shapes = args.shapes.split(",") if args.shapes else (["small"] if args.quick else ["small", "record_cpu"]), \
+        args.gpu_shapes.split(",")
     compilers = [] if args.compilers == "none" else [c.strip() for c in args.compilers.split(",") if c.strip()]
     parts = args.parts.split(",") if args.parts else (["qkv"] if args.quick else list(PARTS))
     modes = args.modes.split(",")
@@ -91,17 +82,16 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["JAX_PLATFORMS"] = "cpu"  # before jax starts: XLA's CPU, even on a GPU machine
     else:  # jax and torch share the GPU: no preallocation of most of its memory by jax
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    time_s = args.time_s if args.time_s is not None else (0.5 if args.quick else 3.0)
+    time_s, wait = (args.time_s if args.time_s is not None else (0.5 if args.quick else 3.0),
+                    args.idle_wait_s if args.idle_wait_s is not None else (0.0 if args.quick else 120.0))
     profile = () if args.quick or args.profile_shapes == "none" else tuple(args.profile_shapes.split(","))
-    wait = args.idle_wait_s if args.idle_wait_s is not None else (0.0 if args.quick else 120.0)
     with study_threads(args.threads, torch_too="inductor" in compilers) as cores:
         result = run_study(device=args.device, shapes=shapes, compilers=compilers, parts=parts, modes=modes,
                            timing=Timing(target_s=time_s, idle_wait_s=wait) if time_s > 0 else None, threads=args.threads,
                            cores=cores, gpu=args.gpu_aot if args.gpu_aot is not None else not args.quick,
                            gpu_python=args.gpu_python, torch_cuda_python=args.torch_cuda_python, gpu_shapes=gpu_shapes,
                            ablation=not args.quick, sweep=args.sweep and not args.quick, profile_shapes=profile, out=args.out,
-                           write_docs=args.write_docs, docs_dir=args.docs_dir, artifacts_dir=args.artifacts_dir,
-                           command=f"python scripts/fusion_report.py {argv_text}")
+                           write_docs=args.write_docs, docs_dir=args.docs_dir, artifacts_dir=args.artifacts_dir, command=command)
     print(json.dumps(result))
     return 0
 
