@@ -82,10 +82,10 @@ $(TORCH_CUDA_STAMP): pyproject.toml
 
 torch-cuda: $(TORCH_CUDA_STAMP)
 
-# The fusion study (docs/FUSION.md, artifacts/fusion/): everything that runs on this machine, the
-# H100 compile-only legs included where their venvs exist (`make gpu-aot torch-cuda` builds them).
+# The fusion study (docs/FUSION.md, artifacts/fusion/): everything that runs on this machine,
+# both compilers' H100 code compiled without a GPU included (their venvs are built first).
 FUSION_ARGS ?= --write-docs
-fusion: $(VENV)/.installed
+fusion: $(VENV)/.installed $(GPU_STAMP) $(TORCH_CUDA_STAMP)
 	$(PY) scripts/fusion_report.py $(FUSION_ARGS)
 
 fusion-quick: $(VENV)/.installed

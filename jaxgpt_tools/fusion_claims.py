@@ -246,8 +246,9 @@ def _bytes_answer(programs) -> Claim:
              for t, p in programs.items()]
     more = all(p[f"{m}_separate"]["kernel_traffic_bytes"] > p[f"{m}_merged"]["kernel_traffic_bytes"]
                for p in programs.values() for m in MODE_NAMES)
-    text = (f"Separate moves {'more' if more else 'more or fewer'} bytes than merged (every kernel reading its operands and "
-            f"writing its results once), forward / forward+backward: " + "; ".join(parts) + ".")
+    text = (f"Separate moves {'more bytes than merged on every target' if more else 'more or fewer bytes than merged'} "
+            f"(every kernel reading its operands and writing its results once), forward / forward+backward: "
+            + "; ".join(parts) + ".")
     return Claim("answer.bytes", text, lambda: all(abs(_moved(p[k]) - p[k]["kernel_traffic_bytes"]) < 1
                                                    for p in programs.values() for k in p))
 
@@ -387,7 +388,7 @@ def _cpu_run_text(run: dict[str, Any], mine: list[dict[str, Any]]) -> str:
             f"{env.get('commit', 'unknown')} with {versions}, on {env.get('cpu_model', 'an unnamed CPU')} "
             f"({env.get('cpu_count')} cores; vector ISA {' '.join(env.get('isa', [])) or 'unknown'}; torch's CPU capability "
             f"{flags.get('torch_cpu_capability', 'unknown')}); non-default compiler settings: XLA_FLAGS "
-            f"`{flags.get('XLA_FLAGS') or '(unset)'}`, Inductor and AOTAutograd "
+            f"`{flags.get('XLA_FLAGS') or '(unset)'}` (JAX_PLATFORMS `{flags.get('JAX_PLATFORMS') or '(unset)'}`), Inductor and AOTAutograd "
             + ", ".join(f"`{k}={v}`" for k, v in flags.get("inductor_cpu", {}).items()))
     times = [r["time"] for r in mine if r.get("time")]
     if not times:

@@ -243,11 +243,15 @@ def plot_sweep(sweep: list[dict[str, Any]], path: Path) -> None:
             name = f"{layout}, {'default' if threshold is None else f'{threshold} MiB'}, {MODE_NAMES[mode]}"
             top.plot([p[0] for p in pts], [p[1] + 0.04 * i for p in pts], style, marker="o", ms=3, color=f"C{i}", label=name)
             bottom.plot([p[0] for p in pts], [p[2] for p in pts], style, marker="o", ms=3, color=f"C{i}")
-    for mb_value in sorted({r["threshold_mb"] for r in sweep if r["threshold_mb"]}):
-        crossing = fusion_sweep.switch_point(sweep, mb_value)["crossing_T"]
+    fit, guess = fusion_sweep.dot_bytes_fit(sweep), fusion_sweep.default_threshold(sweep)
+    lines = {mb_value: f"{mb_value} MiB" for mb_value in {r["threshold_mb"] for r in sweep if r["threshold_mb"]}}
+    if len(guess) == 1:
+        lines[guess[0]] = f"{guess[0]} MiB (the default's)"
+    for mb_value, name in sorted(lines.items()):
+        crossing = (mb_value * 2**20 - fit["fixed_bytes"]) / fit["bytes_per_token"]
         for ax in (top, bottom):
             ax.axvline(crossing, color="grey", linewidth=0.6, linestyle=":")
-        top.text(crossing, 9.3, f" rule: {mb_value} MiB at T {crossing:,.0f}", fontsize=6, rotation=90, va="top")
+        top.text(crossing, 9.3, f" rule: {name} at T {crossing:,.0f}", fontsize=6, rotation=90, va="top")
     top.set_ylabel("GEMMs per call (offset per series)", fontsize=8)
     bottom.set_ylabel("MB moved per call", fontsize=8)
     bottom.set_yscale("log")
@@ -293,7 +297,7 @@ def plot(records: list[dict[str, Any]], path: Path) -> None:
                 for m, mode in enumerate(MODE_NAMES):
                     center = g * 2 + m
                     ticks.append(center)
-                    tick_labels.append(f"{label(*group)}\n{MODE_NAMES[mode]}".replace(" (compiled without a GPU, no autotuning)", "\n(no GPU, no autotuning)"))
+                    tick_labels.append(f"{label(*group)}\n{MODE_NAMES[mode]}".replace(" (compiled without a GPU, no autotuning)", "\n(compiled without a GPU,\nno autotuning)"))
                     for i, (compiler, device, layout, variant) in enumerate(members):
                         row = find(table, compiler=compiler, device=device, mode=mode, layout=layout, shape=shape, variant=variant)
                         height = value(row) if row else None

@@ -378,25 +378,46 @@ def sweep_claims(sweep: list[dict[str, Any]]) -> list[Claim]:
     return [Claim("sweep.rule", text, check)]
 
 
+def wgrad_bytes(dots: list[dict[str, Any]], seq_len: int, dim: int) -> list[float]:
+    """The dot-merger weight of each weight-gradient dot of a forward+backward program: two bf16
+    operands of T*D elements (the output gradient and h) and a (D, D) bf16 result, as XLA leaves
+    it where it does not split the dot over T (after the pass, at larger T, it writes f32
+    partials per split instead)."""
+    out = []
+    for d in dots:
+        dtype, count = elements(d["result"])
+        operand_counts = [elements(t)[1] for t in d["operands"]]
+        if count % (dim * dim) == 0 and operand_counts == [seq_len * dim] * 2:
+            out.append(2 * dim * dim + sum(2 * n for n in operand_counts))
+    return out
+
+
 def sweep_backward(sweep: list[dict[str, Any]]) -> list[Claim]:
     """Forward+backward under the default threshold: which GEMMs merge up to which T."""
+    from jaxgpt_tools import fusion_sweep
+
     bwd = sorted((r for r in sweep if r["mode"] == "fwdbwd" and r["layout"] == "separate" and r["threshold_mb"] is None),
                  key=lambda r: r["T"])
     unmerged = {r["T"]: r for r in sweep if r["mode"] == "fwdbwd" and r["layout"] == "separate" and r["threshold_mb"] == 0}
-    if not bwd or not unmerged:
+    guess = fusion_sweep.default_threshold(sweep) if any(r["threshold_mb"] == 0 and r["mode"] == "fwd" for r in sweep) else []
+    if not bwd or not unmerged or len(guess) != 1:
         return []
     fewer = [r["T"] for r in bwd if r["gemm_kernels"] < unmerged[r["T"]]["gemm_kernels"]]
     same = [r["T"] for r in bwd if r["gemm_kernels"] == unmerged[r["T"]]["gemm_kernels"]]
-    largest = max(unmerged)
     dim = bwd[0]["D"]
-    wgrad = [d for d in unmerged[largest]["dots"] if elements(d["result"])[1] == dim * dim]
-    text = (f"Forward+backward, the default threshold takes separate from {unmerged[largest]['gemm_kernels']} GEMMs to "
-            f"{min(r['gemm_kernels'] for r in bwd)} up to T {max(fewer, default=0):,} (the forward's three projections and "
-            f"the three weight-gradient GEMMs, which share h too, each merged into one) and leaves "
-            f"{unmerged[largest]['gemm_kernels']} from T {min(same, default=0):,}; a weight-gradient dot weighs "
-            f"{_mb(wgrad[0]['bytes']) if wgrad else 'n/a'} at T {largest:,}.")
-    return [Claim("sweep.backward", text, lambda b=bwd, u=unmerged: all(
-        (r["gemm_kernels"] < u[r["T"]]["gemm_kernels"]) == (r["T"] in fewer) for r in b) and bool(wgrad))]
+    weights = {t: wgrad_bytes(r["dots"], t, dim) for t, r in unmerged.items()}
+    last, first = max(fewer, default=0), min(same, default=0)
+    text = (f"Forward+backward, the default takes separate from {unmerged[bwd[0]['T']]['gemm_kernels']} GEMMs to "
+            f"{min(r['gemm_kernels'] for r in bwd)} up to T {last:,} and leaves all {unmerged[first]['gemm_kernels'] if first else 0} "
+            f"from T {first:,}: the three weight-gradient dots share h too and merge into one by the same rule, each "
+            f"weighing its two bf16 (T, D) operands and its bf16 (D, D) result, "
+            + (f"{_mb(weights[last][0])} at T {last:,} and {_mb(weights[first][0])} at T {first:,}" if weights.get(last) and weights.get(first) else "")
+            + f" (the threshold: {guess[0]} MiB); the three input-gradient dots share no operand and stay apart.")
+
+    def check(bwd=bwd, weights=weights, mb=guess[0]):
+        """The rule on the weight-gradient dots' own bytes predicts which T merged."""
+        return all(len(weights[r["T"]]) == 3 and (r["T"] in fewer) == (weights[r["T"]][0] <= mb * 2**20) for r in bwd)
+    return [Claim("sweep.backward", text, check)]
 
 
 def reasons(records: list[dict[str, Any]]) -> list[Claim]:

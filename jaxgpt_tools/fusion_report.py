@@ -127,7 +127,8 @@ def environment() -> dict[str, Any]:
         except metadata.PackageNotFoundError:
             pass
     isa = sorted(flag for flag in cpu_flags() if flag.startswith(ISA_PREFIXES))
-    flags = {"XLA_FLAGS": os.environ.get("XLA_FLAGS", ""), "inductor_cpu": INDUCTOR_CPU_CONFIG}
+    flags = {"XLA_FLAGS": os.environ.get("XLA_FLAGS", ""), "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", ""),
+             "inductor_cpu": INDUCTOR_CPU_CONFIG}
     with contextlib.suppress(ImportError):
         import torch
 
@@ -257,8 +258,8 @@ def compile_only(*, gpu_python: str, torch_cuda_python: str, shapes: list[str], 
         run["environment"] = {**env, "versions": done["versions"], "compiler_flags": {
             "XLA_FLAGS": "", **({"inductor_compile_only": done["records"][0].get("compile_config", {})} if done["records"] else {})}}
         if compiler == "inductor":
-            run["not_compiled"] = {"block": "flex attention builds its BlockMask by running kernels on the device",
-                                   "freezing_concat_linear": FREEZING_ON_GPU}
+            run["not_compiled"] = {"block": "torch_ref's block builds its flex-attention BlockMask by running on the "
+                                            "device; not attempted without a GPU", "freezing_concat_linear": FREEZING_ON_GPU}
         study["runs"].append(run)
         study["records"] += done["records"]
         study["sweep"] += done.get("sweep", [])
