@@ -75,6 +75,20 @@ def build_shim(folder: Path | None = None) -> Path:
     return out
 
 
+def torch_cuda_version() -> str | None:
+    """The CUDA version the installed torch was built for (torch/version.py's `cuda`), read
+    without importing torch; None for a CPU build or no torch."""
+    import importlib.util
+    import re
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    text = (Path(list(spec.submodule_search_locations)[0]) / "version.py").read_text()
+    found = re.search(r"^cuda(?:: [^=]+)? = '([^']+)'", text, re.MULTILINE)
+    return found.group(1) if found else None
+
+
 def _patch_torch_cuda(torch) -> None:
     """torch.cuda's device queries (and Dynamo's CudaInterface, which copied them at import)
     answer for one H100; nothing initialises the CUDA runtime."""
@@ -177,18 +191,19 @@ def install(shim_dir: Path | None = None) -> dict[str, Any]:
     """Make this process a compile-only H100 for torch and Triton; call before anything touches
     CUDA (the shim must be loaded before torch counts devices, which it does once, at the first
     device query, not at import). Idempotent; returns what was installed. ValueError on a torch
-    built without CUDA, before anything is loaded or patched."""
+    built without CUDA (or none), before anything is loaded or patched."""
     if _installed:
         return _installed
-    import torch  # importing counts no device: the shim still comes first
-
-    if torch.version.cuda is None:
-        raise ValueError(f"torch {torch.__version__} has no CUDA support: Inductor's H100 code needs a CUDA build "
-                         "(make torch-cuda)")
+    cuda = torch_cuda_version()
+    if cuda is None:
+        raise ValueError("this torch has no CUDA support: Inductor's H100 code needs a CUDA build (make torch-cuda)")
     shim = build_shim(shim_dir)
-    ctypes.CDLL(str(shim), mode=ctypes.RTLD_GLOBAL)  # before torch's CUDA runtime counts devices
+    # Before torch is imported: torch puts its CUDA runtime in the global symbol scope, and the
+    # first library there that defines cudaGetDeviceCount answers torch's calls.
+    ctypes.CDLL(str(shim), mode=ctypes.RTLD_GLOBAL)
+    import torch
     _patch_torch_cuda(torch)
     _patch_triton(torch)
     _patch_inductor(torch)
-    _installed.update({"shim": str(shim), "torch": torch.__version__, "cuda": torch.version.cuda, "device": H100["name"]})
+    _installed.update({"shim": str(shim), "torch": torch.__version__, "cuda": cuda, "device": H100["name"]})
     return _installed

@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--gpu-shapes", default="small,record_gpu", help="shapes for the H100 compiles (the ablation: the last)")
     parser.add_argument("--time-s", type=float, default=None, help="seconds of timed calls per program (3, --quick 0.5; 0: none)")
     parser.add_argument("--idle-wait-s", type=float, default=None,
-                        help="seconds to wait for an idle machine before each timed pair (default 120, --quick 0)")
+                        help="seconds to wait for an idle machine before each timed pair (default 60, --quick 0)")
     parser.add_argument("--threads", type=int, default=1,
                         help="cores this process is pinned to, so XLA's pool and torch's threads are equal (default 1)")
     parser.add_argument("--profile-shapes", default="record_cpu", help="shapes also profiled per kernel (or none)")
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     else:  # jax and torch share the GPU: no preallocation of most of its memory by jax
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     time_s, wait = (args.time_s if args.time_s is not None else (0.5 if args.quick else 3.0),
-                    args.idle_wait_s if args.idle_wait_s is not None else (0.0 if args.quick else 120.0))
+                    args.idle_wait_s if args.idle_wait_s is not None else (0.0 if args.quick else 60.0))
     profile = () if args.quick or args.profile_shapes == "none" else tuple(args.profile_shapes.split(","))
     with study_threads(args.threads, torch_too="inductor" in compilers) as cores:
         result = run_study(device=args.device, shapes=shapes, compilers=compilers, parts=parts, modes=modes,

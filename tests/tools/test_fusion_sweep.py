@@ -63,10 +63,11 @@ def test_a_missing_venv_is_a_skip_with_its_reason(tmp_path):
 
 def test_fake_cuda_refuses_a_cpu_torch():
     torch = pytest.importorskip("torch")
-    if torch.version.cuda is not None:
-        pytest.skip("this torch has CUDA support")
     from jaxgpt_tools import fusion_fake_cuda
 
+    assert fusion_fake_cuda.torch_cuda_version() == torch.version.cuda  # read without importing torch
+    if torch.version.cuda is not None:
+        pytest.skip("this torch has CUDA support")
     with pytest.raises(ValueError, match="no CUDA support"):
         fusion_fake_cuda.install()
 
