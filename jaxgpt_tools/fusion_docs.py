@@ -282,7 +282,10 @@ def plot(records: list[dict[str, Any]], path: Path) -> None:
     if any(r["time"] and r["time"].get("idle") for r in table):
         metrics.append(("time", "ms per call, idle (median, IQR)",
                         lambda r: r["time"]["median_ms"] if r["time"] and r["time"].get("idle") else None))
-    fig, axes = plt.subplots(len(metrics), len(shapes), figsize=(4.6 * len(shapes), 2.9 * len(metrics)), squeeze=False)
+    # Each shape's panel as wide as its compiler groups need (two modes each), so labels do not overlap.
+    widths = [max(2, 2 * len(columns(table, shape))) for shape in shapes]
+    fig, axes = plt.subplots(len(metrics), len(shapes), figsize=(1.3 * sum(widths) + 1, 3.2 * len(metrics)), squeeze=False,
+                             gridspec_kw={"width_ratios": widths})
     for col, shape in enumerate(shapes):
         series = [(c, d, layout, "default") for c, d in columns(table, shape) for layout in LAYOUTS]
         series += sorted({(r["compiler"], r["device"], r["layout"], r["variant"]) for r in table
@@ -315,7 +318,7 @@ def plot(records: list[dict[str, Any]], path: Path) -> None:
                 ax.set_yticks([])
                 ax.text(0.5, 0.5, "not timed: compiled without a GPU", transform=ax.transAxes, ha="center", fontsize=8)
             ax.set_xticks(ticks)
-            ax.set_xticklabels(tick_labels, fontsize=6)
+            ax.set_xticklabels(tick_labels, fontsize=5.5)
             ax.set_ylabel(ylabel, fontsize=8)
             ax.grid(axis="y", alpha=0.3)
             if row_index == 0:
@@ -325,7 +328,7 @@ def plot(records: list[dict[str, Any]], path: Path) -> None:
             handles, names = ax.get_legend_handles_labels()
             if handles:
                 unique = dict(zip(names, handles))
-                ax.legend(unique.values(), unique.keys(), fontsize=6)
+                ax.legend(unique.values(), unique.keys(), fontsize=5, framealpha=0.6)
     fig.suptitle("The QKV path merged vs separate: CPU compiled here (idle times only); H100 compiled without a GPU, no autotuning",
                  fontsize=9)
     fig.tight_layout()
