@@ -10,6 +10,7 @@ Paths in them are repository-relative.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,12 @@ def stored(path: Path) -> str:
     results name no machine's folders), else as it is (a temporary folder of a test)."""
     path = Path(path).resolve()
     return path.relative_to(REPO_ROOT).as_posix() if path.is_relative_to(REPO_ROOT) else str(path)
+
+
+def scrubbed(text: str) -> str:
+    """A program text as committed: repository-relative paths, and Inductor's kernel cache
+    (`# kernel path: <temp dir>/torchinductor_<user>/...` in Triton output code) named, not located."""
+    return re.sub(r"(/[^/\s]+)+/torchinductor_\w+/", "<inductor cache>/", repo_relative_paths(text))
 
 
 def _resolve(path: str) -> Path:
@@ -80,7 +87,7 @@ def curate(study: dict[str, Any], dest: Path, command: str) -> dict[str, Any]:
         for name, source in program_files(record):
             for candidate in (source, curated / name):
                 if candidate.exists():
-                    texts[name] = repo_relative_paths(candidate.read_text())
+                    texts[name] = scrubbed(candidate.read_text())
                     names.append(name)
                     break
         record["files"] = names

@@ -36,7 +36,7 @@ async_compile = AsyncCompile()
 empty_strided_p2p = torch._C._distributed_c10d._SymmetricMemory.empty_strided_p2p
 
 
-# kernel path: /tmp/torchinductor_root/o4/co4nsfz2n7depnlx6v6pt3gxnq6pvzyxv4fdk6g6ziy7jyccbobd.py
+# kernel path: <inductor cache>/o4/co4nsfz2n7depnlx6v6pt3gxnq6pvzyxv4fdk6g6ziy7jyccbobd.py
 # Topologically Sorted Source Nodes: [flatten, type_as], Original ATen: [aten.view, aten._to_copy]
 # Source node to ATen node mapping:
 #   flatten => view
@@ -75,7 +75,7 @@ def triton_poi_fused__to_copy_view_0(in_ptr0, out_ptr0, xnumel, XBLOCK : tl.cons
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/torchinductor_root/zw/czwoefj64f4m6bpmnfl2wicl2csltankkuog62uzvgwgvgiczwfj.py
+# kernel path: <inductor cache>/zw/czwoefj64f4m6bpmnfl2wicl2csltankkuog62uzvgwgvgiczwfj.py
 # Topologically Sorted Source Nodes: [qkv, view, chunk, rms_norm, to_2, chunk_1, rms_norm_1, to_5, chunk_2, getitem_5, mul_2, getitem_6, mul_3, y1, mul_4, mul_5, y2, cat, type_as_1, getitem_9, mul_6, getitem_10, mul_7, y1_1, mul_8, mul_9, y2_1, cat_1, type_as_2], Original ATen: [aten._unsafe_view, aten.view, aten.split, aten._fused_rms_norm, aten._to_copy, aten.unsqueeze, aten.mul, aten.add, aten.sub, aten.cat]
 # Source node to ATen node mapping:
 #   cat => cat
@@ -305,7 +305,7 @@ def triton_per_fused__fused_rms_norm__to_copy__unsafe_view_add_cat_mul_split_sub
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/torchinductor_root/yd/cydegxdibj4e7pfqdtexikqu3svzhmbwffdal3jqhdvrc7kxee6h.py
+# kernel path: <inductor cache>/yd/cydegxdibj4e7pfqdtexikqu3svzhmbwffdal3jqhdvrc7kxee6h.py
 # Topologically Sorted Source Nodes: [qkv, view, chunk, getitem_3, mul, getitem_4, view_as, mul_1, v_1], Original ATen: [aten._unsafe_view, aten.view, aten.split, aten.select, aten.mul, aten.add]
 # Source node to ATen node mapping:
 #   chunk => split

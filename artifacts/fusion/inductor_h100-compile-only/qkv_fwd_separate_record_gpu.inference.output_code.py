@@ -36,7 +36,7 @@ async_compile = AsyncCompile()
 empty_strided_p2p = torch._C._distributed_c10d._SymmetricMemory.empty_strided_p2p
 
 
-# kernel path: /tmp/torchinductor_root/br/cbr6epufnoesnv2jmgv6nqpg7cklewcjhjhkpsmym4kfzucz2lwa.py
+# kernel path: <inductor cache>/br/cbr6epufnoesnv2jmgv6nqpg7cklewcjhjhkpsmym4kfzucz2lwa.py
 # Topologically Sorted Source Nodes: [type_as], Original ATen: [aten._to_copy]
 # Source node to ATen node mapping:
 #   type_as => convert_element_type
@@ -73,7 +73,7 @@ def triton_poi_fused__to_copy_0(in_ptr0, out_ptr0, xnumel, XBLOCK : tl.constexpr
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/torchinductor_root/wa/cwaqq4sbwaekxq5nqaskfgou3espjxkndl3learx3mgw4drgcdco.py
+# kernel path: <inductor cache>/wa/cwaqq4sbwaekxq5nqaskfgou3espjxkndl3learx3mgw4drgcdco.py
 # Topologically Sorted Source Nodes: [linear, q, rms_norm, to_2, chunk, linear_1, k, rms_norm_1, to_5, chunk_1, getitem_2, mul_2, getitem_3, mul_3, y1, mul_4, mul_5, y2, cat, type_as_3, getitem_6, mul_6, getitem_7, mul_7, y1_1, mul_8, mul_9, y2_1, cat_1, type_as_4], Original ATen: [aten._unsafe_view, aten.view, aten._fused_rms_norm, aten._to_copy, aten.split, aten.unsqueeze, aten.mul, aten.add, aten.sub, aten.cat]
 # Source node to ATen node mapping:
 #   cat => cat
@@ -305,7 +305,7 @@ def triton_per_fused__fused_rms_norm__to_copy__unsafe_view_add_cat_mul_split_sub
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/torchinductor_root/7i/c7ibwdiaedtp2oqmorvvozvsj5txuiisrf6ll76caqcbkzwb3rzq.py
+# kernel path: <inductor cache>/7i/c7ibwdiaedtp2oqmorvvozvsj5txuiisrf6ll76caqcbkzwb3rzq.py
 # Topologically Sorted Source Nodes: [getitem, linear_2, v, mul, getitem_1, view_as, mul_1, v_1], Original ATen: [aten.select, aten._unsafe_view, aten.view, aten.mul, aten.add]
 # Source node to ATen node mapping:
 #   getitem => select

@@ -36,7 +36,7 @@ async_compile = AsyncCompile()
 empty_strided_p2p = torch._C._distributed_c10d._SymmetricMemory.empty_strided_p2p
 
 
-# kernel path: /tmp/torchinductor_root/zy/czy2d4nik6phv4ibvrti6l6thnv7facb2hgw2zvuujtwqlecvwqp.py
+# kernel path: <inductor cache>/zy/czy2d4nik6phv4ibvrti6l6thnv7facb2hgw2zvuujtwqlecvwqp.py
 # Topologically Sorted Source Nodes: [type_as, type_as_1, type_as_2, cat_2], Original ATen: [aten._to_copy, aten.cat]
 # Source node to ATen node mapping:
 #   cat_2 => cat
@@ -109,7 +109,7 @@ def triton_poi_fused__to_copy_cat_0(in_ptr0, in_ptr1, in_ptr2, out_ptr0, xnumel,
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/torchinductor_root/x2/cx2tkdc7tmbbo2u25mzmunq7qsbek73zsnb5g6leyu5vo5ulhbia.py
+# kernel path: <inductor cache>/x2/cx2tkdc7tmbbo2u25mzmunq7qsbek73zsnb5g6leyu5vo5ulhbia.py
 # Topologically Sorted Source Nodes: [split, q, rms_norm, to_2, chunk, k, rms_norm_1, to_5, chunk_1, getitem_2, mul_2, getitem_3, mul_3, y1, mul_4, mul_5, y2, cat, type_as_3, getitem_6, mul_6, getitem_7, mul_7, y1_1, mul_8, mul_9, y2_1, cat_1, type_as_4], Original ATen: [aten.split_with_sizes, aten.view, aten._fused_rms_norm, aten._to_copy, aten.split, aten.unsqueeze, aten.mul, aten.add, aten.sub, aten.cat]
 # Source node to ATen node mapping:
 #   cat => cat_1
@@ -339,7 +339,7 @@ def triton_per_fused__fused_rms_norm__to_copy_add_cat_mul_split_split_with_sizes
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/torchinductor_root/g7/cg7awfymnqyol2owiur4n4xvidmeqvb3mjzsuruxogbu75fzs2ow.py
+# kernel path: <inductor cache>/g7/cg7awfymnqyol2owiur4n4xvidmeqvb3mjzsuruxogbu75fzs2ow.py
 # Topologically Sorted Source Nodes: [split, getitem, v, mul, getitem_1, view_as, mul_1, v_1], Original ATen: [aten.split_with_sizes, aten.select, aten.view, aten.mul, aten.add]
 # Source node to ATen node mapping:
 #   getitem => select

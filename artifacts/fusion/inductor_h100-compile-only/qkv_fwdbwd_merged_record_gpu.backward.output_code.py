@@ -36,7 +36,7 @@ async_compile = AsyncCompile()
 empty_strided_p2p = torch._C._distributed_c10d._SymmetricMemory.empty_strided_p2p
 
 
-# kernel path: /tmp/torchinductor_root/lz/clz2ecb2qqudtum2ul23e63jdili3ovvqbazd6jswyiulme2uipi.py
+# kernel path: <inductor cache>/lz/clz2ecb2qqudtum2ul23e63jdili3ovvqbazd6jswyiulme2uipi.py
 # Topologically Sorted Source Nodes: [convert_element_type_11, slice_1, slice_2, neg, getitem_6, mul_12, getitem_5, mul_13, mul_14, add_5, mul_15, add_6, cat_2, convert_element_type_12, convert_element_type_13, qkv, view, chunk, rms_norm_1, mul_16, mul_17, sum_1, div, mul_18, sub_2, mul_19, convert_element_type_15, convert_element_type_16, slice_3, slice_4, neg_1, mul_20, mul_21, mul_22, add_7, mul_23, add_8, cat_3, convert_element_type_17, convert_element_type_18, rms_norm, mul_24, mul_25, sum_2, div_1, mul_26, sub_3, mul_27, convert_element_type_20], Original ATen: [aten._to_copy, aten.slice, aten.neg, aten.unsqueeze, aten.mul, aten.add, aten.cat, aten._fused_rms_norm_backward, aten._unsafe_view, aten.view, aten.split, aten._fused_rms_norm]
 # Source node to ATen node mapping:
 #   add_5 => add_5
@@ -275,7 +275,7 @@ def triton_per_fused__fused_rms_norm__fused_rms_norm_backward__to_copy__unsafe_v
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/torchinductor_root/do/cdobmdhfx42kecpw6cmfe55ppnjtcyy5bhwpwa23p2vtfcc426h5.py
+# kernel path: <inductor cache>/do/cdobmdhfx42kecpw6cmfe55ppnjtcyy5bhwpwa23p2vtfcc426h5.py
 # Topologically Sorted Source Nodes: [qkv, view, chunk, getitem_4, mul_28, view_as, mul_29, sum_3, getitem_3, mul_30, mul_31, sum_4], Original ATen: [aten._unsafe_view, aten.view, aten.split, aten.select, aten.mul, aten.sum]
 # Source node to ATen node mapping:
 #   chunk => split
@@ -374,7 +374,7 @@ def triton_red_fused__unsafe_view_mul_select_split_sum_view_1(in_ptr0, in_ptr1, 
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/torchinductor_root/at/catmtrdyw4b5mupghjxo6c5maa6jtg6zmhuccqyjbmd7ma5h7jiu.py
+# kernel path: <inductor cache>/at/catmtrdyw4b5mupghjxo6c5maa6jtg6zmhuccqyjbmd7ma5h7jiu.py
 # Topologically Sorted Source Nodes: [view_as, mul_29, sum_3], Original ATen: [aten.view, aten.mul, aten.sum]
 # Source node to ATen node mapping:
 #   mul_29 => mul_29
@@ -425,7 +425,7 @@ def triton_per_fused_mul_sum_view_2(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK 
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/torchinductor_root/xo/cxow7hxzely2mz4z2nx5c67ujjfs53n4nljjonlmyjl23ux3lpas.py
+# kernel path: <inductor cache>/xo/cxow7hxzely2mz4z2nx5c67ujjfs53n4nljjonlmyjl23ux3lpas.py
 # Topologically Sorted Source Nodes: [convert_element_type_21, full_default, convert_element_type_22, add_9], Original ATen: [aten._to_copy, aten.select_backward, aten.add]
 # Source node to ATen node mapping:
 #   add_9 => add_9
@@ -484,7 +484,7 @@ def triton_poi_fused__to_copy_add_select_backward_3(in_ptr0, in_ptr1, out_ptr0, 
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/torchinductor_root/nx/cnxw3znsugz5nryaxzk7hmjdkqgmpmh22c5ntkx7jzmlbvcb2b4v.py
+# kernel path: <inductor cache>/nx/cnxw3znsugz5nryaxzk7hmjdkqgmpmh22c5ntkx7jzmlbvcb2b4v.py
 # Topologically Sorted Source Nodes: [convert_element_type_27], Original ATen: [aten._to_copy]
 # Source node to ATen node mapping:
 #   convert_element_type_27 => convert_element_type_27

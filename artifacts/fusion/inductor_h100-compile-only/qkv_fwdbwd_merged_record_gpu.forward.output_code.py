@@ -36,7 +36,7 @@ async_compile = AsyncCompile()
 empty_strided_p2p = torch._C._distributed_c10d._SymmetricMemory.empty_strided_p2p
 
 
-# kernel path: /tmp/torchinductor_root/hk/chkd2qzrw7k26zji7h7n6xe5kbfwhmt4ajvlv3wilipr54xtix4r.py
+# kernel path: <inductor cache>/hk/chkd2qzrw7k26zji7h7n6xe5kbfwhmt4ajvlv3wilipr54xtix4r.py
 # Topologically Sorted Source Nodes: [flatten, type_as, qkv], Original ATen: [aten.view, aten._to_copy, aten.t]
 # Source node to ATen node mapping:
 #   flatten => view
@@ -77,7 +77,7 @@ def triton_poi_fused__to_copy_t_view_0(in_ptr0, out_ptr0, xnumel, XBLOCK : tl.co
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/torchinductor_root/sa/csaanoxgcghxy4pcs7xdkerkqdkues2uzfcp2ozy4wmco46hflsw.py
+# kernel path: <inductor cache>/sa/csaanoxgcghxy4pcs7xdkerkqdkues2uzfcp2ozy4wmco46hflsw.py
 # Topologically Sorted Source Nodes: [qkv, view, chunk, getitem_3, mul, getitem_4, view_as, mul_1, v_1], Original ATen: [aten._unsafe_view, aten.view, aten.split, aten.select, aten.mul, aten.add]
 # Source node to ATen node mapping:
 #   chunk => split
@@ -143,7 +143,7 @@ def triton_poi_fused__unsafe_view_add_mul_select_split_view_1(in_ptr0, in_ptr1, 
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/torchinductor_root/h4/ch4mmlqqmbgntzvqpij7pxqnjiavfltcz6g2el5qddwrecdrfii2.py
+# kernel path: <inductor cache>/h4/ch4mmlqqmbgntzvqpij7pxqnjiavfltcz6g2el5qddwrecdrfii2.py
 # Topologically Sorted Source Nodes: [qkv, view, chunk, rms_norm, getitem_5, getitem_6, to_2, chunk_1, mul_2, mul_3, y1, mul_4, mul_5, y2, cat, type_as_1, rms_norm_1, to_5, chunk_2, mul_6, mul_7, y1_1, mul_8, mul_9, y2_1, cat_1, type_as_2], Original ATen: [aten._unsafe_view, aten.view, aten.split, aten._fused_rms_norm, aten.unsqueeze, aten._to_copy, aten.mul, aten.add, aten.sub, aten.cat]
 # Source node to ATen node mapping:
 #   cat => cat

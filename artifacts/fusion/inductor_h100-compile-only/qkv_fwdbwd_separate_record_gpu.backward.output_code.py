@@ -36,7 +36,7 @@ async_compile = AsyncCompile()
 empty_strided_p2p = torch._C._distributed_c10d._SymmetricMemory.empty_strided_p2p
 
 
-# kernel path: /tmp/torchinductor_root/4a/c4abrhu7dn43voywfrio4fqlv7i6z4b53wargjjdn5msn3ol74cu.py
+# kernel path: <inductor cache>/4a/c4abrhu7dn43voywfrio4fqlv7i6z4b53wargjjdn5msn3ol74cu.py
 # Topologically Sorted Source Nodes: [convert_element_type_17, slice_1, slice_2, neg, getitem_3, mul_12, getitem_2, mul_13, mul_14, add_5, mul_15, add_6, cat_2, convert_element_type_18, convert_element_type_19, linear_1, k, rms_norm_1, mul_16, mul_17, sum_1, div, mul_18, sub_2, mul_19, convert_element_type_21, convert_element_type_22, slice_3, slice_4, neg_1, mul_20, mul_21, mul_22, add_7, mul_23, add_8, cat_3, convert_element_type_23, convert_element_type_24, linear, q, rms_norm, mul_24, mul_25, sum_2, div_1, mul_26, sub_3, mul_27, convert_element_type_26], Original ATen: [aten._to_copy, aten.slice, aten.neg, aten.unsqueeze, aten.mul, aten.add, aten.cat, aten._fused_rms_norm_backward, aten._unsafe_view, aten.view, aten._fused_rms_norm]
 # Source node to ATen node mapping:
 #   add_5 => add_5
@@ -277,7 +277,7 @@ def triton_per_fused__fused_rms_norm__fused_rms_norm_backward__to_copy__unsafe_v
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/torchinductor_root/uc/cucsi7v35dcntikiwvjrox4nza7vbktgsw76wtqmsaoa7lyj7iy5.py
+# kernel path: <inductor cache>/uc/cucsi7v35dcntikiwvjrox4nza7vbktgsw76wtqmsaoa7lyj7iy5.py
 # Topologically Sorted Source Nodes: [getitem_1, mul_28, view_as, mul_29, sum_3, getitem, mul_30, linear_2, v, mul_31, sum_4, view_11, view_12], Original ATen: [aten.select, aten.mul, aten.view, aten.sum, aten._unsafe_view]
 # Source node to ATen node mapping:
 #   getitem => select
@@ -376,7 +376,7 @@ def triton_red_fused__unsafe_view_mul_select_sum_view_1(in_ptr0, in_ptr1, in_ptr
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/torchinductor_root/at/catmtrdyw4b5mupghjxo6c5maa6jtg6zmhuccqyjbmd7ma5h7jiu.py
+# kernel path: <inductor cache>/at/catmtrdyw4b5mupghjxo6c5maa6jtg6zmhuccqyjbmd7ma5h7jiu.py
 # Topologically Sorted Source Nodes: [view_as, mul_29, sum_3], Original ATen: [aten.view, aten.mul, aten.sum]
 # Source node to ATen node mapping:
 #   mul_29 => mul_29
@@ -427,7 +427,7 @@ def triton_per_fused_mul_sum_view_2(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK 
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/torchinductor_root/xo/cxow7hxzely2mz4z2nx5c67ujjfs53n4nljjonlmyjl23ux3lpas.py
+# kernel path: <inductor cache>/xo/cxow7hxzely2mz4z2nx5c67ujjfs53n4nljjonlmyjl23ux3lpas.py
 # Topologically Sorted Source Nodes: [convert_element_type_27, full_default, convert_element_type_28, add_9], Original ATen: [aten._to_copy, aten.select_backward, aten.add]
 # Source node to ATen node mapping:
 #   add_9 => add_9
@@ -486,7 +486,7 @@ def triton_poi_fused__to_copy_add_select_backward_3(in_ptr0, in_ptr1, out_ptr0, 
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/torchinductor_root/ia/ciadlqyyjuefmdnj56kloi6awe2bzj3ngvjbfb7hog2tez4an2wu.py
+# kernel path: <inductor cache>/ia/ciadlqyyjuefmdnj56kloi6awe2bzj3ngvjbfb7hog2tez4an2wu.py
 # Topologically Sorted Source Nodes: [convert_element_type_33], Original ATen: [aten._to_copy]
 # Source node to ATen node mapping:
 #   convert_element_type_33 => convert_element_type_33
@@ -523,7 +523,7 @@ def triton_poi_fused__to_copy_4(in_ptr0, out_ptr0, xnumel, XBLOCK : tl.constexpr
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/torchinductor_root/i5/ci5kl47ely37nlhcqiirq3hsb7gqn7hdyvdou5jddso3tdf3tlgt.py
+# kernel path: <inductor cache>/i5/ci5kl47ely37nlhcqiirq3hsb7gqn7hdyvdou5jddso3tdf3tlgt.py
 # Topologically Sorted Source Nodes: [view_13, view_16, add_10, view_19, add_11], Original ATen: [aten.view, aten.add]
 # Source node to ATen node mapping:
 #   add_10 => add_10

@@ -36,7 +36,7 @@ async_compile = AsyncCompile()
 empty_strided_p2p = torch._C._distributed_c10d._SymmetricMemory.empty_strided_p2p
 
 
-# kernel path: /tmp/torchinductor_root/fu/cfuxzmfqocvej7ffk4zqha3iek5rh3tc4em3np6cfw2qgesx76f3.py
+# kernel path: <inductor cache>/fu/cfuxzmfqocvej7ffk4zqha3iek5rh3tc4em3np6cfw2qgesx76f3.py
 # Topologically Sorted Source Nodes: [type_as, linear], Original ATen: [aten._to_copy, aten.t]
 # Source node to ATen node mapping:
 #   linear => permute
@@ -75,7 +75,7 @@ def triton_poi_fused__to_copy_t_0(in_ptr0, out_ptr0, xnumel, XBLOCK : tl.constex
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/torchinductor_root/ak/cak5xhhdgtitz2xrohsbcjnglp6vev6zsqevlemf36g2wbrcnlng.py
+# kernel path: <inductor cache>/ak/cak5xhhdgtitz2xrohsbcjnglp6vev6zsqevlemf36g2wbrcnlng.py
 # Topologically Sorted Source Nodes: [linear, q, linear_1, k, rms_norm, getitem_2, getitem_3, to_2, chunk, mul_2, mul_3, y1, mul_4, mul_5, y2, cat, type_as_3, rms_norm_1, to_5, chunk_1, mul_6, mul_7, y1_1, mul_8, mul_9, y2_1, cat_1, type_as_4], Original ATen: [aten._unsafe_view, aten.view, aten._fused_rms_norm, aten.unsqueeze, aten._to_copy, aten.split, aten.mul, aten.add, aten.sub, aten.cat]
 # Source node to ATen node mapping:
 #   cat => cat
@@ -297,7 +297,7 @@ def triton_per_fused__fused_rms_norm__to_copy__unsafe_view_add_cat_mul_split_sub
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/torchinductor_root/iq/ciqwk4rrfq5t55sejopgckwyid4nfann2tepysxn2yzl2wn52a5n.py
+# kernel path: <inductor cache>/iq/ciqwk4rrfq5t55sejopgckwyid4nfann2tepysxn2yzl2wn52a5n.py
 # Topologically Sorted Source Nodes: [linear_2, v, getitem, mul, getitem_1, view_as, mul_1, v_1], Original ATen: [aten._unsafe_view, aten.view, aten.select, aten.mul, aten.add]
 # Source node to ATen node mapping:
 #   getitem => select

@@ -36,7 +36,7 @@ async_compile = AsyncCompile()
 empty_strided_p2p = torch._C._distributed_c10d._SymmetricMemory.empty_strided_p2p
 
 
-# kernel path: /tmp/torchinductor_root/kx/ckxilrjnppcopsxzrts5ffsb3lfjes2gcehck34yzcnrd27h4e37.py
+# kernel path: <inductor cache>/kx/ckxilrjnppcopsxzrts5ffsb3lfjes2gcehck34yzcnrd27h4e37.py
 # Topologically Sorted Source Nodes: [convert_element_type_13, slice_1, slice_2, neg, getitem_3, mul_12, getitem_2, mul_13, mul_14, add_5, mul_15, add_6, cat_3, convert_element_type_14, convert_element_type_15, rms_norm_1, mul_16, mul_17, sum_1, div, mul_18, sub_2, mul_19, convert_element_type_17, convert_element_type_18, slice_3, slice_4, neg_1, mul_20, mul_21, mul_22, add_7, mul_23, add_8, cat_4, convert_element_type_19, convert_element_type_20, rms_norm, mul_24, mul_25, sum_2, div_1, mul_26, sub_3, mul_27, convert_element_type_22, getitem, mul_30, view_6, view_7, view_8, cat_5], Original ATen: [aten._to_copy, aten.slice, aten.neg, aten.unsqueeze, aten.mul, aten.add, aten.cat, aten._fused_rms_norm_backward, aten._fused_rms_norm, aten.select, aten.view]
 # Source node to ATen node mapping:
 #   add_5 => add_5
@@ -277,7 +277,7 @@ def triton_per_fused__fused_rms_norm__fused_rms_norm_backward__to_copy_add_cat_m
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/torchinductor_root/lo/clo6afn4nxpfrzbk4tf7kbccj6nscuyxc4guag6psmmheyvmnv6w.py
+# kernel path: <inductor cache>/lo/clo6afn4nxpfrzbk4tf7kbccj6nscuyxc4guag6psmmheyvmnv6w.py
 # Topologically Sorted Source Nodes: [convert_element_type_15, rms_norm_1, mul_16, div, mul_18, sub_2, mul_19, convert_element_type_17, convert_element_type_20, rms_norm, mul_24, div_1, mul_26, sub_3, mul_27, convert_element_type_22, getitem_1, mul_28, view_as, mul_29, sum_3, getitem, mul_30, mul_31, sum_4, view_6, view_7, view_8, cat_5], Original ATen: [aten._fused_rms_norm_backward, aten._fused_rms_norm, aten.select, aten.mul, aten.view, aten.sum, aten.cat]
 # Source node to ATen node mapping:
 #   cat_5 => cat_5
@@ -408,7 +408,7 @@ def triton_red_fused__fused_rms_norm__fused_rms_norm_backward_cat_mul_select_sum
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/torchinductor_root/at/catmtrdyw4b5mupghjxo6c5maa6jtg6zmhuccqyjbmd7ma5h7jiu.py
+# kernel path: <inductor cache>/at/catmtrdyw4b5mupghjxo6c5maa6jtg6zmhuccqyjbmd7ma5h7jiu.py
 # Topologically Sorted Source Nodes: [view_as, mul_29, sum_3], Original ATen: [aten.view, aten.mul, aten.sum]
 # Source node to ATen node mapping:
 #   mul_29 => mul_29
@@ -459,7 +459,7 @@ def triton_per_fused_mul_sum_view_2(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK 
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/torchinductor_root/xo/cxow7hxzely2mz4z2nx5c67ujjfs53n4nljjonlmyjl23ux3lpas.py
+# kernel path: <inductor cache>/xo/cxow7hxzely2mz4z2nx5c67ujjfs53n4nljjonlmyjl23ux3lpas.py
 # Topologically Sorted Source Nodes: [convert_element_type_23, full_default, convert_element_type_24, add_9], Original ATen: [aten._to_copy, aten.select_backward, aten.add]
 # Source node to ATen node mapping:
 #   add_9 => add_9
@@ -518,7 +518,7 @@ def triton_poi_fused__to_copy_add_select_backward_3(in_ptr0, in_ptr1, out_ptr0, 
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/torchinductor_root/pr/cprkvphjzwkk5pjuhtpsc467pxugamabgf27b3thfjizxcryedhp.py
+# kernel path: <inductor cache>/pr/cprkvphjzwkk5pjuhtpsc467pxugamabgf27b3thfjizxcryedhp.py
 # Topologically Sorted Source Nodes: [convert_element_type_15, rms_norm_1, mul_16, div, mul_18, sub_2, mul_19, convert_element_type_17, convert_element_type_20, rms_norm, mul_24, div_1, mul_26, sub_3, mul_27, convert_element_type_22, getitem, mul_30, view_6, view_7, view_8, cat_5], Original ATen: [aten._fused_rms_norm_backward, aten._fused_rms_norm, aten.select, aten.mul, aten.view, aten.cat]
 # Source node to ATen node mapping:
 #   cat_5 => cat_5
@@ -613,7 +613,7 @@ def triton_poi_fused__fused_rms_norm__fused_rms_norm_backward_cat_mul_select_vie
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/torchinductor_root/7z/c7zfhgji5ohbxvcezajf4jq6arrm2su4wrcbfhpbqpq2bgl3vien.py
+# kernel path: <inductor cache>/7z/c7zfhgji5ohbxvcezajf4jq6arrm2su4wrcbfhpbqpq2bgl3vien.py
 # Topologically Sorted Source Nodes: [slice_7, convert_element_type_29], Original ATen: [aten.slice, aten._to_copy]
 # Source node to ATen node mapping:
 #   convert_element_type_29 => convert_element_type_29
@@ -652,7 +652,7 @@ def triton_poi_fused__to_copy_slice_5(in_ptr0, out_ptr0, xnumel, XBLOCK : tl.con
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/torchinductor_root/e7/ce72gketkoxv2cnoqoofvw4tjmufcfn57e34rshl5dvh2np2w36k.py
+# kernel path: <inductor cache>/e7/ce72gketkoxv2cnoqoofvw4tjmufcfn57e34rshl5dvh2np2w36k.py
 # Topologically Sorted Source Nodes: [slice_6, convert_element_type_30], Original ATen: [aten.slice, aten._to_copy]
 # Source node to ATen node mapping:
 #   convert_element_type_30 => convert_element_type_30
@@ -691,7 +691,7 @@ def triton_poi_fused__to_copy_slice_6(in_ptr0, out_ptr0, xnumel, XBLOCK : tl.con
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/torchinductor_root/3k/c3kgidytjz5qv4eka2jkvjacmxrz5fiytzwwkcq3ytlt7gw7ldit.py
+# kernel path: <inductor cache>/3k/c3kgidytjz5qv4eka2jkvjacmxrz5fiytzwwkcq3ytlt7gw7ldit.py
 # Topologically Sorted Source Nodes: [slice_5, convert_element_type_31], Original ATen: [aten.slice, aten._to_copy]
 # Source node to ATen node mapping:
 #   convert_element_type_31 => convert_element_type_31

@@ -36,7 +36,7 @@ async_compile = AsyncCompile()
 empty_strided_p2p = torch._C._distributed_c10d._SymmetricMemory.empty_strided_p2p
 
 
-# kernel path: /tmp/torchinductor_root/wi/cwifj25fk7gqw7g6ktxkqbzxrw26g2kp2zedbh7pxrygp7anric6.py
+# kernel path: <inductor cache>/wi/cwifj25fk7gqw7g6ktxkqbzxrw26g2kp2zedbh7pxrygp7anric6.py
 # Topologically Sorted Source Nodes: [type_as, type_as_1, type_as_2, cat_2], Original ATen: [aten._to_copy, aten.cat]
 # Source node to ATen node mapping:
 #   cat_2 => cat
@@ -109,7 +109,7 @@ def triton_poi_fused__to_copy_cat_0(in_ptr0, in_ptr1, in_ptr2, out_ptr0, xnumel,
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/torchinductor_root/r6/cr6aktssnxfduplwgnh5emnxtqn5tpoir26x7vmc2v3kdbkhgp2e.py
+# kernel path: <inductor cache>/r6/cr6aktssnxfduplwgnh5emnxtqn5tpoir26x7vmc2v3kdbkhgp2e.py
 # Topologically Sorted Source Nodes: [split, v, getitem, mul, getitem_1, view_as, mul_1, v_1], Original ATen: [aten.split_with_sizes, aten.view, aten.select, aten.mul, aten.add]
 # Source node to ATen node mapping:
 #   getitem => select
@@ -173,7 +173,7 @@ def triton_poi_fused_add_mul_select_split_with_sizes_view_1(in_ptr0, in_ptr1, in
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/torchinductor_root/f4/cf4nt3phxhlnwrflgiwmgry2wr6md5n62tnl5qjhg6apz6kepanl.py
+# kernel path: <inductor cache>/f4/cf4nt3phxhlnwrflgiwmgry2wr6md5n62tnl5qjhg6apz6kepanl.py
 # Topologically Sorted Source Nodes: [split, k, q, rms_norm, getitem_2, getitem_3, to_2, chunk, mul_2, mul_3, y1, mul_4, mul_5, y2, cat, type_as_3, rms_norm_1, to_5, chunk_1, mul_6, mul_7, y1_1, mul_8, mul_9, y2_1, cat_1, type_as_4], Original ATen: [aten.split_with_sizes, aten.view, aten._fused_rms_norm, aten.unsqueeze, aten._to_copy, aten.split, aten.mul, aten.add, aten.sub, aten.cat]
 # Source node to ATen node mapping:
 #   cat => cat_1
