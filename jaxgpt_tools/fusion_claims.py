@@ -249,7 +249,8 @@ def _bytes_answer(programs) -> Claim:
                for p in programs.values() for m in MODE_NAMES)
     text = (f"Separate moves {'more bytes than merged on every target' if more else 'more or fewer bytes than merged'} "
             f"(every kernel reading its operands and writing its results once), forward / forward+backward: "
-            + "; ".join(parts) + ".")
+            + "; ".join(parts) + (" (Inductor's counts take a buffer argument whole: its reasons below say where that "
+                                  "overstates merged)" if any(t[0] == "inductor" for t in programs) else "") + ".")
     return Claim("answer.bytes", text, lambda: all(abs(_moved(p[k]) - p[k]["kernel_traffic_bytes"]) < 1
                                                    for p in programs.values() for k in p))
 
@@ -377,7 +378,8 @@ PROGRAMS_TEXT = (
     "activations, fp32 weights cast at use, one document. *Kernels*: launches per call (XLA: instructions that do work in "
     "the entry computation and loop bodies, once per trip; Inductor: generated kernels, extern calls and aten fallbacks in "
     "its output code, forward and backward graphs summed). *Bytes moved*: every kernel reads its operands and writes its "
-    "results once (a sliced operand as its slices). *Minimum*: the program's arguments read once and results written once "
+    "results once (XLA: a sliced operand as its slices; Inductor: a buffer argument whole, whatever part of it the kernel "
+    "indexes). *Minimum*: the program's arguments read once and results written once "
     "(XLA's memory_analysis of the same program).")
 
 

@@ -274,6 +274,20 @@ def weight_casts(record: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def t_by_d(record: dict[str, Any], kernel: dict[str, Any]) -> list:
+    """A kernel's bf16 outputs of T*D elements (q, k or v)."""
+    tokens = record["shape"]["seq_len"] * record["shape"]["model_dim"]
+    return [w for w in kernel.get("writes", []) if w == [tokens, "bfloat16"]]
+
+
+def whole_reads(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """Generated kernels that take a GEMM's whole (T, 3D) result as an argument (merged)."""
+    size = 3 * record["shape"]["seq_len"] * record["shape"]["model_dim"]
+    results = {n for g in _gemm_rows(record) for n, _ in g.get("writes", []) if n == size}
+    return [k for k in record["kernel_table"] if k["kind"] not in ("extern", "fallback")
+            and any(n in results for n, _ in k.get("reads", []))]
+
+
 def inductor_reasons(records: list[dict[str, Any]], device: str) -> list[Claim]:
     """Inductor's GEMMs (extern), its weight casts (fused horizontally or not) and the kernels
     that compute the path between the GEMMs and the attention inputs, forward."""
@@ -299,9 +313,20 @@ def inductor_reasons(records: list[dict[str, Any]], device: str) -> list[Claim]:
             + f"; the path between the GEMMs and the attention inputs (split, value mix, QK norm, rotary) takes "
             f"{_count(len(staged(merged)), 'generated kernel')} merged and {len(staged(separate))} separate.")
 
+    whole = whole_reads(merged)
+    if len(whole) > 1:
+        size = 2 * 3 * merged["shape"]["seq_len"] * merged["shape"]["model_dim"]
+        text += (f" Merged's {len(whole)} kernels after its GEMM each take the whole (T, 3D) result as an argument "
+                 f"({names(whole)}), which this count reads whole, {_mb(size)} each, though between them they produce q, k "
+                 f"and v once (bf16 (T, D) outputs: {', '.join(str(len(t_by_d(merged, k))) for k in whole)}): read by the "
+                 f"parts they use, merged would move up to {_mb((len(whole) - 1) * size)} less.")
+
     def check(m=merged, s=separate):
         """Second path: the cast kernels read the layout's weights whole (3 D^2 fp32 elements in
-        all), the GEMMs are the extern calls, and every cast kernel is named after _to_copy."""
+        all), the GEMMs are the extern calls, and every cast kernel is named after _to_copy;
+        the kernels reading merged's whole result produce q, k and v once between them."""
+        if len(whole_reads(m)) > 1 and sum(len(t_by_d(m, k)) for k in whole_reads(m)) != 3:
+            return False
         dim = m["shape"]["model_dim"]
         for record in (m, s):
             read = sum(n for k in weight_casts(record) for n, dtype in k["reads"] if dtype == "float32" and n in (dim * dim, 3 * dim * dim))
