@@ -33,7 +33,12 @@ def comparable(rows: list[dict]) -> list[dict]:
 
 @pytest.mark.parametrize("compiler", ["xla", "inductor"])
 def test_small_shape_compiles_to_the_committed_kernels(compiler, committed, tmp_path):
-    installed = {p: metadata.version(p) for p in PACKAGES[compiler]}
+    installed = {}
+    for package in PACKAGES[compiler]:
+        try:
+            installed[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            pytest.skip(f"{package} is not installed here")
     recorded = {p: cpu_versions(committed).get(p) for p in PACKAGES[compiler]}
     if installed != recorded:
         pytest.skip(f"the committed study was made with {recorded}, this environment has {installed}")
