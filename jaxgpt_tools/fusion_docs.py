@@ -144,7 +144,8 @@ def sweep_table(sweep: list[dict[str, Any]]) -> list[str]:
             found = {(r["layout"], r["threshold_mb"]): r for r in sweep if r["T"] == seq_len and r["mode"] == mode}
             if found:
                 lines.append(f"| {seq_len:,} | {MODE_NAMES[mode]} | " + " | ".join(
-                    f"{found[c]['gemm_kernels']} GEMMs, {mb(found[c]['kernel_traffic_bytes'])} MB" if c in found else "-"
+                    f"{found[c]['gemm_kernels']} GEMM{'' if found[c]['gemm_kernels'] == 1 else 's'}, "
+                    f"{mb(found[c]['kernel_traffic_bytes'])} MB" if c in found else "-"
                     for c in columns) + " |")
     return lines + [""]
 
