@@ -22,7 +22,14 @@ COMPAT_VENV ?= .venv-compat
 COMPAT_JAX ?= 0.11.2
 COMPAT_PYTHON ?= python3.12
 
-.PHONY: train test test-compat setup sample clean gpu-plan
+# Inductor's H100 output code compiled without a GPU (the fusion study; docs/spec/GPU_COMPILE_NOTES.md,
+# "TorchInductor for an H100"): a CUDA build of torch with its triton, in a venv of its own, pinned,
+# so that .venv (CI's) keeps its CPU torch; `make test` never needs it (its legs skip without it).
+TORCH_CUDA_VENV ?= .venv-torch-cuda
+TORCH_CUDA_SPEC ?= torch==2.14.1
+TORCH_CUDA_STAMP := $(TORCH_CUDA_VENV)/.installed
+
+.PHONY: train test test-compat setup sample clean gpu-plan gpu-aot torch-cuda fusion fusion-quick
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -65,5 +72,24 @@ $(GPU_STAMP): $(VENV)/.installed
 gpu-plan: $(GPU_STAMP)
 	$(GPU_VENV)/bin/python scripts/gpu_plan.py $(GPU_PLAN_ARGS)
 
+gpu-aot: $(GPU_STAMP)
+
+$(TORCH_CUDA_STAMP): pyproject.toml
+	test -x $(TORCH_CUDA_VENV)/bin/python || $(PYTHON) -m venv $(TORCH_CUDA_VENV)
+	$(TORCH_CUDA_VENV)/bin/pip install --quiet "$(TORCH_CUDA_SPEC)"
+	$(TORCH_CUDA_VENV)/bin/pip install --quiet -e ".[torch]"  # torch already satisfied: stays the pinned build
+	touch $@
+
+torch-cuda: $(TORCH_CUDA_STAMP)
+
+# The fusion study (docs/FUSION.md, artifacts/fusion/): everything that runs on this machine,
+# both compilers' H100 code compiled without a GPU included (their venvs are built first).
+FUSION_ARGS ?= --write-docs
+fusion: $(VENV)/.installed $(GPU_STAMP) $(TORCH_CUDA_STAMP)
+	$(PY) scripts/fusion_report.py $(FUSION_ARGS)
+
+fusion-quick: $(VENV)/.installed
+	$(PY) scripts/fusion_report.py --quick
+
 clean:
-	rm -rf $(VENV) $(GPU_VENV) $(COMPAT_VENV) data/sample
+	rm -rf $(VENV) $(GPU_VENV) $(COMPAT_VENV) $(TORCH_CUDA_VENV) data/sample

@@ -1,17 +1,16 @@
 """The fusion study: how XLA and TorchInductor fuse the record's merged-QKV path, and what merging buys.
 
     python scripts/fusion_report.py --quick          # the QKV path, small shape, this CPU, both compilers (minutes)
-    python scripts/fusion_report.py --write-docs     # the study: small + the record's width (T 2048) on this CPU,
-                                                     #   XLA for an H100 (compile only) at T 256 and 65,536 with the
-                                                     #   dot-merger ablation -> artifacts/fusion/, docs/FUSION.md
+    python scripts/fusion_report.py --write-docs     # the study (make fusion): this CPU at T 256 and 2,048, both
+                                                     #   compilers' H100 code compiled without a GPU at T 256 and 65,536,
+                                                     #   XLA's dot-merger sweep -> artifacts/fusion/, docs/FUSION.md
     python scripts/fusion_report.py --device cuda --shapes small,record_gpu --profile-shapes small,record_gpu \
         --no-gpu-aot --out runs/fusion-gpu           # on a GPU machine: both compilers on its GPU, timed per kernel
     python scripts/fusion_report.py --from-results artifacts/fusion runs/fusion-gpu --write-docs
                                                      # compile nothing: the page from earlier runs' results
 
-Prints one JSON object (a row per program); progress on stderr. Programs and counts: jaxgpt_tools/
-fusion_xla.py, fusion_inductor.py. The H100 compile-only column needs the jax CUDA plugin's venv
-(--gpu-python; default `make gpu-plan`'s .venv-gpu-aot, or $JAXGPT_GPU_PYTHON), else it says why not.
+Prints one JSON object (a row per program); progress on stderr. The H100 legs need their venvs
+(`make gpu-aot`, `make torch-cuda`; or $JAXGPT_GPU_PYTHON, $JAXGPT_TORCH_CUDA_PYTHON) and say why not without.
 """
 
 from __future__ import annotations
@@ -25,8 +24,8 @@ from pathlib import Path
 from jaxgpt_tools.fusion.report import REPO_ROOT, check_request, load_results, run_study, study_threads, write_outputs
 from jaxgpt_tools.fusion.xla import MODES, PARTS, SHAPES, Timing
 
-# The venv `make gpu-plan` builds (jax with its CUDA plugin), unless the environment names another.
 DEFAULT_GPU_PYTHON = os.environ.get("JAXGPT_GPU_PYTHON", str(REPO_ROOT / ".venv-gpu-aot" / "bin" / "python"))
+DEFAULT_TORCH_CUDA_PYTHON = os.environ.get("JAXGPT_TORCH_CUDA_PYTHON", str(REPO_ROOT / ".venv-torch-cuda" / "bin" / "python"))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,20 +39,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--parts", default=None, help="qkv and/or block (default both, --quick qkv)")
     parser.add_argument("--modes", default=",".join(MODES), help="fwd and/or fwdbwd")
     parser.add_argument("--gpu-aot", action=argparse.BooleanOptionalAction, default=None,
-                        help="XLA for an H100, compile only, with the dot-merger ablation (default: on unless --quick)")
+                        help="XLA's and Inductor's H100 code, compiled without a GPU (default: on unless --quick)")
+    parser.add_argument("--sweep", action=argparse.BooleanOptionalAction, default=True, help="XLA's dot-merger sweep")
     parser.add_argument("--gpu-python", default=DEFAULT_GPU_PYTHON, help="python of the venv with the jax CUDA plugin")
+    parser.add_argument("--torch-cuda-python", default=DEFAULT_TORCH_CUDA_PYTHON, help="python of the CUDA-torch venv")
     parser.add_argument("--gpu-shapes", default="small,record_gpu", help="shapes for the H100 compiles (the ablation: the last)")
-    parser.add_argument("--time-s", type=float, default=None,
-                        help="seconds of timed calls per program, at least 5 calls (default 3, --quick 0.5; 0: no timing)")
+    parser.add_argument("--time-s", type=float, default=None, help="seconds of timed calls per program (3, --quick 0.5; 0: none)")
+    parser.add_argument("--idle-wait-s", type=float, default=None,
+                        help="seconds to wait for an idle machine before each timed pair (default 60, --quick 0)")
     parser.add_argument("--threads", type=int, default=1,
                         help="cores this process is pinned to, so XLA's pool and torch's threads are equal (default 1)")
-    parser.add_argument("--profile-shapes", default="record_cpu",
-                        help="shapes whose block programs are also profiled per kernel (comma-separated, or none)")
+    parser.add_argument("--profile-shapes", default="record_cpu", help="shapes also profiled per kernel (or none)")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "runs" / "fusion", help="artifact root (per device below it)")
     parser.add_argument("--write-docs", action="store_true", help="write artifacts/fusion/ and docs/FUSION.md")
     parser.add_argument("--from-results", type=Path, nargs="+", default=None, metavar="DIR",
-                        help="compile nothing: the page from every results.json under each DIR, later DIRs' "
-                             "programs replacing earlier ones' (artifacts/fusion holds the committed ones)")
+                        help="compile nothing: the page from every results.json under each DIR (later DIRs win)")
     parser.add_argument("--docs-dir", type=Path, default=REPO_ROOT / "docs", help=argparse.SUPPRESS)
     parser.add_argument("--artifacts-dir", type=Path, default=REPO_ROOT / "artifacts" / "fusion", help=argparse.SUPPRESS)
     return parser
@@ -61,17 +61,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    argv_text = " ".join(sys.argv[1:] if argv is None else argv)
+    command = "python scripts/fusion_report.py " + " ".join(sys.argv[1:] if argv is None else argv)
     if args.from_results is not None:
         try:
-            runs, records = load_results(args.from_results)
+            study = load_results(args.from_results)
         except (ValueError, OSError) as err:
             raise SystemExit(f"fusion_report.py: {err}") from None
-        write_outputs(runs, records, docs_dir=args.docs_dir, artifacts_dir=args.artifacts_dir,
-                      command=f"python scripts/fusion_report.py {argv_text}")
+        write_outputs(study, docs_dir=args.docs_dir, artifacts_dir=args.artifacts_dir, command=command)
         return 0
-    shapes = args.shapes.split(",") if args.shapes else (["small"] if args.quick else ["small", "record_cpu"])
-    gpu_shapes = args.gpu_shapes.split(",")
+    shapes, gpu_shapes = args.shapes.split(",") if args.shapes else (["small"] if args.quick else ["small", "record_cpu"]), \
+        args.gpu_shapes.split(",")
     compilers = [] if args.compilers == "none" else [c.strip() for c in args.compilers.split(",") if c.strip()]
     parts = args.parts.split(",") if args.parts else (["qkv"] if args.quick else list(PARTS))
     modes = args.modes.split(",")
@@ -83,15 +82,16 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["JAX_PLATFORMS"] = "cpu"  # before jax starts: XLA's CPU, even on a GPU machine
     else:  # jax and torch share the GPU: no preallocation of most of its memory by jax
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    time_s = args.time_s if args.time_s is not None else (0.5 if args.quick else 3.0)
+    time_s, wait = (args.time_s if args.time_s is not None else (0.5 if args.quick else 3.0),
+                    args.idle_wait_s if args.idle_wait_s is not None else (0.0 if args.quick else 60.0))
     profile = () if args.quick or args.profile_shapes == "none" else tuple(args.profile_shapes.split(","))
     with study_threads(args.threads, torch_too="inductor" in compilers) as cores:
         result = run_study(device=args.device, shapes=shapes, compilers=compilers, parts=parts, modes=modes,
-                           timing=Timing(target_s=time_s) if time_s > 0 else None, threads=args.threads, cores=cores,
-                           gpu=args.gpu_aot if args.gpu_aot is not None else not args.quick, gpu_python=args.gpu_python,
-                           gpu_shapes=gpu_shapes, ablation=not args.quick, profile_shapes=profile, out=args.out,
-                           write_docs=args.write_docs, docs_dir=args.docs_dir, artifacts_dir=args.artifacts_dir,
-                           command=f"python scripts/fusion_report.py {argv_text}")
+                           timing=Timing(target_s=time_s, idle_wait_s=wait) if time_s > 0 else None, threads=args.threads,
+                           cores=cores, gpu=args.gpu_aot if args.gpu_aot is not None else not args.quick,
+                           gpu_python=args.gpu_python, torch_cuda_python=args.torch_cuda_python, gpu_shapes=gpu_shapes,
+                           ablation=not args.quick, sweep=args.sweep and not args.quick, profile_shapes=profile, out=args.out,
+                           write_docs=args.write_docs, docs_dir=args.docs_dir, artifacts_dir=args.artifacts_dir, command=command)
     print(json.dumps(result))
     return 0
 

@@ -10,6 +10,7 @@ Paths in them are repository-relative.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,12 @@ def stored(path: Path) -> str:
     results name no machine's folders), else as it is (a temporary folder of a test)."""
     path = Path(path).resolve()
     return path.relative_to(REPO_ROOT).as_posix() if path.is_relative_to(REPO_ROOT) else str(path)
+
+
+def scrubbed(text: str) -> str:
+    """A program text as committed: repository-relative paths, and Inductor's kernel cache
+    (`# kernel path: <temp dir>/torchinductor_<user>/...` in Triton output code) named, not located."""
+    return re.sub(r"(/[^/\s]+)+/torchinductor_\w+/", "<inductor cache>/", repo_relative_paths(text))
 
 
 def _resolve(path: str) -> Path:
@@ -61,11 +68,12 @@ def unchanged_ablation(records: list[dict[str, Any]], record: dict[str, Any]) ->
                for other in records)
 
 
-def curate(runs: list[dict[str, Any]], records: list[dict[str, Any]], dest: Path, command: str) -> tuple[list, list]:
+def curate(study: dict[str, Any], dest: Path, command: str) -> dict[str, Any]:
     """Rewrite `dest` with the kept program texts and results.json ({"command": the one that
-    writes the page, "runs", "records"}); returns (runs, records) with each kept record's
-    `files` naming its texts under `dest`. Texts are read before `dest` is cleared, so `dest`'s
-    own results may be the input."""
+    writes the page, "runs", "records", "sweep", "equality"}); returns the study with each kept
+    record's `files` naming its texts under `dest`. Texts are read before `dest` is cleared, so
+    `dest`'s own results may be the input."""
+    records = study["records"]
     keep = committed_shapes(records)
     texts: dict[str, str] = {}
     for record in records:
@@ -79,7 +87,7 @@ def curate(runs: list[dict[str, Any]], records: list[dict[str, Any]], dest: Path
         for name, source in program_files(record):
             for candidate in (source, curated / name):
                 if candidate.exists():
-                    texts[name] = repo_relative_paths(candidate.read_text())
+                    texts[name] = scrubbed(candidate.read_text())
                     names.append(name)
                     break
         record["files"] = names
@@ -89,6 +97,6 @@ def curate(runs: list[dict[str, Any]], records: list[dict[str, Any]], dest: Path
         (dest / name).parent.mkdir(parents=True, exist_ok=True)
         (dest / name).write_text(text)
     dest.mkdir(parents=True, exist_ok=True)
-    results = {"command": command, "runs": runs, "records": records}
+    results = {"command": command, **study}
     (dest / "results.json").write_text(repo_relative_paths(json.dumps(results, indent=1)) + "\n")
-    return runs, records
+    return study

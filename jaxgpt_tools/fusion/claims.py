@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 COMPILER_NAMES = {"xla": "XLA", "inductor": "Inductor"}
-DEVICE_NAMES = {"cpu": "CPU", "h100-compile-only": "H100 (compile only)", "h100": "H100"}
+DEVICE_NAMES = {"cpu": "CPU", "h100-compile-only": "H100 (compiled without a GPU, no autotuning)", "h100": "H100"}
 MODE_NAMES = {"fwd": "forward", "fwdbwd": "forward+backward"}
 PART_NAMES = {"qkv": "QKV path", "block": "block"}
 # jaxgpt's functions on the QKV path (the innermost frame XLA records for an instruction) -> stage.
@@ -208,329 +208,244 @@ def _pair(records, compiler: str, device: str, mode: str, shape: str, variant: s
                       variant=variant) for layout in ("merged", "separate"))
 
 
-def answer_claims(records: list[dict[str, Any]]) -> list[Claim]:
-    """Per compiler and device, at its largest shape: what merging changes on the QKV path."""
+TARGETS = (("xla", "cpu"), ("inductor", "cpu"), ("xla", "h100-compile-only"), ("inductor", "h100-compile-only"))
+
+
+def answer_programs(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
+    """(compiler, device) -> {"fwd_merged", "fwd_separate", "fwdbwd_merged", "fwdbwd_separate"}:
+    the QKV programs of each target at its largest shape (those with all four)."""
     from jaxgpt_tools.fusion.artifacts import committed_shapes
 
-    made = [Claim("answer.question", "The question: how XLA and TorchInductor fuse the record's QKV path (the QKV "
-                  "projection, split, value mix with lambdas and the value embedding, QK RMSNorm and rotary, up to the "
-                  "attention kernel's inputs, with attention itself left out so that it costs the same on both sides), "
-                  "and what the record's merged (3D, D) weight buys over three (D, D) weights.",
-                  lambda: all(r["attention"] is None and not r.get("aten_fallbacks") and not r.get("custom_calls")
-                              for r in records if r["part"] == "qkv"))]
-    for (compiler, device), shape in sorted(committed_shapes(records).items(), key=lambda kv: (kv[0][0] != "xla", kv[0][1])):
-        fwd_m, fwd_s = _pair(records, compiler, device, "fwd", shape)
-        bwd_m, bwd_s = _pair(records, compiler, device, "fwdbwd", shape)
-        if None in (fwd_m, fwd_s, bwd_m, bwd_s):
-            continue
-        # Where the forward's bytes differ: h read once per GEMM; the merged GEMM's result written in fp32.
-        tokens, dim = fwd_m["shape"]["seq_len"], fwd_m["shape"]["model_dim"]
-        h_bytes = 2 * tokens * dim
-        why = []
-        extra = fwd_s["gemm_kernels"] - fwd_m["gemm_kernels"]
-        if extra > 0:
-            why.append(f"each of separate's {extra} extra GEMMs reads h again, {_mb(h_bytes)}")
-        fp32_out = [k for k in _gemm_rows(fwd_m) if k["written"] == 4 * tokens * 3 * dim]
-        if fp32_out:
-            why.append(f"merged's one GEMM writes its (T, 3D) result in fp32, {_mb(fp32_out[0]['written'])}, then "
-                       "converts and slices it before the norm")
-        text = (f"{label(compiler, device)}, {_shape(fwd_m)}: merged, the QKV path is {fwd_m['kernels']} kernels forward "
-                f"({fwd_m['gemm_kernels']} GEMM{'s' if fwd_m['gemm_kernels'] != 1 else ''}) and {bwd_m['kernels']} "
-                f"forward+backward ({bwd_m['gemm_kernels']} GEMMs); separate, {fwd_s['kernels']} ({fwd_s['gemm_kernels']}) "
-                f"and {bwd_s['kernels']} ({bwd_s['gemm_kernels']}); separate moves {_pct(fwd_s['kernel_traffic_bytes'], fwd_m['kernel_traffic_bytes'])} "
-                f"bytes forward ({_mb(fwd_s['kernel_traffic_bytes'])} against {_mb(fwd_m['kernel_traffic_bytes'])}"
-                + (": " + "; ".join(why) if why else "") + ") and "
-                f"{_pct(bwd_s['kernel_traffic_bytes'], bwd_m['kernel_traffic_bytes'])} forward+backward")
-        if all(r.get("time") for r in (fwd_m, fwd_s, bwd_m, bwd_s)):
-            text += (f"; its median time is {_time_words(fwd_s['time'], fwd_m['time'])} forward and "
-                     f"{_time_words(bwd_s['time'], bwd_m['time'])} forward+backward")
-        elif device == "h100-compile-only":
-            text += " (compiled without a GPU: no time)"
-        progs = (fwd_m, fwd_s, bwd_m, bwd_s)
-        made.append(Claim(f"answer.{compiler}_{device}", text + ".", lambda progs=progs, h=h_bytes: (
-            all(_kernels(r) == r["kernels"] and _gemms(r) == r["gemm_kernels"] and abs(_moved(r) - r["kernel_traffic_bytes"]) < 1
-                for r in progs)
-            and all(k["read"] >= h for k in _gemm_rows(progs[1])))))
-    return made
+    out = {}
+    for (compiler, device), shape in committed_shapes(records).items():
+        found = {f"{mode}_{layout}": find(records, compiler=compiler, device=device, part="qkv", mode=mode, layout=layout,
+                                          shape=shape) for mode in MODE_NAMES for layout in ("merged", "separate")}
+        if None not in found.values():
+            out[(compiler, device)] = found
+    return dict(sorted(out.items(), key=lambda kv: TARGETS.index(kv[0]) if kv[0] in TARGETS else 9))
 
 
-def _merges(records: list[dict[str, Any]], gemms: Callable[[dict[str, Any]], int]) -> dict[tuple[str, str], dict[str, bool]]:
-    """(compiler, device) -> {shape text: whether the separate forward has as many GEMMs as the
-    merged one}, GEMMs counted by `gemms`."""
-    out: dict[tuple[str, str], dict[str, bool]] = {}
+def _gemm_answer(programs, sweep) -> Claim:
+    own = {target: p["fwd_separate"]["gemm_kernels"] == p["fwd_merged"]["gemm_kernels"] for target, p in programs.items()}
+    counts = sorted({(p["fwd_merged"]["gemm_kernels"], p["fwdbwd_merged"]["gemm_kernels"], p["fwd_separate"]["gemm_kernels"],
+                      p["fwdbwd_separate"]["gemm_kernels"]) for p in programs.values()})
+    last = max((r["T"] for r in sweep if r["mode"] == "fwd" and r["layout"] == "separate" and r["threshold_mb"] is None
+                and r["gemm_kernels"] == 1), default=None)
+    yes = [f"{label(*t)} at {_shape(programs[t]['fwd_separate'])}" for t, merges in own.items() if merges]
+    no = [f"{label(*t)} at {_shape(programs[t]['fwd_separate'])}" for t, merges in own.items() if not merges]
+    text = (f"Merged, the QKV path is {counts[0][0]} GEMM forward and {counts[0][1]} forward+backward on every target; "
+            f"separate, {counts[0][2]} and {counts[0][3]}" + ("" if len(counts) == 1 else " where the compiler does not merge them")
+            + (f": no target merges the three projections itself by default ({'; '.join(no)})" if not yes else
+               f": {'; '.join(yes)} merge{'s' if len(yes) == 1 else ''} them itself, {'; '.join(no) or 'no other'} not")
+            + (f"; XLA for the H100 does, but only up to T {last:,} at D 768 (the sweep below)" if last else "") + ".")
+    return Claim("answer.gemms", text, lambda: all(
+        _gemms(p[k]) == p[k]["gemm_kernels"] and _kernels(p[k]) == p[k]["kernels"] for p in programs.values() for k in p))
+
+
+def _bytes_answer(programs) -> Claim:
+    parts = [f"{label(*t)} {_signed(p['fwd_separate'], p['fwd_merged'])} / {_signed(p['fwdbwd_separate'], p['fwdbwd_merged'])}"
+             for t, p in programs.items()]
+    more = all(p[f"{m}_separate"]["kernel_traffic_bytes"] > p[f"{m}_merged"]["kernel_traffic_bytes"]
+               for p in programs.values() for m in MODE_NAMES)
+    text = (f"Separate moves {'more bytes than merged on every target' if more else 'more or fewer bytes than merged'} "
+            f"(every kernel reading its operands and writing its results once), forward / forward+backward: "
+            + "; ".join(parts) + (" (Inductor's counts take a buffer argument whole: its reasons below say where that "
+                                  "overstates merged)" if any(t[0] == "inductor" for t in programs) else "") + ".")
+    return Claim("answer.bytes", text, lambda: all(abs(_moved(p[k]) - p[k]["kernel_traffic_bytes"]) < 1
+                                                   for p in programs.values() for k in p))
+
+
+def _signed(new: dict[str, Any], old: dict[str, Any]) -> str:
+    change = (new["kernel_traffic_bytes"] - old["kernel_traffic_bytes"]) / old["kernel_traffic_bytes"] * 100
+    return f"{change:+.0f}%"
+
+
+def _time_answer(programs) -> Claim:
+    timed = {t: p for t, p in programs.items() if all(p[k].get("time") for k in p)}
+    idle = {t: p for t, p in timed.items() if all(p[k]["time"].get("idle") for k in p)}
+    if idle:
+        parts = [f"{label(*t)} {_time_words(p['fwdbwd_separate']['time'], p['fwdbwd_merged']['time'])}" for t, p in idle.items()]
+        text = ("On this CPU, timed idle, separate's median forward+backward time against merged's is " + "; ".join(parts)
+                + "; the H100 columns are compiled without a GPU, no autotuning, and not timed.")
+    elif timed:
+        loads = [x for p in timed.values() for k in p for x in p[k]["time"]["load_1m"]]
+        limit = next(iter(timed.values()))["fwd_merged"]["time"].get("load_limit")
+        text = (f"No time is shown: the machine was not idle while the CPU programs were timed (1-minute load average "
+                f"{min(loads):.1f}-{max(loads):.1f}, above the {limit:.1f} an idle timing allows), and the H100 columns are "
+                "compiled without a GPU, no autotuning, and not timed.")
+    else:
+        text = "Nothing was timed: the H100 columns are compiled without a GPU, no autotuning; the CPU's were not timed."
+    return Claim("answer.time", text, lambda: all(
+        t["min_ms"] <= t["p25_ms"] <= t["median_ms"] <= t["p75_ms"] <= t["max_ms"]
+        and t.get("idle") == (max(t["load_1m"]) <= t.get("load_limit", float("inf")))
+        for p in timed.values() for k in p for t in [p[k]["time"]]))
+
+
+def _inductor_merge_answer(records) -> list[Claim]:
+    found = {}
     for r in records:
-        if r["part"] == "qkv" and r["mode"] == "fwd" and r["layout"] == "separate" and r.get("variant", "default") == "default":
-            merged = find(records, compiler=r["compiler"], device=r["device"], part="qkv", mode="fwd", layout="merged",
-                          shape=r["shape"])
-            if merged is not None:
-                out.setdefault((r["compiler"], r["device"]), {})[_shape(r)] = gemms(r) == gemms(merged)
-    return {key: dict(sorted(by_shape.items(), key=lambda kv: int(kv[0].split("T ")[1].replace(",", ""))))
-            for key, by_shape in out.items()}
-
-
-def merge_claim(records: list[dict[str, Any]]) -> list[Claim]:
-    """Which compilers merge the separate projections into one GEMM themselves, at which shapes."""
-    merges = _merges(records, lambda r: r["gemm_kernels"])
-    if not merges:
+        if r["compiler"] == "inductor" and r.get("variant", "default") != "default" and r["mode"] == "fwd":
+            base = find(records, **{k: r[k] for k in ("compiler", "device", "part", "mode", "layout", "shape")})
+            if base is not None:
+                found.setdefault(r["variant"], []).append((r, base))
+    if not found:
         return []
     parts = []
-    for (compiler, device), by_shape in sorted(merges.items(), key=lambda kv: (kv[0][0] != "xla", kv[0][1])):
-        yes = [shape for shape, merged in by_shape.items() if merged]
-        no = [shape for shape, merged in by_shape.items() if not merged]
-        parts.append(f"{label(compiler, device)} " + (f"does at {' and '.join(yes)}" if yes else "does not")
-                     + (f"{' but not' if yes else ''} at {' and '.join(no)}" if no else ""))
-    text = ("Merging buys a GEMM only where the compiler would not merge the three projections itself: "
-            + "; ".join(parts) + " (XLA's dot merger and its `xla_gpu_dot_merger_threshold_mb`, below). Beyond the GEMM "
-            "count, the layout changes which neighbours each compiler fuses into the projection, which is what moves "
-            "the kernel counts and bytes above; the reasons per compiler follow.")
-    return [Claim("answer.merging", text, lambda: _merges(records, _gemms) == merges)]
+    for variant, pairs in sorted(found.items()):
+        words = ", ".join(f"{DEVICE_NAMES.get(r['device'], r['device'])} {b['gemm_kernels']} -> {r['gemm_kernels']}" for r, b in pairs)
+        parts.append(f"`{variant}` {words}")
+    text = ("Inductor merges the separate projections itself only when asked (separate forward, GEMMs by default -> with "
+            "the pass): " + "; ".join(parts) + " (its passes, their conditions and the H100's missing freezing: below).")
+    return [Claim("answer.inductor_merge", text, lambda: all(_gemms(r) == r["gemm_kernels"] and _gemms(b) == b["gemm_kernels"]
+                                                           for pairs in found.values() for r, b in pairs))]
 
 
-def why_claims(records: list[dict[str, Any]], runs: list[dict[str, Any]]) -> list[Claim]:
-    made = []
-    seq = {r["shape"]["name"]: r["shape"]["seq_len"] for r in records}
-    shapes_aot = sorted({r["shape"]["name"] for r in records if r["device"] == "h100-compile-only" and r["part"] == "qkv"},
-                        key=seq.get)
-    # XLA for the H100: the dot merger merges small separate projections only.
-    if len(shapes_aot) >= 2:
-        small_m, small_s = _pair(records, "xla", "h100-compile-only", "fwd", shapes_aot[0])
-        big_m, big_s = _pair(records, "xla", "h100-compile-only", "fwd", shapes_aot[-1])
-        if None not in (small_m, small_s, big_m, big_s):
-            big_moves = [k["read"] + k["written"] for k in _gemm_rows(big_s)]
-            h_bytes = 2 * big_s["shape"]["seq_len"] * big_s["shape"]["model_dim"]
-            merges_small = small_s["gemm_kernels"] == small_m["gemm_kernels"]
-            merges_big = big_s["gemm_kernels"] == big_m["gemm_kernels"]
-            text = (f"XLA for the H100 {'merges' if merges_small else 'does not merge'} the three separate projections "
-                    f"into one GEMM itself at {_shape(small_s)} (separate forward: {small_s['gemm_kernels']} GEMM, "
-                    f"merged: {small_m['gemm_kernels']}) and {'also' if merges_big else 'not'} at {_shape(big_s)} "
-                    f"({big_s['gemm_kernels']} GEMMs against {big_m['gemm_kernels']}): its dot merger pass merges dots "
-                    f"that share an operand only while one of them moves at most `xla_gpu_dot_merger_threshold_mb` "
-                    f"(default 32 MB), and each projection's GEMM moves {_mb(min(big_moves))}"
-                    f"{'-' + _mb(max(big_moves)) if max(big_moves) - min(big_moves) > 1e5 else ''} at T "
-                    f"{big_s['shape']['seq_len']:,} (h alone is {_mb(h_bytes)}).")
-            made.append(Claim("why.xla_h100_dot_merger", text, lambda sm=small_m, ss=small_s, bm=big_m, bs=big_s,
-                              yes_small=merges_small, yes_big=merges_big, moves=tuple(big_moves): (
-                (_gemms(ss) == _gemms(sm)) == yes_small and (_gemms(bs) == _gemms(bm)) == yes_big
-                and all(m > 32 * 2**20 for m in moves) == (not yes_big))))
-    # XLA for the H100: the weights' cast in the GEMM prologue; XLA:CPU's casts as kernels of their own.
-    for shape in shapes_aot[-1:]:
-        merged, separate = _pair(records, "xla", "h100-compile-only", "fwd", shape)
-        if merged is None or separate is None:
-            continue
-
-        def cast_in_prologue(record):
-            return [k for k in _gemm_rows(record) if "convert" in k.get("prologue", [])]
-
-        def cast_kernels(record):
-            """Kernels that only convert, on the projection's inputs (the second path)."""
-            return [k for k in record["kernel_table"] if not k["gemm"] and set(k.get("ops", {})) == {"convert"}
-                    and kernel_stages(record, k) == ["projection"]]
-
-        cpu = [r for r in (find(records, compiler="xla", device="cpu", part="qkv", mode="fwd", layout=layout,
-                                 shape=max((x["shape"] for x in records if x["device"] == "cpu"), key=lambda sh: sh["seq_len"],
-                                           default={"name": ""}))
-                            for layout in ("merged", "separate")) if r is not None]
-        cpu_casts = ", ".join(f"{len(cast_kernels(r))} {r['layout']}" for r in cpu)
-        text = (f"XLA for the H100 fuses the fp32 weights' cast to bf16 into the Triton GEMMs' prologue (before the dot: "
-                f"convert) in {len(cast_in_prologue(merged))} of {_count(len(_gemm_rows(merged)), 'GEMM')} merged and "
-                f"{len(cast_in_prologue(separate))} of {len(_gemm_rows(separate))} separate at {_shape(separate)}, so no "
-                f"kernel writes a bf16 copy of a weight"
-                + (f"; XLA:CPU instead converts for its YNNPACK GEMMs in loop kernels of their own ({cpu_casts})"
-                   if cpu else "") + ".")
-        made.append(Claim("why.xla_h100_prologue", text, lambda m=merged, s=separate: (
-            not cast_kernels(m) and not cast_kernels(s) and len(cast_in_prologue(m)) == len(_gemm_rows(m)))))
-    # XLA for the H100: the value scale in v's GEMM epilogue, separate only.
-    for shape in shapes_aot[-1:]:
-        merged, separate = _pair(records, "xla", "h100-compile-only", "fwd", shape)
-        if merged is None or separate is None:
-            continue
-
-        def scaled(record):
-            return [k for k in _gemm_rows(record) if "multiply" in k.get("epilogue", []) and "split, value mix" in kernel_stages(record, k)]
-
-        in_separate, in_merged = scaled(separate), scaled(merged)
-        text = (f"Separate weights let XLA for the H100 fuse the value scale lambdas[0] * v into v's GEMM epilogue "
-                f"({', '.join('`' + k['name'] + '`' for k in in_separate) or 'no GEMM'} at {_shape(separate)}); the merged GEMM "
-                + ("takes no such epilogue, since the scale applies to a third of its output, so a loop fusion applies it."
-                   if not in_merged else "takes it too."))
-        def mix_multiplies(record):
-            """Multiplies in the non-GEMM kernel that adds the value embedding: 2 when it also scales v."""
-            return [k["ops"].get("multiply", 0) for k in record["kernel_table"] if not k["gemm"] and "add" in k["ops"]
-                    and kernel_stages(record, k) == ["split, value mix"]]
-
-        if in_separate:
-            made.append(Claim("why.xla_h100_value_scale", text, lambda s=separate, m=merged: (
-                bool(scaled(s)) and not scaled(m) and mix_multiplies(m) == [2] and mix_multiplies(s) == [1])))
-    # XLA for the H100: where the QK norm and rotary run.
-    for shape in shapes_aot[-1:]:
-        parts = []
-        checks = []
-        for layout in ("merged", "separate"):
-            record = find(records, compiler="xla", device="h100-compile-only", part="qkv", mode="fwd", layout=layout,
-                          shape=shape)
-            if record is None:
-                continue
-            norm = [k for k in record["kernel_table"] if "QK norm" in kernel_stages(record, k)]
-            rotary = [k for k in record["kernel_table"] if "rotary" in kernel_stages(record, k) and k not in norm]
-            kinds = sorted({k["kind"] for k in norm})
-            parts.append(f"{layout}, {len(norm)} kernel{'s' if len(norm) != 1 else ''} of kind {' / '.join('`' + k + '`' for k in kinds)} "
-                         f"compute the norm, writing {_mb(sum(k['written'] for k in norm))} (fp32), and {len(rotary)} more "
-                         f"apply rotary")
-            # second path: the norm's kernels are the ones whose ops reduce or take an rsqrt
-            checks.append(lambda r=record, n=norm: [k for k in r["kernel_table"]
-                                                    if {"reduce", "rsqrt"} & set(k.get("ops", {}))] == n)
-        if parts:
-            made.append(Claim("why.xla_h100_norm", f"On the H100 at {_shape(find(records, shape=shape))}, "
-                              "XLA keeps the QK norm out of the GEMM: " + "; ".join(parts) + " (XLA's Triton GEMM "
-                              "fusions take elementwise epilogues only; the norm's row reduction runs in a Triton "
-                              "normalization fusion, XLA's block-level `triton` kind).",
-                              lambda checks=checks: all(c() for c in checks)))
-    # XLA:CPU: YNNPACK fusions.
-    cpu_shape = max((r["shape"] for r in records if r["compiler"] == "xla" and r["device"] == "cpu" and r["part"] == "qkv"),
-                    key=lambda s: s["seq_len"], default=None)
-    if cpu_shape is not None:
-        merged, separate = _pair(records, "xla", "cpu", "fwd", cpu_shape["name"])
-        if merged is not None and separate is not None:
-            def gemm_with_norm(record):
-                return [k for k in record["kernel_table"] if "dot" in k.get("ops", {}) and "reduce" in k.get("ops", {})]
-
-            ynn = lambda record: sum(k["kind"] == "ynn_fusion" for k in record["kernel_table"])  # noqa: E731
-            fused_s, fused_m = gemm_with_norm(separate), gemm_with_norm(merged)
-            names = lambda ks: ", ".join("`" + k["name"] + "`" for k in ks)  # noqa: E731
-            if fused_s and not fused_m:
-                how = (f"with separate weights {len(fused_s)} of them fuse a projection GEMM with the QK norm's sum of "
-                       f"squares ({names(fused_s)}: dot and reduce in one YNNPACK fusion); merged, none does: the one GEMM "
-                       f"writes its (T, 3D) result in fp32, which is converted and sliced before the norm's reductions run "
-                       f"in YNNPACK fusions of their own")
-            elif fused_s or fused_m:
-                how = (f"{len(fused_s)} YNNPACK fusions hold a projection GEMM and the QK norm's sum of squares separate "
-                       f"({names(fused_s) or 'none'}), {len(fused_m)} merged ({names(fused_m) or 'none'})")
-            else:
-                how = "no YNNPACK fusion holds both a projection GEMM and the QK norm's reduction, in either layout"
-            text = (f"XLA:CPU hands its dots and reductions to YNNPACK (`__ynn_fusion` custom fusions, "
-                    f"`xla_cpu_experimental_ynn_fusion_type`): at {_shape(separate)}, {how} ({ynn(merged)} YNNPACK fusions "
-                    f"merged, {ynn(separate)} separate); separate launches {separate['kernels']} kernels forward against "
-                    f"merged's {merged['kernels']}.")
-            # second path: the same kernels by the jaxgpt functions they were traced from (linear and norm)
-            by_source = lambda record: [k for k in record["kernel_table"] if k["kind"] == "ynn_fusion"  # noqa: E731
-                                        and {"projection", "QK norm"} <= set(kernel_stages(record, k))]
-            made.append(Claim("why.xla_cpu_ynn", text, lambda m=merged, s=separate, fm=fused_m, fs=fused_s: (
-                by_source(s) == fs and by_source(m) == fm and _kernels(s) == s["kernels"] and _kernels(m) == m["kernels"])))
-    # Inductor on the CPU.
-    ind_shape = max((r["shape"] for r in records if r["compiler"] == "inductor" and r["device"] == "cpu" and r["part"] == "qkv"),
-                    key=lambda s: s["seq_len"], default=None)
-    if ind_shape is not None:
-        merged, separate = _pair(records, "inductor", "cpu", "fwd", ind_shape["name"])
-        if merged is not None and separate is not None:
-            def generated(record, staged: bool):
-                """Generated kernels that compute a stage of the path (staged) or only cast weights."""
-                return [k for k in record["kernel_table"] if k["kind"] not in ("extern", "fallback")
-                        and bool(kernel_stages(record, k)) == staged]
-
-            externs = lambda record: [k for k in record["kernel_table"] if k["gemm"]]  # noqa: E731
-            text = (f"Inductor on the CPU leaves every GEMM to an extern `mm` call ({len(externs(merged))} merged, "
-                    f"{len(externs(separate))} separate, at {_shape(separate)} forward), so nothing is fused into a GEMM "
-                    f"(its C++ GEMM template, which could take a prologue or epilogue, is tried only with `max_autotune`); "
-                    f"its scheduler fuses everything between the GEMMs and the attention inputs (split, value mix, QK norm, "
-                    f"rotary) into {_count(len(generated(merged, True)), 'generated C++ kernel')} merged and "
-                    f"{len(generated(separate, True))} separate, where each GEMM's output feeds its own "
-                    f"({', '.join('`' + k['name'] + '`' for k in generated(separate, True))}), and casts the fp32 weights "
-                    f"to bf16 in {_count(len(generated(merged, False)), 'kernel')} merged and {len(generated(separate, False))} separate.")
-            made.append(Claim("why.inductor_cpu", text, lambda m=merged, s=separate: (
-                all(k["kind"] == "extern" for r in (m, s) for k in externs(r))
-                and len(externs(s)) == _gemms(s) and len(externs(m)) == _gemms(m))))
-    if not any(r["compiler"] == "inductor" and r["device"] != "cpu" for r in records):
-        made.append(Claim("why.inductor_gpu", "Inductor's H100 code is not in this study: no GPU was lent to the run that "
-                          "made it, and its Triton kernels (and their autotuned GEMM templates with epilogue fusion) are "
-                          "generated only on a GPU; that column stays empty rather than estimated. On an H100, "
-                          "`python scripts/fusion_report.py --device cuda --shapes small,record_gpu --profile-shapes small,record_gpu "
-                          "--no-gpu-aot --out runs/fusion-gpu` "
-                          "compiles and times both compilers there with each kernel's time from the profilers, and "
-                          "`python scripts/fusion_report.py --from-results artifacts/fusion runs/fusion-gpu --write-docs` "
-                          "adds it to this page.",
-                          lambda: not any(r["compiler"] == "inductor" and r["device"] != "cpu" for r in records)))
+def answer_claims(records: list[dict[str, Any]], sweep: list[dict[str, Any]]) -> list[Claim]:
+    """At most five sentences: GEMMs, bytes, the merge switch (sweep), Inductor's own merges, time."""
+    programs = answer_programs(records)
+    if not programs:
+        return []
+    made = [_gemm_answer(programs, sweep), _bytes_answer(programs)] + _inductor_merge_answer(records)
+    made.append(_time_answer(programs))
     return made
 
 
-def ablation_claims(records: list[dict[str, Any]]) -> list[Claim]:
-    """The flags that decide the merge, turned: XLA's dot-merger threshold, Inductor's
-    `batch_linear_lhs` pre-grad pass; their effect on the separate layout's forward."""
+def _xla_ablation(ablated, base, merged) -> str:
+    threshold = ablated["compiler_options"].get("xla_gpu_dot_merger_threshold_mb")
+    converts = [k for k in ablated["kernel_table"] if not k["gemm"] and k.get("ops") == {"convert": 1}
+                and "projection" in kernel_stages(ablated, k)]
+    now = ablated["gemm_kernels"] < base["gemm_kernels"]
+    return (f"With `xla_gpu_dot_merger_threshold_mb={threshold}` XLA {'merges' if now else 'does not merge'} the "
+            f"separate layout's dots at {_shape(ablated)} ({label(ablated['compiler'], ablated['device'])}, "
+            f"{MODE_NAMES[ablated['mode']]}): {base['gemm_kernels']} GEMMs become {ablated['gemm_kernels']} (merged: "
+            f"{merged['gemm_kernels']}), kernels {base['kernels']} -> {ablated['kernels']} (merged: {merged['kernels']}), "
+            f"{len(converts)} of which convert a weight to bf16 before the GEMM concatenates them (no prologue takes a cast "
+            f"through a concatenation); bytes moved {_mb(base['kernel_traffic_bytes'])} -> {_mb(ablated['kernel_traffic_bytes'])} "
+            f"(merged: {_mb(merged['kernel_traffic_bytes'])}).")
+
+
+INDUCTOR_VARIANT_WORDS = {
+    "batch_linear_lhs": "its pre-grad pass `batch_linear_lhs` (off by default; groups of 5 linears at least, lowered to 3 "
+                        "here) on the path as it is, input (1, T, D)",
+    "batch_linear_lhs_2d": "the same pass with the path's input flattened to (T, D), the 2-D input the pass requires "
+                           "(group_batch_fusion.is_linear_node_can_be_fused)",
+    "freezing_concat_linear": "freezing with `cpp.enable_concat_linear` (inference only: the weights become constants "
+                              "that its concat-linear pattern concatenates)",
+}
+
+
+def _inductor_ablation(ablated, base, merged) -> str:
+    now = ablated["gemm_kernels"] < base["gemm_kernels"]
+    return (f"{label(ablated['compiler'], ablated['device'])}, "
+            f"{INDUCTOR_VARIANT_WORDS.get(ablated['variant'], '`' + ablated['variant'] + '`')}: separate "
+            f"{MODE_NAMES[ablated['mode']]} at {_shape(ablated)} {'merges' if now else 'does not merge'}, "
+            f"{base['gemm_kernels']} GEMMs -> {ablated['gemm_kernels']} (merged: {merged['gemm_kernels']}), kernels "
+            f"{base['kernels']} -> {ablated['kernels']} (merged: {merged['kernels']}), bytes moved "
+            f"{_mb(base['kernel_traffic_bytes'])} -> {_mb(ablated['kernel_traffic_bytes'])} (merged: "
+            f"{_mb(merged['kernel_traffic_bytes'])}).")
+
+
+def ablation_claims(records: list[dict[str, Any]], runs: list[dict[str, Any]]) -> list[Claim]:
+    """The flags and passes that decide the merge, turned on the separate layout: XLA's
+    dot-merger threshold, Inductor's batch_linear_lhs and freezing; what could not be compiled."""
     made = []
     for ablated in [r for r in records if r.get("variant", "default") != "default" and r["layout"] == "separate"
-                    and r["mode"] == "fwd" and r["part"] == "qkv"]:
+                    and r["part"] == "qkv"]:
         base = find(records, **{k: ablated[k] for k in ("compiler", "device", "part", "mode", "layout", "shape")})
         merged = find(records, **{k: ablated[k] for k in ("compiler", "device", "part", "mode", "shape")}, layout="merged")
         if base is None or merged is None:
             continue
-        now_merged = ablated["gemm_kernels"] == merged["gemm_kernels"]
-        if ablated["compiler"] == "xla":
-            threshold = ablated["compiler_options"].get("xla_gpu_dot_merger_threshold_mb")
-            converts = [k for k in ablated["kernel_table"] if not k["gemm"] and k.get("ops") == {"convert": 1}
-                        and "projection" in kernel_stages(ablated, k)]
-            text = (f"With `xla_gpu_dot_merger_threshold_mb={threshold}` XLA {'merges' if now_merged else 'still does not merge'} "
-                    f"the separate projections at {_shape(ablated)} ({label(ablated['compiler'], ablated['device'])}, "
-                    f"forward): {base['gemm_kernels']} GEMMs become {ablated['gemm_kernels']} (merged: {merged['gemm_kernels']}), "
-                    + (f"{base['kernels']} kernels become {ablated['kernels']}" if base["kernels"] != ablated["kernels"]
-                       else f"kernels stay at {base['kernels']}")
-                    + f" (merged: {merged['kernels']}), {len(converts)} of which convert a weight to bf16 before the "
-                    f"GEMM concatenates them; bytes moved go from "
-                    f"{_mb(base['kernel_traffic_bytes'])} to {_mb(ablated['kernel_traffic_bytes'])} (merged: "
-                    f"{_mb(merged['kernel_traffic_bytes'])}) and XLA's scratch from {_mb(base['temp_bytes'])} to "
-                    f"{_mb(ablated['temp_bytes'])} (merged: {_mb(merged['temp_bytes'])}): the three outputs become slices of "
-                    "one (T, 3D) buffer.")
-        else:
-            text = (f"Inductor's pre-grad pass `batch_linear_lhs`, which rewrites linears sharing an input into one `mm` "
-                    f"on concatenated weights, is off by default (`pre_grad_fusion_options` is empty); turned on, the "
-                    f"separate layout at {_shape(ablated)} forward keeps {ablated['gemm_kernels']} GEMMs and "
-                    f"{ablated['kernels']} kernels (default: {base['gemm_kernels']} and {base['kernels']})"
-                    + ("" if now_merged else ": the pass takes only 2-D inputs (torch/_inductor/fx_passes/"
-                       "group_batch_fusion.py, is_linear_node_can_be_fused), and the path's input is (1, T, D)") + ".")
-        made.append(Claim(f"ablation.{ablated['compiler']}_{ablated['variant']}", text, lambda a=ablated, m=merged, b=base: (
-            (_gemms(a) == _gemms(m)) == (a["gemm_kernels"] == m["gemm_kernels"]) and _gemms(b) == b["gemm_kernels"]
-            and _kernels(a) == a["kernels"])))
+        text = (_xla_ablation if ablated["compiler"] == "xla" else _inductor_ablation)(ablated, base, merged)
+        made.append(Claim(f"ablation.{ablated['compiler']}_{ablated['device']}_{ablated['variant']}_{ablated['mode']}", text,
+                          lambda a=ablated, m=merged, b=base: (
+                              _gemms(a) == a["gemm_kernels"] and _gemms(b) == b["gemm_kernels"] and _gemms(m) == m["gemm_kernels"]
+                              and _kernels(a) == a["kernels"] and abs(_moved(a) - a["kernel_traffic_bytes"]) < 1)))
+    for run in runs:
+        for what, why in (run.get("not_compiled") or {}).items():
+            made.append(Claim(f"ablation.not_compiled_{run.get('compiler')}_{what}",
+                              f"{COMPILER_NAMES.get(run.get('compiler'), '')} {DEVICE_NAMES.get(run['device'], run['device'])}: "
+                              f"`{what}` not compiled ({why}).",
+                              lambda what=what, run=run: not any(r.get("variant") == what and r["device"] == run["device"]
+                                                                 and r["compiler"] == run.get("compiler") for r in records)))
     return made
 
 
-def method_claims(records: list[dict[str, Any]], runs: list[dict[str, Any]]) -> list[Claim]:
-    made = [Claim("method.programs", "Programs (jaxgpt_tools/fusion/xla.py, fusion_inductor.py): the **QKV path** "
-                  "(jaxgpt's and torch_ref's `CausalSelfAttention.project` on a normed bf16 input and a value embedding, "
-                  "returning q, k, v as the attention kernel takes them) and, as context, one whole **block**, each "
-                  "forward and forward+backward (gradients of the parameters and inputs for fixed random cotangents), with "
-                  "the **merged** (3D, D) QKV weight or **separate** (D, D) weights; bf16 activations, fp32 weights cast "
-                  "at use, one document. *Kernels*: launches per call (XLA: instructions that do work in the entry "
-                  "computation and loop bodies, once per trip; Inductor: generated kernels, extern calls and aten "
-                  "fallbacks in its output code, forward and backward graphs summed). *Bytes moved*: every kernel reads "
-                  "its operands and writes its results once (a sliced operand as its slices). *Minimum*: the program's "
-                  "arguments read once and results written once (XLA's memory_analysis of the same program).",
-                  lambda: all(r["part"] in PART_NAMES and r["mode"] in MODE_NAMES and r["layout"] in ("merged", "separate")
-                              for r in records))]
+PROGRAMS_TEXT = (
+    "Programs (jaxgpt_tools/fusion/xla.py, fusion/inductor.py): the **QKV path** (jaxgpt's and torch_ref's "
+    "`CausalSelfAttention.project` on a normed bf16 input and a value embedding, returning q, k, v as the attention kernel "
+    "takes them) and, as context, one whole **block**, each forward and forward+backward (gradients of the parameters and "
+    "inputs for fixed random cotangents), with the **merged** (3D, D) QKV weight or **separate** (D, D) weights; bf16 "
+    "activations, fp32 weights cast at use, one document. *Kernels*: launches per call (XLA: instructions that do work in "
+    "the entry computation and loop bodies, once per trip; Inductor: generated kernels, extern calls and aten fallbacks in "
+    "its output code, forward and backward graphs summed). *Bytes moved*: every kernel reads its operands and writes its "
+    "results once (XLA: a sliced operand as its slices; Inductor: a buffer argument whole, whatever part of it the kernel "
+    "indexes). *Minimum*: the program's arguments read once and results written once "
+    "(XLA's memory_analysis of the same program).")
+
+
+def _cpu_run_text(run: dict[str, Any], mine: list[dict[str, Any]]) -> str:
+    env = run.get("environment") or {}
+    versions = ", ".join(f"{k} {v}" for k, v in sorted(env.get("versions", {}).items()))
+    flags = env.get("compiler_flags", {})
+    text = (f"{DEVICE_NAMES.get(run['device'], run['device'])} programs: `{run['command']}` at commit "
+            f"{env.get('commit', 'unknown')} with {versions}, on {env.get('cpu_model', 'an unnamed CPU')} "
+            f"({env.get('cpu_count')} cores; vector ISA {' '.join(env.get('isa', [])) or 'unknown'}; torch's CPU capability "
+            f"{flags.get('torch_cpu_capability', 'unknown')}); non-default compiler settings: XLA_FLAGS "
+            f"`{flags.get('XLA_FLAGS') or '(unset)'}` (JAX_PLATFORMS `{flags.get('JAX_PLATFORMS') or '(unset)'}`), Inductor and AOTAutograd "
+            + ", ".join(f"`{k}={v}`" for k, v in flags.get("inductor_cpu", {}).items()))
+    times = [r["time"] for r in mine if r.get("time")]
+    if not times:
+        return text + "; compiled and counted, not timed."
+    loads = [x for t in times for x in t["load_1m"]]
+    idle = sum(bool(t.get("idle")) for t in times)
+    return (text + f"; timed on {run['threads']} core{'s' if run['threads'] != 1 else ''} (the process pinned to core "
+            f"{', '.join(map(str, run.get('cores', [])))}: XLA's thread pool and torch's intra-op threads both run there), "
+            f"merged and separate interleaved, median with quartiles of {min(t['repeats'] for t in times)}-"
+            f"{max(t['repeats'] for t in times)} timed calls after a warm-up; a timing counts as idle when the 1-minute load "
+            f"average before and after it is at most {times[0].get('load_limit', 0):.1f} (the pinned cores plus 0.5): "
+            f"{idle} of {len(times)} were (load {min(loads):.1f}-{max(loads):.1f}), and only idle times are shown.")
+
+
+def _gpu_run_text(run: dict[str, Any]) -> str:
+    env = run.get("environment") or {}
+    versions = ", ".join(f"{k} {v}" for k, v in sorted(env.get("versions", {}).items()))
+    head = (f"{COMPILER_NAMES.get(run.get('compiler'), '')} {DEVICE_NAMES[run['device']]} programs: `{run['command']}` at "
+            f"commit {env.get('commit', 'unknown')} with {versions}; {run.get('caveat', 'compiled without a GPU, no autotuning')}")
+    if run.get("compiler") == "xla":
+        return head + (" (jax's CUDA plugin, compile-only devices): GEMM tiles are XLA's defaults, nothing is timed, and "
+                       "no compiler option is changed except the dot-merger threshold where a program says so.")
+    config = env.get("compiler_flags", {}).get("inductor_compile_only", {})
+    return head + (" (a CPU-only process made to look like one H100 to torch and Triton, jaxgpt_tools/fusion_"
+                   "fake_cuda.py; Dynamo traces on the CPU, Inductor compiles for `cuda` with FakeTensor inputs and "
+                   "emits its output code and sm_90a cubins): Inductor's default GPU configuration except what a GPU "
+                   "would decide by running kernels, left out rather than guessed: `max_autotune` (its autotuned Triton "
+                   "GEMM templates) and coordinate-descent tuning stay off, so every GEMM is an extern cuBLAS call, and each "
+                   "pointwise or reduction kernel keeps the list of block-size configs it would pick from at its first "
+                   "launch; non-default settings " + ", ".join(f"`{k}={v}`" for k, v in config.items()) + ".")
+
+
+def method_claims(records: list[dict[str, Any]], runs: list[dict[str, Any]], equality: list[dict[str, Any]]) -> list[Claim]:
+    made = [Claim("method.programs", PROGRAMS_TEXT, lambda: all(
+        r["part"] in PART_NAMES and r["mode"] in MODE_NAMES and r["layout"] in ("merged", "separate") for r in records))]
     for run in runs:
-        env = run.get("environment") or {}
-        versions = ", ".join(f"{k} {v}" for k, v in sorted(env.get("versions", {}).items()))
+        key = f"method.run_{run['device']}_{run.get('compiler', 'both')}"
         if run.get("skipped"):
-            made.append(Claim(f"method.run_{run['device']}", f"{run['device']}: not compiled ({run['skipped']}).",
-                              lambda device=run["device"]: not any(r["device"] == device for r in records)))
+            made.append(Claim(key, f"{COMPILER_NAMES.get(run.get('compiler'), '')} {DEVICE_NAMES.get(run['device'], run['device'])}: "
+                              f"not compiled ({run['skipped']}).", lambda run=run: not any(
+                                  r["device"] == run["device"] and r["compiler"] == run.get("compiler") for r in records)))
             continue
-        device = run["device"]
-        text = f"{DEVICE_NAMES.get(device, device)} programs: `{run['command']}` at commit {env.get('commit', 'unknown')} with {versions}"
-        mine = [r for r in records if r["device"] == device]
-        times = [r["time"] for r in mine if r.get("time")]
-        if run.get("timing") is None and device != "h100-compile-only":
-            text += "; compiled and counted, not timed"
-        elif device == "h100-compile-only":
-            text += f"; {run.get('caveat', 'compiled without a GPU, no autotuning')} (jax's CUDA plugin, compile-only devices), so GEMM tiles are XLA's defaults and nothing is timed"
-        elif times:
-            loads = [x for t in times for x in t["load_1m"]]
-            cores = env.get("cpu_count")
-            text += (f"; timed on {run['threads']} core{'s' if run['threads'] != 1 else ''} of {cores} (the process pinned "
-                     f"to core {', '.join(map(str, run.get('cores', [])))}: XLA's CPU thread pool and torch's intra-op threads "
-                     f"both run there), median with quartiles of {min(t['repeats'] for t in times)}-{max(t['repeats'] for t in times)} "
-                     f"timed calls per program after a warm-up; 1-minute load average {min(loads):.1f}-{max(loads):.1f} during "
-                     "the timings" + (f" on {cores} cores: the machine was shared and busy, so these times are under load "
-                                      "and only their comparisons within one run mean much" if cores and max(loads) > cores else ""))
-        made.append(Claim(f"method.run_{device}", text + ".", lambda mine=mine: all(
+        mine = [r for r in records if r["device"] == run["device"]]
+        text = _gpu_run_text(run) if run["device"] == "h100-compile-only" else _cpu_run_text(run, mine)
+        made.append(Claim(key, text, lambda mine=mine: all(
             t["min_ms"] <= t["p25_ms"] <= t["median_ms"] <= t["p75_ms"] <= t["max_ms"] and t["repeats"] >= 1
             for t in (r["time"] for r in mine if r.get("time")))))
+    for check in equality:
+        made.append(Claim(f"method.equal_{check['compiler']}", (
+            f"Merged and separate compute the same q, k and v: {COMPILER_NAMES[check['compiler']]} on this CPU, fp32, "
+            f"D {check['model_dim']}, T {check['seq_len']:,}, the separate weights the merged one's slices: largest absolute "
+            f"difference {check['max_abs_diff']:.3g} against outputs up to {check['max_abs']:.3g} (tolerance "
+            f"{check['tolerance']:g} relative: {'equal' if check['equal'] else 'NOT equal'})."),
+            lambda c=check: c["equal"] == (c["max_abs_diff"] <= c["tolerance"] * max(c["max_abs"], 1e-30))))
     return made
 
 
@@ -549,7 +464,8 @@ def block_claims(records: list[dict[str, Any]]) -> list[Claim]:
         text = (f"{label(compiler, device)}, one block forward+backward at {_shape(merged)} (attention: "
                 f"{merged.get('attention') or '-'}): {merged['kernels']} kernels merged, {separate['kernels']} separate; "
                 f"separate moves {_pct(separate['kernel_traffic_bytes'], merged['kernel_traffic_bytes'])} bytes"
-                + (f"; its median time is {_time_words(separate['time'], merged['time'])}" if merged.get("time") and separate.get("time") else "")
+                + (f"; its median time is {_time_words(separate['time'], merged['time'])}"
+                   if (merged.get("time") or {}).get("idle") and (separate.get("time") or {}).get("idle") else "")
                 + ".")
         made.append(Claim(f"block.{compiler}_{device}", text, lambda m=merged, s=separate: (
             m["gemm_kernels"] <= s["gemm_kernels"] and m["kernels"] > 0)))
@@ -568,8 +484,8 @@ def gap_claims(records: list[dict[str, Any]], part: str) -> list[Claim]:
     shape where both were profiled, with each profile's largest kernel: the explanation of a gap."""
     pairs: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
     for r in records:
-        if (r["part"], r["mode"], r["layout"]) == (part, "fwdbwd", "merged") and r.get("kernel_times") and r.get("time") \
-                and r.get("variant", "default") == "default":
+        if (r["part"], r["mode"], r["layout"]) == (part, "fwdbwd", "merged") and r.get("kernel_times") \
+                and (r.get("time") or {}).get("idle") and r.get("variant", "default") == "default":
             pairs.setdefault((r["device"], r["shape"]["name"]), {})[r["compiler"]] = r
     largest: dict[str, tuple[int, str, dict]] = {}  # per device, the largest shape with both compilers profiled
     for (device, shape), found in pairs.items():
@@ -599,8 +515,11 @@ def gap_claims(records: list[dict[str, Any]], part: str) -> list[Claim]:
     return made
 
 
-def claims(records: list[dict[str, Any]], runs: list[dict[str, Any]]) -> list[Claim]:
+def claims(study: dict[str, Any]) -> list[Claim]:
     """Every sentence the page states, in page order within each section."""
-    return (answer_claims(records) + merge_claim(records) + method_claims(records, runs) + why_claims(records, runs)
-            + gap_claims(records, "qkv")
-            + ablation_claims(records) + block_claims(records))
+    from jaxgpt_tools.fusion.reasons import reasons, sweep_backward, sweep_claims
+
+    records, runs = study["records"], study["runs"]
+    return (answer_claims(records, study.get("sweep", [])) + method_claims(records, runs, study.get("equality", []))
+            + reasons(records) + gap_claims(records, "qkv") + sweep_claims(study.get("sweep", []))
+            + sweep_backward(study.get("sweep", [])) + ablation_claims(records, runs) + block_claims(records))

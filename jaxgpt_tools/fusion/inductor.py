@@ -103,68 +103,103 @@ def _pointer_roles(source: str) -> list[str]:
 GEMM_EXTERNS = ("mm", "bmm", "addmm", "baddbmm", "_mm_plus_mm")
 
 
-def launch_table(code: str, input_types: dict[str, tuple[float, float]]) -> list[dict[str, Any]]:
+def launch_table(code: str, input_types: dict[str, tuple[float, float, str]]) -> list[dict[str, Any]]:
     """One row per launch in an Inductor output_code.py's `call`, in order: name; kind (a
     generated kernel's pointwise / reduction / persistent_reduction / template, `extern` for an
     extern call, `fallback` for an aten op); whether it is a GEMM; bytes it reads and writes, each
-    buffer argument whole and once (a `reinterpret_tensor` view as its view). A generated kernel's
-    arguments are read or written by their names in its signature (in_ptr, out_ptr, in_out_ptr);
-    an extern call writes its `out=`; `input_types`: (elements, bytes each) of the graph's inputs."""
+    buffer argument whole and once (a `reinterpret_tensor` view as its view), and those buffers as
+    [elements, dtype] (`reads`, `writes`). A generated kernel's arguments are read or written by
+    their names in its signature (in_ptr, out_ptr, in_out_ptr); an extern call writes its `out=`;
+    `input_types`: (elements, bytes each, dtype) of the graph's inputs and constants."""
     sources = dict(re.findall(r"^(\w+) = async_compile\.\w+\((.*?)^'''", code, re.MULTILINE | re.DOTALL))
     sources.update({name: "" for name in re.findall(r"^(\w+) = async_compile\.\w+\(", code, re.MULTILINE) if name not in sources})
-    sizes: dict[str, tuple[float, float]] = dict(input_types)  # name -> (elements, bytes per element)
+    sizes: dict[str, tuple[float, float, str]] = dict(input_types)  # name -> (elements, bytes per element, dtype)
+    unknown = (0, 0, "")
 
-    def arg_bytes(arg: str) -> float:
+    def buffer(arg: str) -> tuple[float, float, str]:
         view = re.match(r"reinterpret_tensor\((\w+), \(([\d, ]*)\)", arg)
         if view:
-            return _numel(view.group(2)) * sizes.get(view.group(1), (0, 0))[1]
-        count, each = sizes.get(arg.strip(), (0, 0))
-        return count * each
+            _, each, dtype = sizes.get(view.group(1), unknown)
+            return _numel(view.group(2)), each, dtype
+        return sizes.get(arg.strip(), unknown)
 
-    rows = []
+    def moved(args) -> tuple[float, list]:
+        found = [buffer(a) for a in dict.fromkeys(args)]
+        found = [b for b in found if b[1]]
+        return sum(n * each for n, each, _ in found), [[n, dtype] for n, _, dtype in found]
+
+    rows: list[dict[str, Any]] = []
+    pending: dict[str, dict[str, Any]] = {}  # fallback results not yet sized
     for line in _call_body(code):
         alloc = re.match(r"\s*(buf\d+) = empty_strided_\w+\(\(([\d, ]*)\), \([\d, ]*\), torch\.(\w+)\)", line)
         if alloc:
-            sizes[alloc.group(1)] = (_numel(alloc.group(2)), TORCH_BYTES.get(alloc.group(3), 4))
+            sizes[alloc.group(1)] = (_numel(alloc.group(2)), TORCH_BYTES.get(alloc.group(3), 4), alloc.group(3))
             continue
         alias = re.match(r"\s*(buf\d+) = reinterpret_tensor\((\w+), \(([\d, ]*)\)", line)
         if alias:
-            sizes[alias.group(1)] = (_numel(alias.group(3)), sizes.get(alias.group(2), (0, 0))[1])
+            _, each, dtype = sizes.get(alias.group(2), unknown)
+            sizes[alias.group(1)] = (_numel(alias.group(3)), each, dtype)
             continue
         reuse = re.match(r"\s*(buf\d+) = (buf\d+|\w+); del \2\s+# reuse", line)
         if reuse:
-            sizes[reuse.group(1)] = sizes.get(reuse.group(2), (0, 0))
+            sizes[reuse.group(1)] = sizes.get(reuse.group(2), unknown)
             continue
-        call = re.match(r"\s*(?:(buf\d+) = )?(extern_kernels\.\w+|torch\.ops\.\w+\.\w+(?:\.\w+)?|\w+)(?:\.run)?\((.*)", line)
-        if not call:
+        plain = re.match(r"\s*(buf\d+) = (buf\d+)\s*$", line)
+        if plain and plain.group(2) in pending:  # a fallback's result under another name
+            pending[plain.group(1)] = pending[plain.group(2)]
             continue
-        result, target, rest = call.groups()
-        args = _split_args(rest)
-        positional = [a for a in args if not re.match(r"\w+=", a)]
-        keywords = dict(a.split("=", 1) for a in args if re.match(r"\w+=", a))
-        if target.startswith("extern_kernels."):
-            kind, name = "extern", target.split(".", 1)[1]
-            read = sum(arg_bytes(a) for a in dict.fromkeys(positional))
-            written = arg_bytes(keywords.get("out", "")) + (arg_bytes(result) if result else 0.0)
-            gemm = name in GEMM_EXTERNS
-        elif target.startswith("torch.ops."):
-            kind, name = "fallback", target[len("torch.ops."):]
-            read, written = sum(arg_bytes(a) for a in dict.fromkeys(positional)), arg_bytes(result) if result else 0.0
-            gemm = bool(re.search(r"\.(mm|bmm|addmm|matmul|linear)\b", name))
-        elif target in sources:
-            kind, name = _kernel_kind(target, sources[target]), target
-            roles = _pointer_roles(sources[target])
-            roles_of = list(zip(positional, roles))
-            read = sum(arg_bytes(a) for a in dict.fromkeys(a for a, role in roles_of if role in ("read", "both")))
-            written = sum(arg_bytes(a) for a in dict.fromkeys(a for a, role in roles_of if role in ("written", "both")))
-            gemm = kind == "template"
-        else:
+        checked = re.match(r"\s*assert_size_stride\((buf\d+), \(([\d, ]*)\)", line)
+        if checked and checked.group(1) in pending and checked.group(1) not in sizes:
+            _size_result(pending.pop(checked.group(1)), checked.group(1), _numel(checked.group(2)), sizes)
             continue
-        rows.append({"name": name, "kind": kind, "gemm": gemm, "read": read, "written": written})
+        row = _launch(line, sources, moved)
+        if row is not None:
+            rows.append(row)
+            result = re.match(r"\s*(buf\d+) = torch\.ops\.", line)
+            if result and result.group(1) not in sizes:  # an aten fallback's result: sized by its assert
+                pending[result.group(1)] = row
     return rows
 
 
-def read_output_code(code: str, input_types: dict[str, tuple[float, float]]) -> dict[str, Any]:
+def _size_result(row: dict[str, Any], name: str, numel: int, sizes: dict[str, tuple[float, float, str]]) -> None:
+    """An aten fallback's result, sized by the assert_size_stride after it, in its first input's dtype."""
+    dtype = row["reads"][0][1] if row["reads"] else "float32"
+    sizes[name] = (numel, TORCH_BYTES.get(dtype, 4), dtype)
+    row["written"] += numel * TORCH_BYTES.get(dtype, 4)
+    row["writes"].append([numel, dtype])
+
+
+def _launch(line: str, sources: dict[str, str], moved) -> dict[str, Any] | None:
+    """The launch row of one line of `call` (None: not a launch); `moved(args)` sizes buffers."""
+    call = re.match(r"\s*(?:(buf\d+) = )?(extern_kernels\.\w+|torch\.ops\.\w+\.\w+(?:\.\w+)?|\w+)(?:\.run)?\((.*)", line)
+    if not call:
+        return None
+    result, target, rest = call.groups()
+    args = _split_args(rest)
+    positional = [a for a in args if not re.match(r"\w+=", a)]
+    keywords = dict(a.split("=", 1) for a in args if re.match(r"\w+=", a))
+    if target.startswith("extern_kernels."):
+        kind, name = "extern", target.split(".", 1)[1]
+        reads, writes = positional, [keywords.get("out", "")] + ([result] if result else [])
+        gemm = name in GEMM_EXTERNS
+    elif target.startswith("torch.ops."):
+        kind, name = "fallback", target[len("torch.ops."):]
+        reads, writes = positional, [result] if result else []
+        gemm = bool(re.search(r"\.(mm|bmm|addmm|matmul|linear|_linear_pointwise)\b", name))
+    elif target in sources:
+        kind, name = _kernel_kind(target, sources[target]), target
+        roles_of = list(zip(positional, _pointer_roles(sources[target])))
+        reads = [a for a, role in roles_of if role in ("read", "both")]
+        writes = [a for a, role in roles_of if role in ("written", "both")]
+        gemm = kind == "template"
+    else:
+        return None
+    (read, read_buffers), (written, written_buffers) = moved(reads), moved([w for w in writes if w])
+    return {"name": name, "kind": kind, "gemm": gemm, "read": read, "written": written,
+            "reads": read_buffers, "writes": written_buffers}
+
+
+def read_output_code(code: str, input_types: dict[str, tuple[float, float, str]]) -> dict[str, Any]:
     """Counts of one Inductor output_code.py, from its launch_table (kept as `launches`):
     generated kernel launches by kind, extern launches, aten fallbacks, GEMMs, and the bytes
     every launch reads and writes once."""
@@ -183,12 +218,18 @@ def read_output_code(code: str, input_types: dict[str, tuple[float, float]]) -> 
     }
 
 
-def input_types(code: str) -> dict[str, tuple[float, float]]:
-    """(elements, bytes per element) of each input of an Inductor graph, from its output code's
-    `get_args()` (`name = rand_strided((sizes), (strides), device=..., dtype=torch.T)`)."""
-    return {name: (_numel(dims), TORCH_BYTES.get(dtype, 4)) for name, dims, dtype in
-            re.findall(r"^\s+(\w+) = rand_strided\(\(([\d, ]*)\), \([\d, ]*\), device='\w+(?::\d+)?', dtype=torch\.(\w+)\)",
-                       code, re.MULTILINE)}
+def input_types(code: str) -> dict[str, tuple[float, float, str]]:
+    """(elements, bytes per element, dtype) of each input of an Inductor graph, from its output
+    code's `get_args()` (`name = rand_strided((sizes), (strides), device=..., dtype=torch.T)`),
+    and of each constant (a frozen parameter: `name = None  # device(...) torch.T (sizes) ...`)."""
+    found = re.findall(r"^\s+(\w+) = rand_strided\(\(([\d, ]*)\), \([\d, ]*\), device='\w+(?::\d+)?', dtype=torch\.(\w+)\)",
+                       code, re.MULTILINE)
+    found += re.findall(r"^(\w+) = None  # device\([^)]*\) torch\.(\w+) \(([\d, ]*)\)", code, re.MULTILINE)
+    out = {}
+    for name, first, second in found:
+        dims, dtype = (first, second) if not first.isidentifier() else (second, first)
+        out[name] = (_numel(dims), TORCH_BYTES.get(dtype, 4), dtype)
+    return out
 
 
 def read_code(code: str) -> dict[str, Any]:
@@ -221,11 +262,45 @@ def _merge_counts(graphs: list[dict[str, Any]]) -> dict[str, Any]:
     return total
 
 
-def build_module(part: str, layout: str, shape: Shape, device: str = "cpu"):
-    """(callable, example inputs) of torch_ref's QKV path (CausalSelfAttention.project: q, k, v
-    (1, T, H, Dh)) or block; bf16 activations on `device`. The block's attention is torch_ref's
-    for that device: SDPA with a dense (T, T) mask on a CPU, compiled flex attention with the
-    record's BlockMask on CUDA."""
+def inductor_record(part: str, mode: str, layout: str, shape: Shape, *, variant: str, options: dict[str, Any] | None,
+                    trace_dir: Path, device: str, compile_s: float, flops: float | None) -> dict[str, Any]:
+    """The record of one compiled program from its Inductor trace folder: counts summed over its
+    graphs, each graph's output code, and (QKV path) the launch table."""
+    graphs = read_trace_dir(trace_dir)
+    record: dict[str, Any] = {
+        "compiler": "inductor", "device": device, "part": part, "mode": mode, "layout": layout,
+        "shape": asdict(shape), "variant": variant, "inductor_options": options or {},
+        "attention": None if part == "qkv" else ("sdpa" if device == "cpu" else "flex"),
+        "compile_s": compile_s, "flops": flops, **_merge_counts(graphs),
+        "graphs": [{key: g[key] for key in ("graph", "kernels", "generated_kernels", "gemm_kernels", "output_code")}
+                   for g in graphs],
+    }
+    if part != "qkv":
+        del record["kernel_table"]
+    return record
+
+
+def project_flat(attn, h, ve):
+    """torch_ref's CausalSelfAttention.project (separate weights) with its input flattened to
+    (T, D) before the three linears, the 2-D input Inductor's batch_linear_lhs pass takes
+    (group_batch_fusion.is_linear_node_can_be_fused); the rest as project does it."""
+    import torch.nn.functional as F
+
+    from torch_ref.model import norm
+
+    seq_len = h.shape[1]
+    flat = h.reshape(seq_len, -1)
+    q, k, v = (F.linear(flat, w.type_as(flat)).view(1, seq_len, attn.num_heads, -1) for w in (attn.q_w, attn.k_w, attn.v_w))
+    v = attn.lambdas[0] * v + attn.lambdas[1] * ve.view_as(v)
+    eps = attn.config.rms_norm_eps
+    return attn.rotary(norm(q, eps)), attn.rotary(norm(k, eps)), v
+
+
+def build_module(part: str, layout: str, shape: Shape, device: str = "cpu", flat: bool = False):
+    """(callable, module, example inputs) of torch_ref's QKV path (CausalSelfAttention.project:
+    q, k, v (1, T, H, Dh); `flat`: project_flat, separate weights only) or block; bf16
+    activations on `device`. The block's attention is torch_ref's for that device: SDPA with a
+    dense (T, T) mask on a CPU, compiled flex attention with the record's BlockMask on CUDA."""
     import torch
 
     from torch_ref import masks as masks_lib
@@ -238,6 +313,10 @@ def build_module(part: str, layout: str, shape: Shape, device: str = "cpu"):
     act = lambda *dims: torch.randn(*dims, generator=generator).bfloat16().to(device)  # noqa: E731
     h, ve = act(1, shape.seq_len, shape.model_dim), act(shape.seq_len, shape.model_dim)
     if part == "qkv":
+        if flat:
+            if layout != "separate":
+                raise ValueError("the flattened-input QKV path has separate weights only")
+            return functools.partial(project_flat, block.attn), block.attn, (h, ve)
         return block.attn.project, block.attn, (h, ve)
     tokens = torch.zeros(shape.seq_len, dtype=torch.int64, device=device)
     tokens[0] = 50256  # one document
@@ -284,7 +363,7 @@ def device_label(device: str) -> str:
 
 
 def compile_program(part: str, mode: str, layout: str, shape: Shape, *, out_dir: Path, device: str = "cpu",
-                    options: dict[str, Any] | None = None, variant: str = "default") -> Compiled:
+                    options: dict[str, Any] | None = None, variant: str = "default", flat: bool = False) -> Compiled:
     """torch.compile one program on `device` (with Inductor config `options`, an ablation named
     `variant`), run it (which compiles) and read Inductor's trace in out_dir/<program>/; returns
     its record, runner and profiler."""
@@ -295,15 +374,16 @@ def compile_program(part: str, mode: str, layout: str, shape: Shape, *, out_dir:
 
     name = program_name(part, mode, layout, shape, variant)
     trace_dir = out_dir / name
-    fn, module, inputs = build_module(part, layout, shape, device)
+    fn, module, inputs = build_module(part, layout, shape, device, flat)
     if mode == "fwdbwd":
         inputs = tuple(x.requires_grad_(True) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
                        for x in inputs)
     generator = torch.Generator().manual_seed(1)
     cotangents: list = []
-    if layout == LAYOUTS[0]:
+    if layout == LAYOUTS[0] or variant != "default":
         # A fresh start per pair of layouts (both stay compiled, to be timed interleaved); the other
-        # layout's module is a new instance, so it compiles anew rather than hitting this cache.
+        # layout's module is a new instance, so it compiles anew rather than hitting this cache. An
+        # ablation (untimed, one layout) starts afresh too: Dynamo would reuse the default's graph.
         torch._dynamo.reset()
     # No cache hits: a graph loaded from Inductor's or AOTAutograd's cache writes no trace.
     no_cache = {"fx_graph_cache": False, "fx_graph_remote_cache": False}
@@ -328,18 +408,9 @@ def compile_program(part: str, mode: str, layout: str, shape: Shape, *, out_dir:
                 torch.cuda.synchronize()
 
         compile_s, _ = timed(run)
-    graphs = read_trace_dir(trace_dir)
-    record: dict[str, Any] = {
-        "compiler": "inductor", "device": device_label(device), "part": part, "mode": mode, "layout": layout,
-        "shape": asdict(shape), "variant": variant, "inductor_options": options or {},
-        "attention": None if part == "qkv" else ("sdpa" if device == "cpu" else "flex"),
-        "compile_s": compile_s, "flops": flops(fn, module, inputs, mode), **_merge_counts(graphs),
-        "graphs": [{key: g[key] for key in ("graph", "kernels", "generated_kernels", "gemm_kernels", "output_code")}
-                   for g in graphs],
-        "torch_threads": torch.get_num_threads(),
-    }
-    if part != "qkv":
-        del record["kernel_table"]
+    record = inductor_record(part, mode, layout, shape, variant=variant, options=options, trace_dir=trace_dir,
+                             device=device_label(device), compile_s=compile_s, flops=flops(fn, module, inputs, mode))
+    record["torch_threads"] = torch.get_num_threads()
     return Compiled(record, run, lambda trace_dir: profile_kernels(run, trace_dir, cuda=device != "cpu"))
 
 
@@ -365,6 +436,8 @@ def profile_kernels(run, trace_dir: Path, *, cuda: bool, calls: int = 3) -> dict
 
 def run(shapes: list[Shape], *, out_dir: Path, timing: Timing | None, log=print, parts=PARTS, modes=MODES,
         device: str = "cpu", options: dict[str, Any] | None = None, variant: str = "default",
-        profile_dir: Path | None = None) -> list[dict[str, Any]]:
-    compile_one = functools.partial(compile_program, out_dir=out_dir, device=device, options=options, variant=variant)
-    return run_programs(compile_one, shapes, timing=timing, profile_dir=profile_dir, log=log, parts=parts, modes=modes)
+        profile_dir: Path | None = None, layouts=LAYOUTS, flat: bool = False) -> list[dict[str, Any]]:
+    compile_one = functools.partial(compile_program, out_dir=out_dir, device=device, options=options, variant=variant,
+                                    flat=flat)
+    return run_programs(compile_one, shapes, timing=timing, profile_dir=profile_dir, log=log, parts=parts, modes=modes,
+                        layouts=layouts)

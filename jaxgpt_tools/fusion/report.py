@@ -2,11 +2,14 @@
 merging buys (the library of `scripts/fusion_report.py`, which says how to run it).
 
 Both frameworks, both qkv layouts, the QKV path alone and one block, forward and forward +
-backward (fusion_xla.py, fusion_inductor.py), on this machine (CPU, or a CUDA GPU with
-`device="cuda"`) and, for XLA, on a compile-only H100 with an ablation of the dot merger's
-threshold. Full artifacts (optimized HLO, Inductor's debug traces, results.json) go to
-OUT/<device>/; `write_docs` curates the QKV programs and the results into artifacts/fusion/
-(fusion_artifacts.py) and writes docs/FUSION.md with its plot (fusion_docs.py).
+backward (fusion/xla.py, fusion/inductor.py), on this machine (CPU, or a CUDA GPU with
+`device="cuda"`), timed only on an idle machine (fusion_xla.measure), with Inductor's own merge
+passes turned on and merged checked equal to separate in fp32 (fusion/equality.py); and for an
+H100 compiled without a GPU (fusion/compile_only.py): XLA's programs and its dot-merger sweep
+(fusion/sweep.py), Inductor's output code (fusion/inductor_aot.py). Full artifacts (optimized
+HLO, Inductor's debug traces, results.json) go to OUT/<device>/; `write_docs` curates the QKV
+programs and the results into artifacts/fusion/ (fusion/artifacts.py) and writes docs/FUSION.md
+with its plots (fusion/docs.py).
 """
 
 from __future__ import annotations
@@ -23,16 +26,16 @@ from typing import Any, Iterator
 
 from jaxgpt_tools.gpu.compile_plan import CAVEAT
 from jaxgpt_tools.common.artifacts import REPO_ROOT, repo_relative_paths
+from jaxgpt_tools.fusion.compile_only import FREEZING_ON_GPU, INDUCTOR_CPU_ABLATIONS, inductor_leg, xla_leg
 from jaxgpt_tools.fusion.xla import COMPILE_ONLY, MODES, PARTS, SHAPES, Timing
-from jaxgpt_tools.common.machine import torch_threads
+from jaxgpt_tools.common.machine import cpu_flags, torch_threads
 
-# The ablation: XLA's dot merger merges dots sharing an operand only while one dot's operands and
-# result fit in xla_gpu_dot_merger_threshold_mb (default 32); h alone is 96 MiB at T 65,536.
-DOT_MERGER_FLAG = "xla_gpu_dot_merger_threshold_mb"
-DOT_MERGER_ABLATION_MB = (256,)
-# Inductor's pre-grad pass that concatenates linears sharing an input, off by default
-# (pre_grad_fusion_options is empty): turned on for the separate layout's ablation.
-INDUCTOR_ABLATION = ("batch_linear_lhs", {"pre_grad_fusion_options": {"batch_linear_lhs": {}}})
+# Inductor settings every CPU program is compiled with that differ from Inductor's defaults (its
+# trace to read the output code; no cache, whose hits write no trace) and AOTAutograd's.
+INDUCTOR_CPU_CONFIG = {"trace.enabled": True, "fx_graph_cache": False, "fx_graph_remote_cache": False,
+                       "functorch.enable_autograd_cache": False}
+# The CPU's vector ISA extensions the compilers' CPU code may use (of /proc/cpuinfo's flags).
+ISA_PREFIXES = ("sse", "ssse", "avx", "amx", "fma", "f16c", "bmi", "vnni")
 
 
 def log(message: str) -> None:
@@ -95,10 +98,24 @@ def git_commit() -> str:
     return commit.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), or the platform's processor string."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
 def environment() -> dict[str, Any]:
     """jaxgpt_tools.common.machine.describe (host, CPU, load, date, jax's devices, torch and its GPU)
-    with the versions of every package that compiled the programs, the commit, and the cores
-    this process may use."""
+    with the versions of every package that compiled the programs, the commit, the cores this
+    process may use, the CPU's model and vector ISA, and the compiler flags that differ from
+    the defaults (XLA_FLAGS; Inductor's and AOTAutograd's settings; torch's CPU capability)."""
     import importlib.metadata as metadata
 
     from jaxgpt_tools.common.machine import describe
@@ -109,7 +126,15 @@ def environment() -> dict[str, Any]:
             versions[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
             pass
-    return {**describe(), "versions": versions, "commit": git_commit(), "cores_used": len(os.sched_getaffinity(0))}
+    isa = sorted(flag for flag in cpu_flags() if flag.startswith(ISA_PREFIXES))
+    flags = {"XLA_FLAGS": os.environ.get("XLA_FLAGS", ""), "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", ""),
+             "inductor_cpu": INDUCTOR_CPU_CONFIG}
+    with contextlib.suppress(ImportError):
+        import torch
+
+        flags["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+    return {**describe(), "versions": versions, "commit": git_commit(), "cores_used": len(os.sched_getaffinity(0)),
+            "cpu_model": cpu_model(), "isa": isa, "compiler_flags": flags}
 
 
 def run_local(device: str, shapes: list[str], compilers: list[str], out: Path, timing: Timing | None,
@@ -134,60 +159,62 @@ def run_local(device: str, shapes: list[str], compilers: list[str], out: Path, t
     return records
 
 
-def run_gpu_aot(gpu_python: str, shapes: list[str], out: Path, timeout_s: float, parts=PARTS, modes=MODES,
-                options: dict[str, Any] | None = None, variant: str = "default") -> dict[str, Any]:
-    """XLA for an H100 through the compile-only devices, in a child process of the GPU venv."""
-    if not Path(gpu_python).exists():
-        shown = os.path.relpath(gpu_python, REPO_ROOT) if Path(gpu_python).is_relative_to(REPO_ROOT) else repo_relative_paths(gpu_python)
-        return {"skipped": f"no GPU compile-only venv at {shown} (jax[cuda13] with the CUDA plugin; make gpu-plan builds it)"}
-    command = [gpu_python, str(REPO_ROOT / "scripts" / "fusion_xla.py"), "--device", "h100", "--shapes", ",".join(shapes),
-               "--parts", ",".join(parts), "--modes", ",".join(modes), "--out", str(out / "xla"), "--variant", variant]
-    command += [arg for key, value in (options or {}).items() for arg in ("--xla-option", f"{key}={value}")]
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "JAX_PLATFORMS": "cpu", "JAX_SKIP_CUDA_CONSTRAINTS_CHECK": "1"}
-    env.pop("XLA_FLAGS", None)  # the CPU device count of the test harness means nothing there
-    log(f"xla h100 (compile only, {variant}): {', '.join(shapes)}")
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, cwd=REPO_ROOT, env=env)
-    except subprocess.TimeoutExpired:
-        return {"skipped": f"H100 compiles did not finish within {timeout_s:.0f} s"}
-    for line in done.stderr.splitlines():
-        if line.startswith("xla "):
-            log(line)
-    if done.returncode != 0:
-        return {"skipped": f"child failed (rc {done.returncode}): {repo_relative_paths(done.stderr[-800:])}"}
-    versions = subprocess.run([gpu_python, "-c", "import importlib.metadata as m, json; print(json.dumps("
-                               "{p: m.version(p) for p in ('jax', 'jaxlib', 'jax-cuda13-plugin', 'flax')}))"],
-                              capture_output=True, text=True, cwd=REPO_ROOT)
-    return {"records": json.loads(done.stdout.strip().splitlines()[-1]),
-            "versions": json.loads(versions.stdout) if versions.returncode == 0 else {}}
+def local_extras(device: str, compilers: list[str], largest: str, out: Path, modes: list[str]) -> tuple[list, list]:
+    """(ablation records, equality checks) on this machine: Inductor's own merge passes on the
+    separate QKV path at the `largest` shape, untimed; merged against separate in fp32 per compiler."""
+    from jaxgpt_tools.fusion import equality as fusion_equality
+
+    records = []
+    if "inductor" in compilers:
+        from jaxgpt_tools.fusion import inductor as fusion_inductor
+
+        for variant, (options, flat, variant_modes) in INDUCTOR_CPU_ABLATIONS.items():
+            if device != "cpu" and variant.startswith("freezing"):
+                continue  # its CPU option (cpp.enable_concat_linear) is the CPU's; on a GPU freezing alone
+            records += fusion_inductor.run([SHAPES[largest]], out_dir=out / "inductor", timing=None, log=log, parts=["qkv"],
+                                           modes=[m for m in variant_modes if m in modes], device=device, options=options,
+                                           variant=variant, layouts=("separate",), flat=flat)
+    shape = SHAPES[largest]
+    equality = [fusion_equality.check(compiler, shape.model_dim, shape.num_heads, shape.seq_len) for compiler in compilers]
+    for check in equality:
+        log(f"{check['compiler']} fp32 merged vs separate at T {shape.seq_len}: max |diff| {check['max_abs_diff']:.3g}")
+    return records, equality
 
 
-def write_results(out: Path, records: list[dict[str, Any]], run: dict[str, Any]) -> Path:
-    """OUT/results.json: {"run": how the records were made, "records"}."""
+def write_results(out: Path, study: dict[str, Any]) -> Path:
+    """OUT/results.json: {"runs": how the records were made, "records", "sweep", "equality"}."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / "results.json"
-    path.write_text(json.dumps({"run": run, "records": records}, indent=1))
+    path.write_text(json.dumps(study, indent=1))
     return path
 
 
-def load_results(roots: list[Path]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(runs, records) of every results.json under the given folders; a program (compiler,
-    device, part, mode, layout, shape, variant) found twice keeps the later root's record."""
+def empty_study() -> dict[str, Any]:
+    return {"runs": [], "records": [], "sweep": [], "equality": []}
+
+
+def load_results(roots: list[Path]) -> dict[str, Any]:
+    """The study of every results.json under the given folders: runs, records (a program found
+    twice keeps the later root's record), sweep and equality checks (a later root's replace an
+    earlier's when it has any)."""
     programs: dict[tuple, dict[str, Any]] = {}
-    runs = []
+    study = empty_study()
     for root in roots:
         paths = [root] if root.is_file() else sorted(root.rglob("results.json"))
         if not paths:
             raise ValueError(f"no results.json under {root}")
         for path in paths:
             result = json.loads(path.read_text())
-            for run in result.get("runs", [result["run"]] if "run" in result else []):
-                runs.append(run)
+            study["runs"] += result.get("runs", [result["run"]] if "run" in result else [])
             for record in result["records"]:
                 if record.get("files"):  # a curated set: its program texts lie beside it
                     record["files_from"] = str(path.parent)
                 programs[record_key(record)] = record
-    return runs, list(programs.values())
+            for key in ("sweep", "equality"):
+                if result.get(key):
+                    study[key] = result[key]
+    study["records"] = list(programs.values())
+    return study
 
 
 def record_key(record: dict[str, Any]) -> tuple:
@@ -195,15 +222,16 @@ def record_key(record: dict[str, Any]) -> tuple:
             record["shape"]["name"], record.get("variant", "default"))
 
 
-def write_outputs(runs: list[dict[str, Any]], records: list[dict[str, Any]], *, docs_dir: Path, artifacts_dir: Path,
-                  command: str, plot: bool = True) -> Path:
-    """artifacts/fusion/ (curated programs, results.json, plot) and docs/FUSION.md."""
+def write_outputs(study: dict[str, Any], *, docs_dir: Path, artifacts_dir: Path, command: str, plot: bool = True) -> Path:
+    """artifacts/fusion/ (curated programs, results.json, plots) and docs/FUSION.md."""
     from jaxgpt_tools.fusion import artifacts as fusion_artifacts, docs as fusion_docs
 
-    runs, records = fusion_artifacts.curate(runs, records, artifacts_dir, command)
+    study = fusion_artifacts.curate(study, artifacts_dir, command)
     if plot:
-        fusion_docs.plot(records, artifacts_dir / "fusion.png")
-    page = fusion_docs.page(runs, records, command=command, artifacts_dir=artifacts_dir, docs_dir=docs_dir)
+        fusion_docs.plot(study["records"], artifacts_dir / "fusion.png")
+        if study["sweep"]:
+            fusion_docs.plot_sweep(study["sweep"], artifacts_dir / "sweep.png")
+    page = fusion_docs.page(study, command=command, artifacts_dir=artifacts_dir, docs_dir=docs_dir)
     docs_dir.mkdir(parents=True, exist_ok=True)
     path = docs_dir / "FUSION.md"
     path.write_text(page)
@@ -211,54 +239,64 @@ def write_outputs(runs: list[dict[str, Any]], records: list[dict[str, Any]], *, 
     return path
 
 
+def compile_only(*, gpu_python: str, torch_cuda_python: str, shapes: list[str], parts: list[str], modes: list[str],
+                 out: Path, ablation: bool, sweep: bool, command: str) -> dict[str, Any]:
+    """The H100 legs, compiled without a GPU (fusion_compile_only), as a study of their own: a
+    run per compiler (its versions and command, or why it was skipped), records and the sweep."""
+    study = empty_study()
+    legs = (("xla", lambda: xla_leg(gpu_python, shapes, parts, modes, out, sweep=sweep, log=log)),
+            ("inductor", lambda: inductor_leg(torch_cuda_python, shapes, modes, out, ablation=ablation, log=log)))
+    for compiler, leg in legs:
+        log(f"{compiler} h100 (compiled without a GPU): {', '.join(shapes)}")
+        done = leg()
+        run = {"device": COMPILE_ONLY, "compiler": compiler, "command": command, "caveat": CAVEAT}
+        if "skipped" in done:
+            log(f"{compiler} h100 skipped: {done['skipped']}")
+            study["runs"].append({**run, "skipped": done["skipped"]})
+            continue
+        env = environment()
+        run["environment"] = {**env, "versions": done["versions"], "compiler_flags": {
+            "XLA_FLAGS": "", **({"inductor_compile_only": done["records"][0].get("compile_config", {})} if done["records"] else {})}}
+        if compiler == "inductor":
+            run["not_compiled"] = {"block": "torch_ref's block builds its flex-attention BlockMask by running on the "
+                                            "device; not attempted without a GPU", "freezing_concat_linear": FREEZING_ON_GPU}
+        study["runs"].append(run)
+        study["records"] += done["records"]
+        study["sweep"] += done.get("sweep", [])
+        if done.get("sweep_skipped"):
+            run["sweep_skipped"] = done["sweep_skipped"]
+    return study
+
+
 def run_study(*, device: str, shapes: list[str], compilers: list[str], parts: list[str], modes: list[str],
-              timing: Timing | None, threads: int, cores: list[int], gpu: bool, gpu_python: str, gpu_shapes: list[str],
-              ablation: bool, profile_shapes: tuple[str, ...], out: Path, write_docs: bool, docs_dir: Path,
-              artifacts_dir: Path, command: str) -> dict[str, Any]:
+              timing: Timing | None, threads: int, cores: list[int], gpu: bool, gpu_python: str, torch_cuda_python: str,
+              gpu_shapes: list[str], ablation: bool, sweep: bool, profile_shapes: tuple[str, ...], out: Path,
+              write_docs: bool, docs_dir: Path, artifacts_dir: Path, command: str) -> dict[str, Any]:
     """Compile (and on this machine time) every program, write OUT/<device>/results.json per
     device and, with `write_docs`, the artifacts and docs; returns a summary."""
     from jaxgpt_tools.fusion.claims import summary
 
     start = time.perf_counter()  # the study's wall time, for the log
     command = repo_relative_paths(command)
+    study = empty_study()
     local = run_local(device, shapes, compilers, out / device, timing, parts, modes, profile_shapes)
-    if ablation and "inductor" in compilers and "qkv" in parts:
-        from jaxgpt_tools.fusion import inductor as fusion_inductor
-
-        variant, options = INDUCTOR_ABLATION
+    if local and "qkv" in parts:
         largest = max(shapes, key=lambda name: SHAPES[name].seq_len)
-        local += fusion_inductor.run([SHAPES[largest]], out_dir=out / device / "inductor", timing=None, log=log,
-                                     parts=["qkv"], modes=modes, device=device, options=options, variant=variant)
-    runs, records = [], list(local)
+        extra, study["equality"] = local_extras(device, compilers, largest, out / device, modes) if ablation else ([], [])
+        local += extra
     if local:
         label = local[0]["device"]
-        runs.append({"device": label, "command": command, "environment": environment(), "threads": threads,
-                     "cores": cores, "timing": asdict(timing) if timing else None})
-        log(f"{label} results: {write_results(out / label, local, runs[-1])}")
+        study["runs"].append({"device": label, "command": command, "environment": environment(), "threads": threads,
+                              "cores": cores, "timing": asdict(timing) if timing else None})
+        study["records"] += local
+        log(f"{label} results: {write_results(out / label, {**study, 'records': local})}")
     if gpu:
-        gpu_out = out / COMPILE_ONLY
-        gpu_records, gpu_versions, skipped = [], {}, None
-        jobs = [({}, "default", parts)]
-        if ablation:
-            jobs += [({DOT_MERGER_FLAG: mb}, f"dot_merger_{mb}", ["qkv"]) for mb in DOT_MERGER_ABLATION_MB]
-        for options, variant, job_parts in jobs:
-            result = run_gpu_aot(gpu_python, gpu_shapes if variant == "default" else [gpu_shapes[-1]], gpu_out,
-                                 timeout_s=3600, parts=job_parts, modes=modes, options=options, variant=variant)
-            if "records" not in result:
-                skipped = result["skipped"]
-                log(f"h100 column skipped: {skipped}")
-                break
-            gpu_records += result["records"]
-            gpu_versions = result["versions"]
-        if gpu_records:
-            gpu_run = {"device": COMPILE_ONLY, "command": command, "caveat": CAVEAT,
-                       "environment": {**environment(), "versions": gpu_versions}}
-            log(f"h100 results: {write_results(gpu_out, gpu_records, gpu_run)}")
-            runs.append(gpu_run)
-            records += gpu_records
-        elif skipped:
-            runs.append({"device": COMPILE_ONLY, "skipped": skipped})
+        aot = compile_only(gpu_python=gpu_python, torch_cuda_python=torch_cuda_python, shapes=gpu_shapes, parts=parts,
+                           modes=modes, out=out / COMPILE_ONLY, ablation=ablation, sweep=sweep, command=command)
+        log(f"h100 results: {write_results(out / COMPILE_ONLY, aot)}")
+        for key in ("runs", "records", "sweep"):
+            study[key] += aot[key]
     if write_docs:
-        write_outputs(runs, records, docs_dir=docs_dir, artifacts_dir=artifacts_dir, command=command)
+        write_outputs(study, docs_dir=docs_dir, artifacts_dir=artifacts_dir, command=command)
     log(f"done in {time.perf_counter() - start:.0f} s")
-    return summary(records)
+    return summary(study["records"])

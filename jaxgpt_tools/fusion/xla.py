@@ -23,13 +23,15 @@ import contextlib
 import functools
 import math
 import os
+import re
 import statistics
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 from jaxgpt_tools.fusion.artifacts import stored
-from jaxgpt_tools.common.hlo import hlo_counts, kernel_table
+from jaxgpt_tools.common.hlo import hlo_counts, kernel_table, kernels, parse_module
 from jaxgpt_tools.common.artifacts import repo_relative_paths
 from jaxgpt_tools.common.timing import timed
 
@@ -70,10 +72,31 @@ class Compiled(NamedTuple):
 @dataclass(frozen=True)
 class Timing:
     """How long to time each program: repeats chosen so that they take about `target_s`,
-    within [min_repeats, max_repeats], after the compiling call and one warm call."""
+    within [min_repeats, max_repeats], after the compiling call and one warm call. A timing is
+    *idle* when the 1-minute load average, before and after it, is at most this process's cores
+    plus `idle_margin` (its own threads count in the load; on 2 cores with 1 pinned, 1.5: the
+    other core mostly free); before each pair it waits up to `idle_wait_s` for that."""
     target_s: float = 3.0
     min_repeats: int = 5
     max_repeats: int = 101
+    idle_margin: float = 0.5
+    idle_wait_s: float = 0.0
+
+
+def load_limit(timing: Timing) -> float:
+    """The highest 1-minute load average an idle timing allows."""
+    return len(os.sched_getaffinity(0)) + timing.idle_margin
+
+
+def wait_for_idle(timing: Timing, poll_s: float = 5.0) -> float:
+    """Wait up to timing.idle_wait_s for the 1-minute load average to fall to load_limit;
+    returns the load average then."""
+    deadline = time.monotonic() + timing.idle_wait_s
+    load = os.getloadavg()[0]
+    while load > load_limit(timing) and time.monotonic() < deadline:
+        time.sleep(poll_s)
+        load = os.getloadavg()[0]
+    return load
 
 
 def program_name(part: str, mode: str, layout: str, shape: Shape, variant: str = "default") -> str:
@@ -84,8 +107,8 @@ def measure(runs: list[Callable[[], Any]], timing: Timing) -> list[dict[str, Any
     """Time compiled programs (each call blocks until its result is ready) interleaved, one call
     of each per round, so that a shared machine's changing load falls on all of them alike: one
     warm call each sizes the rounds; per program the median, quartiles and extremes of its timed
-    calls, with the 1-minute load average before and after."""
-    load_before = os.getloadavg()[0]
+    calls, with the 1-minute load average before and after and whether the timing was idle."""
+    load_before = wait_for_idle(timing)
     probe = max(timed(run)[0] for run in runs)
     repeats = max(timing.min_repeats, min(timing.max_repeats, math.ceil(timing.target_s / max(probe, 1e-6))))
     runs_ms: list[list[float]] = [[] for _ in runs]
@@ -98,8 +121,22 @@ def measure(runs: list[Callable[[], Any]], timing: Timing) -> list[dict[str, Any
         quartiles = statistics.quantiles(times, n=4) if len(times) > 1 else [times[0]] * 3
         out.append({"median_ms": statistics.median(times), "p25_ms": quartiles[0], "p75_ms": quartiles[2],
                     "min_ms": min(times), "max_ms": max(times), "repeats": len(times),
-                    "load_1m": [load_before, load_after], "interleaved_with": len(runs) - 1})
+                    "load_1m": [load_before, load_after], "interleaved_with": len(runs) - 1,
+                    "load_limit": load_limit(timing), "idle": max(load_before, load_after) <= load_limit(timing)})
     return out
+
+
+def kernel_rows(hlo: str) -> list[dict[str, Any]]:
+    """jaxgpt_tools.common.hlo.kernel_table with each kernel's operand types and result type (layouts
+    dropped): what its bytes are made of, e.g. a GEMM reading an f32 copy of h."""
+    module = parse_module(hlo)
+    shapes = module.shapes()
+    bare = lambda shape: re.sub(r"\{[^}]*\}", "", shape)  # noqa: E731
+    rows = kernel_table(hlo)
+    for row, (_, inst, _) in zip(rows, kernels(module)):
+        row["operands"] = [bare(shapes.get(name, "")) for name in dict.fromkeys(inst.operands)]
+        row["result"] = bare(inst.shape)
+    return rows
 
 
 def build_program(part: str, mode: str, layout: str, shape: Shape):
@@ -227,7 +264,7 @@ def compile_program(part: str, mode: str, layout: str, shape: Shape, *, device: 
         "hlo": stored(out_dir / f"{name}.hlo.txt"),
     }
     if part == "qkv":
-        record["kernel_table"] = kernel_table(hlo)
+        record["kernel_table"] = kernel_rows(hlo)
     if device is not None:  # compile only: nothing to run
         return Compiled(record, None, None)
     values = concrete()
@@ -253,15 +290,16 @@ def profile_kernels(run: Callable[[], Any], trace_dir: Path, calls: int = 5) -> 
 
 
 def run_programs(compile_one: Callable[..., Compiled], shapes: list[Shape], *, timing: Timing | None = None,
-                 profile_dir: Path | None = None, log=print, parts=PARTS, modes=MODES) -> list[dict[str, Any]]:
+                 profile_dir: Path | None = None, log=print, parts=PARTS, modes=MODES,
+                 layouts=LAYOUTS) -> list[dict[str, Any]]:
     """compile_one(part, mode, layout, shape) for every program, in the study's order, logged;
-    the two layouts of each program timed interleaved with `timing` where they run, and profiled
+    the layouts of each program timed interleaved with `timing` where they run, and profiled
     per kernel into `profile_dir`."""
     records = []
     for shape in shapes:
         for part in parts:
             for mode in modes:
-                pair = [compile_one(part, mode, layout, shape) for layout in LAYOUTS]
+                pair = [compile_one(part, mode, layout, shape) for layout in layouts]
                 if timing is not None and all(c.run for c in pair):
                     for compiled, measured in zip(pair, measure([c.run for c in pair], timing)):
                         compiled.record["time"] = measured

@@ -9,9 +9,10 @@ import json
 import pytest
 
 from jaxgpt_tools.fusion import claims as fusion_claims, docs as fusion_docs
-from jaxgpt_tools.common.hlo import hlo_counts, kernel_table
+from jaxgpt_tools.common.hlo import hlo_counts
 from jaxgpt_tools.fusion.inductor import read_code
 from jaxgpt_tools.fusion.report import REPO_ROOT, load_results
+from jaxgpt_tools.fusion.xla import kernel_rows
 
 ARTIFACTS = REPO_ROOT / "artifacts" / "fusion"
 PAGE = REPO_ROOT / "docs" / "FUSION.md"
@@ -19,39 +20,53 @@ PAGE = REPO_ROOT / "docs" / "FUSION.md"
 
 @pytest.fixture(scope="module")
 def committed():
-    runs, records = load_results([ARTIFACTS / "results.json"])
+    study = load_results([ARTIFACTS / "results.json"])
     command = json.loads((ARTIFACTS / "results.json").read_text())["command"]
-    return runs, records, command
+    return study, command
 
 
 def test_page_is_generated_from_the_committed_results(committed):
-    runs, records, command = committed
-    expected = fusion_docs.page(runs, records, command=command, artifacts_dir=ARTIFACTS, docs_dir=PAGE.parent)
+    study, command = committed
+    expected = fusion_docs.page(study, command=command, artifacts_dir=ARTIFACTS, docs_dir=PAGE.parent)
     assert PAGE.read_text() == expected, "docs/FUSION.md differs from its generator's output: regenerate it with " \
         "python scripts/fusion_report.py --from-results artifacts/fusion --write-docs"
 
 
 def test_every_sentence_is_checked_and_on_the_page(committed):
-    runs, records, _ = committed
+    study, _ = committed
     page = PAGE.read_text()
-    made = fusion_claims.claims(records, runs)
-    assert {c.key.split(".")[0] for c in made} >= {"answer", "method", "why", "ablation", "block"}
+    made = fusion_claims.claims(study)
+    assert {c.key.split(".")[0] for c in made} >= {"answer", "method", "why", "ablation", "block", "sweep"}
     for claim in made:
         assert claim.check(), f"the check behind {claim.key} fails on the committed results: {claim.text}"
         assert claim.text in page, f"{claim.key} is not on the page"
-    # The answer is the first paragraph.
-    assert page.split("\n\n")[1] == " ".join(c.text for c in made if c.key.startswith("answer"))
+    # The page opens with the answer: its table, then at most five sentences.
+    answer = [c.text for c in made if c.key.startswith("answer")]
+    assert 1 <= len(answer) <= 5
+    first, second = page.split("\n\n")[1:3]
+    assert first.startswith("| target | layout |") and second == " ".join(answer)
+    assert "needs a GPU to be generated" not in page and "generated only on a GPU" not in page
+    # Every compile-only target is labelled so wherever it is named.
+    assert "H100 (compile only)" not in page
+
+
+def test_answer_table_has_every_target(committed):
+    study, _ = committed
+    targets = set(fusion_claims.answer_programs(study["records"]))
+    assert targets == {("xla", "cpu"), ("inductor", "cpu"), ("xla", "h100-compile-only"), ("inductor", "h100-compile-only")}
 
 
 def test_committed_programs_reproduce_their_records(committed):
-    _, records, _ = committed
+    study, _ = committed
+    records = study["records"]
     kept = [r for r in records if r.get("files")]
-    assert {(r["compiler"], r["device"]) for r in kept} >= {("xla", "cpu"), ("xla", "h100-compile-only"), ("inductor", "cpu")}
+    assert {(r["compiler"], r["device"]) for r in kept} >= {("xla", "cpu"), ("xla", "h100-compile-only"), ("inductor", "cpu"),
+                                                          ("inductor", "h100-compile-only")}
     for record in kept:
         texts = [(ARTIFACTS / name).read_text() for name in record["files"]]
         if record["compiler"] == "xla":
             (hlo,) = texts
-            assert kernel_table(hlo) == record["kernel_table"], record["files"]
+            assert kernel_rows(hlo) == record["kernel_table"], record["files"]
             assert hlo_counts(hlo)["kernels"] == record["kernels"]
         else:
             launches = [row for text in texts for row in read_code(text)["launches"]]

@@ -36,7 +36,7 @@ class Runner:
 
 
 def test_read_output_code_counts_launches_and_traffic():
-    counts = read_output_code(OUTPUT_CODE, {"primals_1": (32, 4), "primals_2": (64, 4)})
+    counts = read_output_code(OUTPUT_CODE, {"primals_1": (32, 4, "float32"), "primals_2": (64, 4, "float32")})
     assert counts["generated_kernels"] == 2
     assert counts["generated_by_kind"] == {"pointwise": 1, "reduction": 1}
     assert counts["extern_kernels"] == {"mm": 1} and counts["gemm_kernels"] == 1
@@ -72,12 +72,18 @@ def get_args():
 
 
 def test_launch_table_reads_and_writes_by_pointer_names():
-    assert input_types(TRITON_CODE) == {"primals_1": (32, 2), "primals_2": (2, 4)}
+    assert input_types(TRITON_CODE) == {"primals_1": (32, 2, "bfloat16"), "primals_2": (2, 4, "float32")}
     (launch,) = launch_table(TRITON_CODE, input_types(TRITON_CODE))
     # in_out_ptr0 is the 4x4 fp32 view (64 B) read and written; in_ptr0 the bf16 input (64 B);
     # out_ptr0 the (4,) fp32 result (16 B); the sizes after them are not buffers.
     assert launch == {"name": "triton_red_fused_mean_rsqrt_0", "kind": "reduction", "gemm": False,
-                      "read": 64 + 64, "written": 64 + 16}
+                      "read": 64 + 64, "written": 64 + 16, "reads": [[16, "float32"], [32, "bfloat16"]],
+                      "writes": [[16, "float32"], [4, "float32"]]}
+
+
+def test_frozen_parameters_are_sized_from_their_comment():
+    code = "_frozen_param13 = None  # device(type='cpu') torch.bfloat16 (384, 128) (1, 0) 7fcccff90d20\n"
+    assert input_types(code) == {"_frozen_param13": (384 * 128, 2, "bfloat16")}
 
 
 def test_measure_interleaves_the_programs_it_compares():
@@ -100,12 +106,17 @@ def test_fusion_report_tiny_run(tmp_path, capsys):
 
     docs, artifacts = tmp_path / "docs", tmp_path / "artifacts"
     assert fusion_report.main(["--shapes", "tiny", "--no-gpu-aot", "--parts", "qkv", "--modes", "fwd", "--time-s", "0.01",
+                               "--idle-wait-s", "0",
                                "--out", str(tmp_path / "runs"), "--write-docs", "--docs-dir", str(docs),
                                "--artifacts-dir", str(artifacts)]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
-    # Inductor's flag ablation (batch_linear_lhs) is compiled beside the defaults, untimed.
-    ablation = [r for r in rows if r["variant"] != "default"]
-    assert {(r["compiler"], r["variant"], r["time"]) for r in ablation} == {("inductor", "batch_linear_lhs", None)}
+    # Inductor's merge passes are compiled beside the defaults, separate layout, untimed; on a
+    # (T, D) input batch_linear_lhs merges the three projections, on the path's (1, T, D) it does not.
+    ablation = {r["variant"]: r for r in rows if r["variant"] != "default"}
+    assert set(ablation) == {"batch_linear_lhs", "batch_linear_lhs_2d", "freezing_concat_linear"}
+    assert all(r["compiler"] == "inductor" and r["time"] is None and r["layout"] == "separate" for r in ablation.values())
+    assert (ablation["batch_linear_lhs"]["gemm_kernels"], ablation["batch_linear_lhs_2d"]["gemm_kernels"]) == (3, 1)
+    assert ablation["freezing_concat_linear"]["gemm_kernels"] == 1
     rows = [r for r in rows if r["variant"] == "default"]
     assert {(r["compiler"], r["layout"]) for r in rows} == {(c, l) for c in ("xla", "inductor") for l in ("merged", "separate")}
     for row in rows:
@@ -119,9 +130,12 @@ def test_fusion_report_tiny_run(tmp_path, capsys):
     results = json.loads((artifacts / "results.json").read_text())
     assert {name for r in results["records"] for name in r.get("files", [])} == {
         "xla_cpu/qkv_fwd_merged_tiny.hlo.txt", "xla_cpu/qkv_fwd_separate_tiny.hlo.txt",
-        "inductor_cpu/qkv_fwd_merged_tiny.inference.output_code.py", "inductor_cpu/qkv_fwd_separate_tiny.inference.output_code.py"}
+        "inductor_cpu/qkv_fwd_merged_tiny.inference.output_code.py", "inductor_cpu/qkv_fwd_separate_tiny.inference.output_code.py",
+        "inductor_cpu/qkv_fwd_separate_tiny_batch_linear_lhs_2d.inference.output_code.py",
+        "inductor_cpu/qkv_fwd_separate_tiny_freezing_concat_linear.inference.output_code.py"}
+    assert {c["compiler"]: c["equal"] for c in results["equality"]} == {"xla": True, "inductor": True}
     page = (docs / "FUSION.md").read_text()
-    assert "| XLA CPU | QKV path forward | merged |" in page and "no GPU was lent" in page
+    assert "| XLA CPU | QKV path forward | merged |" in page and page.split("\n\n")[1].startswith("| target |")
     assert (artifacts / "fusion.png").stat().st_size > 0
     # The page regenerates from the curated results alone.
     assert fusion_report.main(["--from-results", str(artifacts), "--docs-dir", str(tmp_path / "again"),
