@@ -66,42 +66,54 @@ DOCUMENT_IDS = {"document_blocks": masks.document_ids, "document_tokens": masks.
                 "causal": one_document}
 
 # ---------------------------------------------------------------------------------------------
-# Value mixing: (attention module, h, v, ve, v_first) -> (v, v_first); h (B, T, D) the block's
-# normed input, v, ve, v_first (B, T, H, Dh) in the matmul dtype (ve: the layer's value
-# embedding or None; v_first: #9's layer-0 raw value, None until layer 0 made it). Scalars are
-# rounded to the activation dtype first, as torch does for a 0-dim tensor.
+# Value mixing. `first_value(attn, h, v_first) -> v_first`: #9's layer-0 raw value (B, T, H, Dh),
+# made by the first attention layer, passed through by the rest (None in the other variants);
+# `mix(attn, v, ve, v_first) -> v`: v, ve (the layer's value embedding or None) and v_first
+# (B, T, H, Dh) in the matmul dtype. Scalars are rounded to the activation dtype first, as torch
+# does for a 0-dim tensor.
 
 
-def mix_value_embedding(attn: Any, h: jax.Array, v: jax.Array, ve: jax.Array | None,
-                        v_first: jax.Array | None) -> tuple[jax.Array, jax.Array | None]:
+def keep_first_value(attn: Any, h: jax.Array, v_first: jax.Array | None) -> jax.Array | None:
+    return v_first
+
+
+def layer0_value(attn: Any, h: jax.Array, v_first: jax.Array | None) -> jax.Array | None:
+    """#9: layer 0's raw value projection, made by the first attention layer (h its normed input)."""
+    return attn.value_projection(h) if v_first is None else v_first
+
+
+def mix_value_embedding(attn: Any, v: jax.Array, ve: jax.Array | None, v_first: jax.Array | None) -> jax.Array:
     """The record's (#15 on): v = l0 v (+ l1 ve where the layer has a value embedding)."""
     lam = attn.lambdas[...].astype(v.dtype)
     v = lam[0] * v
-    return (v if ve is None else v + lam[1] * ve.astype(v.dtype).reshape(v.shape)), v_first
+    return v if ve is None else v + lam[1] * ve.astype(v.dtype).reshape(v.shape)
 
 
-def mix_value_residual(attn: Any, h: jax.Array, v: jax.Array, ve: jax.Array | None,
-                       v_first: jax.Array | None) -> tuple[jax.Array, jax.Array | None]:
-    """#9's: v = (1 - lamb) v + lamb v_first, v_first layer 0's raw value projection (made here
-    in layer 0); (1 - lamb) formed in the scalar's dtype, as the record's (1 - self.lamb)."""
-    if v_first is None:
-        v_first = attn.value_projection(h)
+def mix_value_residual(attn: Any, v: jax.Array, ve: jax.Array | None, v_first: jax.Array | None) -> jax.Array:
+    """#9's: v = (1 - lamb) v + lamb v_first ((1 - lamb) formed in the scalar's dtype, as the
+    record's (1 - self.lamb))."""
     lamb = attn.lamb[...]
-    return (1 - lamb).astype(v.dtype) * v + lamb.astype(v.dtype) * v_first, v_first
+    v_first = v if v_first is None else v_first
+    return (1 - lamb).astype(v.dtype) * v + lamb.astype(v.dtype) * v_first
 
 
-def no_value_mixing(attn: Any, h: jax.Array, v: jax.Array, ve: jax.Array | None,
-                    v_first: jax.Array | None) -> tuple[jax.Array, jax.Array | None]:
+def no_value_mixing(attn: Any, v: jax.Array, ve: jax.Array | None, v_first: jax.Array | None) -> jax.Array:
     """#8: the value projection as it is."""
-    return v, v_first
+    return v
 
 
-ValueMixer = Callable[..., tuple[jax.Array, "jax.Array | None"]]
-VALUE_MIXERS = {"value_embedding": mix_value_embedding, "value_residual": mix_value_residual, "none": no_value_mixing}
+class ValueMixing(NamedTuple):
+    first_value: Callable[[Any, jax.Array, "jax.Array | None"], "jax.Array | None"]
+    mix: Callable[[Any, jax.Array, "jax.Array | None", "jax.Array | None"], jax.Array]
+
+
+VALUE_MIXINGS = {"value_embedding": ValueMixing(keep_first_value, mix_value_embedding),
+                 "value_residual": ValueMixing(layer0_value, mix_value_residual),
+                 "none": ValueMixing(keep_first_value, no_value_mixing)}
 
 
 def value_mixing(config: ModelConfig) -> str:
-    """The name of `config`'s value mixing in VALUE_MIXERS (ModelConfig refuses the mixes that
+    """The name of `config`'s value mixing in VALUE_MIXINGS (ModelConfig refuses the mixes that
     mean nothing)."""
     if config.value_residual:
         return "value_residual"

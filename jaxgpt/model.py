@@ -119,7 +119,8 @@ class CausalSelfAttention(nnx.Module):
         v_first: layer 0's raw value projection (B, T, H, Dh) once made, else as given).
         `lists`: the kernel backends' block lists for this window, shared between layers."""
         batch, seq, dim = h_BTD.shape
-        q, k, v, v_first_BTHD = self.project(h_BTD, ve_BTD, rotary, v_first_BTHD)
+        v_first_BTHD = lineage.VALUE_MIXINGS[self.value_mixing].first_value(self, h_BTD, v_first_BTHD)
+        q, k, v = self.project(h_BTD, ve_BTD, rotary, v_first_BTHD)
         y = (attend or attend_tokens)(self, q, k, v, doc_ids_BT, window, lists)
         return self.c_proj(y.reshape(batch, seq, dim)), v_first_BTHD
 
@@ -134,9 +135,9 @@ class CausalSelfAttention(nnx.Module):
     def project(
         self, h_BTD: jax.Array, ve_BTD: jax.Array | None, rotary: tuple[jax.Array, jax.Array],
         v_first_BTHD: jax.Array | None = None,
-    ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array | None]:
-        """(q, k, v, v_first), q, k, v each (B, T, H, Dh) in the matmul dtype: the QKV matmul (one
-        merged or three separate), the value mixing, QK-norm and rotary on q and k."""
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """(q, k, v), each (B, T, H, Dh) in the matmul dtype: the QKV matmul (one merged or three
+        separate), the value mixing (jaxgpt.lineage), QK-norm and rotary on q and k."""
         config = self.config
         batch, seq, dim = h_BTD.shape
         heads = config.num_heads
@@ -148,10 +149,10 @@ class CausalSelfAttention(nnx.Module):
         else:
             q, k, v = (linear(h, w[...]).reshape(batch, seq, heads, config.head_dim)
                        for w in (self.q_w, self.k_w, self.v_w))
-        v, v_first_BTHD = lineage.VALUE_MIXERS[self.value_mixing](self, h_BTD, v, ve_BTD, v_first_BTHD)
+        v = lineage.VALUE_MIXINGS[self.value_mixing].mix(self, v, ve_BTD, v_first_BTHD)
         q, k = norm(q, config.rms_norm_eps), norm(k, config.rms_norm_eps)
         q, k = (apply_rotary(x, *rotary, in_fp32=self.rotary_in_fp32) for x in (q, k))
-        return q, k, v, v_first_BTHD
+        return q, k, v
 
 
 def attend_tokens(attn: CausalSelfAttention, q: jax.Array, k: jax.Array, v: jax.Array, doc_ids_BT: jax.Array,

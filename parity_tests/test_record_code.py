@@ -87,7 +87,7 @@ def test_unet_value_embeds_tables_as_its_compiled_run_built_them(name):
     bf16 inv_freq, cos/sin stored bf16): equal to both frameworks' 'full_bf16_freq' tables, and
     not to the eager reading (positions and angles rounded to bf16)."""
     from jaxgpt import rotary as rotary_lib
-    from torch_ref import model as torch_model
+    from torch_ref import rotary as torch_rotary
 
     loaded = rc.load(name, checks.EOT)
     model = rc.build_model(loaded, rc.Dims(1000, 2, 1, 128))
@@ -96,11 +96,11 @@ def test_unet_value_embeds_tables_as_its_compiled_run_built_them(name):
     rotary(torch.zeros(1, 2048, 1, 128))  # builds and caches (T, 64) tables
     cos = rotary.cos_cached.float()
     assert rotary.cos_cached.dtype == torch.bfloat16
-    torch_cos = torch_model.rotary_tables(128, 2048, kind="full_bf16_freq")[0]
+    torch_cos = torch_rotary.rotary_tables(128, 2048, kind="full_bf16_freq")[0]
     assert torch.equal(cos, torch_cos)  # the same torch ops: bit for bit
     jax_cos = rotary_lib.rotary_tables(128, 2048, "full_bf16_freq")[0]
     assert np.mean(jax_cos != cos.numpy()) < 1e-4  # libm ulps flip a bf16 rounding in a handful of entries
-    eager = torch_model.rotary_tables(128, 2048, kind="full_bf16_freq_eager")[0]
+    eager = torch_rotary.rotary_tables(128, 2048, kind="full_bf16_freq_eager")[0]
     assert not torch.equal(cos, eager)
 
 

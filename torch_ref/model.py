@@ -25,7 +25,6 @@ Parameter names stay this module's; each record's own state-dict names are mappe
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import Iterable, Literal, Mapping
 
@@ -36,162 +35,14 @@ from torch import Tensor, nn
 from torch_ref.config import BLOCK_SIZE, EOT_ID, ModelConfig, next_multiple
 from torch_ref.config import replace as replace_config
 from torch_ref import masks as masks_lib
+from torch_ref.attention import CAUSAL, attend
 from torch_ref.fp8 import GRAD_SCALE, FP8Backend, lm_head_fp8
-
-__all__ = [
-    "RMS_EPS",
-    "ATTN_SCALE",
-    "AttentionImpl",
-    "norm",
-    "rotary_tables",
-    "CastedLinear",
-    "Rotary",
-    "CausalSelfAttention",
-    "MLP",
-    "Block",
-    "ValueEmbedding",
-    "GPT",
-    "soft_cap",
-    "apply_dtype_policy",
-    "cast_embeddings_to_bf16",
-    "load_record_state_dict",
-]
-
-# The record calls rms_norm without eps; in today's PyTorch that means fp32's machine epsilon
-# (2^-23) for fp32 and bf16 inputs alike (RECORD.md 2.4), so it is spelled out here.
-RMS_EPS = torch.finfo(torch.float32).eps
-# The records' PyTorch builds took bf16's epsilon for bf16 inputs (LINEAGE.md 2.1, inferred from
-# the PR that changed it): rms_norm_eps "as_run".
-RMS_EPS_BF16_AS_RUN = 2.0**-7
-ATTN_SCALE = 0.12  # fixed attention scale of the record, not head_dim ** -0.5
-LOGIT_CAP = 30.0
-LOGIT_CAP_TEMPERATURE = 7.5
-CAUSAL = "causal"  # the mask of attention_mask "causal" (#8/#9): SDPA's is_causal, no document mask
+from torch_ref.layers import CastedLinear, linear_init_bound, norm
+from torch_ref.loss import soft_cap
+from torch_ref.rotary import Rotary, rotary_tables
 
 AttentionImpl = Literal["auto", "flex", "sdpa"]
 _RECORD = ModelConfig()  # the record's per-layer patterns (value embeddings, windows, layer 7)
-
-
-def norm_eps(dtype: torch.dtype, rms_norm_eps: str = "fp32") -> float:
-    """RMSNorm's eps for inputs of `dtype`: 2^-23, except 2^-7 for bf16 under "as_run"."""
-    return RMS_EPS_BF16_AS_RUN if rms_norm_eps == "as_run" and dtype == torch.bfloat16 else RMS_EPS
-
-
-def norm(x: Tensor, rms_norm_eps: str = "fp32") -> Tensor:
-    """Parameter-free RMSNorm over the last axis (computed in fp32); keeps x's dtype. eps 2^-23, or
-    2^-7 on bf16 inputs under rms_norm_eps "as_run"."""
-    return F.rms_norm(x, (x.size(-1),), eps=norm_eps(x.dtype, rms_norm_eps))
-
-
-def rotary_tables(head_dim: int, max_len: int, device: torch.device | str | None = None,
-                  kind: str = "half_truncated", as_written: bool = True) -> tuple[Tensor, Tensor]:
-    """Rotary tables: (cos, sin), each (max_len, head_dim // 2) fp32.
-
-    "half_truncated" (Sub3Min, #18): head_dim // 4 angular frequencies (1/1024) ** linspace(0, 1)
-      followed by head_dim // 4 zeros (those dims pass through unrotated); theta = outer(t, freq) in fp32.
-    "full" (#8/#9): 1 / 10000 ** (2j / head_dim) in fp32, theta in fp32.
-    "full_bf16_freq" (#15): (1 / 10000) ** (2j / head_dim) rounded to bf16 (its model-wide
-      .bfloat16()), theta from exact positions in fp32: the compiled reading (LINEAGE.md 5.3, inferred).
-    "full_bf16_freq_eager": the eager reading of the same code: outer(int64 t, bf16 freq) is a
-      bf16 product of bf16-rounded positions, and cos/sin of it are bf16.
-    as_written: the "full" kinds' cos and sin rounded to bf16 (kept as fp32 values) in every dtype
-    policy, as the records' code does by its own hand (docs/NUMERICS.md); False: fp32 tables, cast
-    to the activation dtype at use.
-    """
-    if head_dim % 4:
-        raise ValueError(f"head_dim must be a multiple of 4 for the rotary tables, got {head_dim}")
-    positions = torch.arange(max_len, dtype=torch.float32, device=device)
-    if kind == "half_truncated":
-        quarter = head_dim // 4
-        freq = (1 / 1024) ** torch.linspace(0, 1, steps=quarter, dtype=torch.float32, device=device)
-        freq = torch.cat([freq, torch.zeros(quarter, dtype=torch.float32, device=device)])
-    elif kind == "full":
-        freq = 1.0 / (10000 ** (torch.arange(0, head_dim, 2, device=device).float() / head_dim))
-    elif kind in ("full_bf16_freq", "full_bf16_freq_eager"):
-        freq = ((1 / 10000) ** (torch.arange(0, head_dim, 2, device=device) / head_dim)).bfloat16().float()
-    else:
-        raise ValueError(f"unknown rotary kind {kind!r}")
-    theta = torch.outer(positions, freq)
-    if kind == "full_bf16_freq_eager":  # outer(int64 t, bf16 freq) is a bf16 product of bf16-rounded positions
-        theta = torch.outer(torch.arange(max_len, device=device), freq.bfloat16()).float()
-    if as_written and kind != "half_truncated":
-        return theta.cos().bfloat16().float(), theta.sin().bfloat16().float()
-    return theta.cos(), theta.sin()
-
-
-def linear_init_bound(fan_in: int, linear_init: str = "record") -> float:
-    """U(-b, b) bound of a linear weight: the record's sqrt(3) * 0.5 / sqrt(fan_in), or nn.Linear's
-    1 / sqrt(fan_in) ("torch_default", #8-#18)."""
-    return fan_in**-0.5 if linear_init == "torch_default" else 3**0.5 * 0.5 * fan_in**-0.5
-
-
-class CastedLinear(nn.Linear):
-    """Bias-free linear layer whose fp32 weight is cast to the input's dtype at every call
-    (or, with `compute_dtype` set, input and weight to that dtype: #8/#9's autocast).
-
-    Init: U(-b, b) with b = sqrt(3) * 0.5 / sqrt(in_features) (the record's std 0.5 / sqrt(in)),
-    or nn.Linear's 1 / sqrt(in_features) with linear_init "torch_default".
-    """
-
-    def __init__(self, in_features: int, out_features: int, linear_init: str = "record"):
-        self.linear_init = linear_init
-        self.compute_dtype: torch.dtype | None = None
-        super().__init__(in_features, out_features, bias=False)
-
-    def reset_parameters(self) -> None:
-        bound = linear_init_bound(self.in_features, self.linear_init)
-        with torch.no_grad():
-            self.weight.uniform_(-bound, bound)
-
-    def forward(self, x: Tensor) -> Tensor:
-        if self.compute_dtype is not None:
-            x = x.to(self.compute_dtype)
-        return F.linear(x, self.weight.type_as(x))
-
-
-class Rotary(nn.Module):
-    """Applies the record's rotary embedding to (B, T, H, Dh) tensors; tables are non-persistent buffers.
-
-    in_fp32: x upcast to fp32 and the result cast back (Sub3Min, #18); False: the tables are cast
-    to x's dtype and the rotation runs in it (#8-#15)."""
-
-    def __init__(self, cos: Tensor, sin: Tensor, in_fp32: bool = True):
-        super().__init__()
-        self.cos = nn.Buffer(cos, persistent=False)
-        self.sin = nn.Buffer(sin, persistent=False)
-        self.in_fp32 = in_fp32
-
-    def forward(self, x_BTHD: Tensor) -> Tensor:
-        seq_len = x_BTHD.size(-3)
-        if seq_len > self.cos.size(0):
-            raise ValueError(f"sequence of {seq_len} tokens exceeds the rotary table length {self.cos.size(0)}")
-        work = torch.float32 if self.in_fp32 else x_BTHD.dtype
-        cos = self.cos[None, :seq_len, None, :].to(work)
-        sin = self.sin[None, :seq_len, None, :].to(work)
-        x1, x2 = x_BTHD.to(work).chunk(2, dim=-1)  # half split: dim j pairs with dim j + Dh/2
-        # The record's sign: a rotation by -theta in the usual rotate-half convention.
-        y1 = x1 * cos + x2 * sin
-        y2 = x2 * cos - x1 * sin
-        return torch.cat([y1, y2], dim=-1).type_as(x_BTHD)
-
-
-@functools.cache
-def _compiled_flex_attention():
-    # Compiled once per process: eager flex_attention would ignore the block lists (CPU_NOTES.md).
-    from torch.nn.attention.flex_attention import flex_attention
-
-    return torch.compile(flex_attention, dynamic=False)
-
-
-def attend(q: Tensor, k: Tensor, v: Tensor, mask, scale: float = ATTN_SCALE) -> Tensor:
-    """q, k, v (1, H, T, Dh) -> (1, H, T, Dh); mask is a BlockMask (flex), a (T, T) bool tensor
-    (SDPA) or CAUSAL (SDPA's is_causal, #8/#9's cuDNN call)."""
-    if isinstance(mask, str) and mask == CAUSAL:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
-    if isinstance(mask, Tensor):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
-    return _compiled_flex_attention()(q, k, v, block_mask=mask, scale=scale)
-
 
 QKV_LAYOUTS = ("merged", "separate")
 SEPARATE_QKV_NAMES = ("q_w", "k_w", "v_w")  # the slices of qkv_w, in order
@@ -341,23 +192,6 @@ class ValueEmbedding(nn.Module):
         else:
             tables = [table(input_seq) for table in self.embed]
         return [None if slot is None else tables[slot] for slot in self.slots]
-
-
-def soft_cap(logits: Tensor, kind: str = "sigmoid", cap: float = LOGIT_CAP,
-             temperature: float = LOGIT_CAP_TEMPERATURE, rounding: str = "once") -> Tensor:
-    """Soft-capped logits in fp32, any shape. "sigmoid" (Sub3Min): cap * sigmoid(z / temperature)
-    in fp32, 30 * sigmoid(z / 7.5) = 15 tanh(z / 15) + 15 by default. "tanh" (#9-#18):
-    cap * tanh(z / cap) on the logits' dtype: "once" computes it in fp32 and rounds once (the
-    compiled chain, LINEAGE.md 8.4, inferred), "per_op" runs it eagerly in that dtype. "none" (#8)."""
-    if kind == "sigmoid":
-        return cap * torch.sigmoid(logits.float() / temperature)
-    if kind == "none":
-        return logits.float()
-    if kind != "tanh":
-        raise ValueError(f"unknown soft-cap kind {kind!r}")
-    if rounding == "per_op":
-        return (cap * torch.tanh(logits / cap)).float()
-    return (cap * torch.tanh(logits.float() / cap)).to(logits.dtype).float()
 
 
 class GPT(nn.Module):

@@ -93,7 +93,7 @@ def flex_times(tokens: np.ndarray, windows: list[int], repeats: int) -> dict[int
     import torch
 
     from torch_ref import masks as torch_masks
-    from torch_ref import model as torch_model
+    from torch_ref import attention as torch_attention
 
     device = torch.device("cuda")
     generator = torch.Generator(device=device).manual_seed(1)
@@ -112,10 +112,10 @@ def flex_times(tokens: np.ndarray, windows: list[int], repeats: int) -> dict[int
 
         def forward():
             with torch.no_grad():
-                return torch_model.attend(q, k, v, mask)
+                return torch_attention.attend(q, k, v, mask)
 
         def forward_backward():
-            out = torch_model.attend(q, k, v, mask)
+            out = torch_attention.attend(q, k, v, mask)
             return torch.autograd.grad(out, (q, k, v), cotangent)
 
         results[window] = {"fwd_ms": _median_ms(forward, sync, repeats),

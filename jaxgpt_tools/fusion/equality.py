@@ -49,7 +49,8 @@ def inductor_check(model_dim: int, num_heads: int, seq_len: int) -> dict[str, An
     with the merged weight's slices copied into the separate one."""
     import torch
 
-    from torch_ref.model import Block, rotary_tables
+    from torch_ref.model import Block
+    from torch_ref.rotary import rotary_tables
 
     torch.manual_seed(0)
     cos, sin = rotary_tables(model_dim // num_heads, seq_len)

@@ -286,7 +286,7 @@ def project_flat(attn, h, ve):
     (group_batch_fusion.is_linear_node_can_be_fused); the rest as project does it."""
     import torch.nn.functional as F
 
-    from torch_ref.model import norm
+    from torch_ref.layers import norm
 
     seq_len = h.shape[1]
     flat = h.reshape(seq_len, -1)
@@ -304,7 +304,8 @@ def build_module(part: str, layout: str, shape: Shape, device: str = "cpu", flat
     import torch
 
     from torch_ref import masks as masks_lib
-    from torch_ref.model import Block, rotary_tables
+    from torch_ref.model import Block
+    from torch_ref.rotary import rotary_tables
 
     torch.manual_seed(0)
     cos, sin = rotary_tables(shape.model_dim // shape.num_heads, shape.seq_len)

@@ -156,7 +156,7 @@ def test_sdpa_path_equals_compiled_flex_attention():
     One shape (T=1024, fp32), so one compilation (~15 s); windows >= 2 (compiled CPU kernels fail on
     the -1 count of w = 0, which the CPU path never needs).
     """
-    from torch_ref.model import attend
+    from torch_ref.attention import attend
 
     seq_len = 1024
     generator = torch.Generator().manual_seed(0)

@@ -13,6 +13,10 @@ import torch.nn.functional as F
 
 from jaxgpt.config import EOT_ID
 from torch_ref import model as model_lib
+from torch_ref import attention as torch_attention
+from torch_ref import layers as torch_layers
+from torch_ref import loss as torch_loss
+from torch_ref import rotary as torch_rotary
 from torch_ref.config import get_preset
 from torch_ref.model import GPT, cast_embeddings_to_bf16, load_record_state_dict, model_config_from_state_dict
 
@@ -120,12 +124,12 @@ def test_init_bounds_zeros_and_scalars():
 
 def test_rotary_tables_sign_and_half_split():
     head_dim = 64
-    cos, sin = model_lib.rotary_tables(head_dim, 300)
+    cos, sin = torch_rotary.rotary_tables(head_dim, 300)
     assert cos.shape == (300, 32) and cos.dtype == torch.float32
     freq = (1 / 1024) ** torch.linspace(0, 1, 16)
     torch.testing.assert_close(cos[299, :16], torch.cos(299 * freq), rtol=0, atol=1e-6)  # fp32 cos
     assert (cos[:, 16:] == 1).all() and (sin[:, 16:] == 0).all()  # zero frequencies: unrotated dims
-    rotary = model_lib.Rotary(cos, sin)
+    rotary = torch_rotary.Rotary(cos, sin)
     t, j = 123, 5
     x = torch.zeros(1, 300, 1, head_dim)
     x[0, :, 0, j] = 1.0  # a unit vector in the first half, pairing with dim j + 32
@@ -145,10 +149,10 @@ def test_rotary_tables_sign_and_half_split():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_rms_norm_uses_fp32_machine_epsilon(dtype):
-    assert model_lib.RMS_EPS == 2.0**-23
+    assert torch_layers.RMS_EPS == 2.0**-23
     x = torch.full((4, 128), 2e-4).to(dtype)  # mean square ~ 4e-8: eps 2^-23 (1.2e-7) dominates
     expected = x.float() / torch.sqrt(x.float().square().mean(-1, keepdim=True) + 2.0**-23)
-    out = model_lib.norm(x)
+    out = torch_layers.norm(x)
     assert out.dtype == dtype
     # fp32: a few ulps; bf16: one rounding of an fp32 result.
     torch.testing.assert_close(out.float(), expected, rtol=1e-5 if dtype == torch.float32 else 2**-8, atol=0)
@@ -171,7 +175,7 @@ def test_logits_and_loss_at_init(init_model, bf16):
         logits = model.logits(x, 2)
         assert logits.shape == (SEQ_LEN, PADDED_VOCAB)
         assert logits.dtype == (torch.bfloat16 if bf16 else torch.float32)
-        assert (model_lib.soft_cap(logits) == 15.0).all()  # zero head: 30 * sigmoid(0)
+        assert (torch_loss.soft_cap(logits) == 15.0).all()  # zero head: 30 * sigmoid(0)
         eval_loss = model(x, y, 2)
         model.train()
         train_loss = model(x, y, 2)  # FP8 head: zero weights quantise to zero as well
@@ -182,7 +186,7 @@ def test_logits_and_loss_at_init(init_model, bf16):
 
 def test_soft_cap_is_a_shifted_tanh_in_fp32():
     z = torch.linspace(-100, 100, 101).bfloat16()
-    capped = model_lib.soft_cap(z)
+    capped = torch_loss.soft_cap(z)
     assert capped.dtype == torch.float32
     torch.testing.assert_close(capped, 15 * torch.tanh(z.float() / 15) + 15, rtol=1e-6, atol=1e-5)  # fp32
 
@@ -234,7 +238,7 @@ def test_document_isolation_causality_and_window(perturbed_fp32):
 @pytest.mark.slow
 def test_long_and_short_masks_per_layer(perturbed_fp32, monkeypatch):
     seen = []
-    real_attend = model_lib.attend
+    real_attend = torch_attention.attend
 
     def recording_attend(q, k, v, mask, *scale):
         seen.append(int(mask.sum()))
@@ -364,8 +368,8 @@ def test_torch_ref_document_mask_comes_from_inputs_not_targets():
     inputs, targets = (torch.from_numpy(a) for a in _shifted_tokens(1, 999, 1000))
     with torch.no_grad():
         loss = gpt(inputs, targets.long(), 2)
-        from_inputs = F.cross_entropy(model_lib.soft_cap(gpt.logits(inputs, 2)), targets.long())
-        from_targets = F.cross_entropy(model_lib.soft_cap(gpt.logits(targets, 2)), targets.long())
+        from_inputs = F.cross_entropy(torch_loss.soft_cap(gpt.logits(inputs, 2)), targets.long())
+        from_targets = F.cross_entropy(torch_loss.soft_cap(gpt.logits(targets, 2)), targets.long())
     torch.testing.assert_close(loss, from_inputs, rtol=1e-6, atol=0)  # fp32: identical ops
     assert abs(float(from_targets - loss)) > 1e-3  # the other choice is visibly different
 
@@ -377,7 +381,7 @@ def test_torch_ref_attention_uses_scale_0_12():
     generator = torch.Generator().manual_seed(3)
     q, k, v = (torch.randn(1, 2, 64, 128, generator=generator) for _ in range(3))
     causal = torch.ones(64, 64, dtype=torch.bool).tril()
-    got = model_lib.attend(q, k, v, causal).double()
+    got = torch_attention.attend(q, k, v, causal).double()
     scores = (q.double() @ k.double().mT) * 0.12
     want = scores.masked_fill(~causal, -math.inf).softmax(-1) @ v.double()
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)  # fp32 SDPA vs float64

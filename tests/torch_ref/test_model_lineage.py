@@ -9,32 +9,35 @@ import torch
 
 from torch_ref import config as cfg
 from torch_ref import model as model_lib
+from torch_ref import layers as torch_layers
+from torch_ref import loss as torch_loss
+from torch_ref import rotary as torch_rotary
 
 
 def test_rotary_table_kinds():
-    cos, _ = model_lib.rotary_tables(128, 1024, kind="full", as_written=False)
+    cos, _ = torch_rotary.rotary_tables(128, 1024, kind="full", as_written=False)
     freq = 1.0 / 10000 ** (torch.arange(0, 128, 2, dtype=torch.float64) / 128)
     torch.testing.assert_close(cos.double(), torch.cos(torch.arange(1024.0, dtype=torch.float64)[:, None] * freq),
                                rtol=0, atol=2e-4)  # fp32 angles up to ~1000 rad
-    compiled, _ = model_lib.rotary_tables(128, 65536, kind="full_bf16_freq")
-    eager, _ = model_lib.rotary_tables(128, 65536, kind="full_bf16_freq_eager")
+    compiled, _ = torch_rotary.rotary_tables(128, 65536, kind="full_bf16_freq")
+    eager, _ = torch_rotary.rotary_tables(128, 65536, kind="full_bf16_freq_eager")
     assert torch.equal(eager[40001], eager[40000]) and not torch.equal(compiled[40001], compiled[40000])
     # As written (the default): the full tables are the fp32 ones rounded to bf16 once (NUMERICS.md).
     for kind in ("full", "full_bf16_freq", "full_bf16_freq_eager"):
-        written, fp32 = model_lib.rotary_tables(128, 4096, kind=kind), model_lib.rotary_tables(128, 4096, kind=kind, as_written=False)
+        written, fp32 = torch_rotary.rotary_tables(128, 4096, kind=kind), torch_rotary.rotary_tables(128, 4096, kind=kind, as_written=False)
         assert torch.equal(written[0], fp32[0].bfloat16().float()) and not torch.equal(written[0], fp32[0])
         assert torch.equal(written[1], fp32[1].bfloat16().float())
 
 
 def test_norm_eps_as_run_and_soft_caps():
     x = torch.ones(2, 768, dtype=torch.bfloat16)
-    assert model_lib.norm(x, "as_run")[0, 0].item() == pytest.approx(1 / math.sqrt(1 + 2**-7), abs=4e-3)
-    assert model_lib.norm(x)[0, 0].item() == 1.0
+    assert torch_layers.norm(x, "as_run")[0, 0].item() == pytest.approx(1 / math.sqrt(1 + 2**-7), abs=4e-3)
+    assert torch_layers.norm(x)[0, 0].item() == 1.0
     z = torch.tensor([-300.0, -2.0, 0.0, 7.0, 300.0]).bfloat16()
-    once = model_lib.soft_cap(z, "tanh", 15.0)
+    once = torch_loss.soft_cap(z, "tanh", 15.0)
     assert once.dtype == torch.float32 and once.abs().max().item() == 15.0
     assert torch.equal(once, (15 * torch.tanh(z.float() / 15)).bfloat16().float())
-    assert torch.equal(model_lib.soft_cap(z, "none"), z.float())
+    assert torch.equal(torch_loss.soft_cap(z, "none"), z.float())
 
 
 @pytest.fixture(scope="module")
