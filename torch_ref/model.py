@@ -34,6 +34,7 @@ from torch import Tensor, nn
 
 from torch_ref.config import BLOCK_SIZE, EOT_ID, ModelConfig, next_multiple
 from torch_ref.config import replace as replace_config
+from torch_ref import lineage as variants  # the lineage's variants (`lineage` here is a ModelConfig)
 from torch_ref import masks as masks_lib
 from torch_ref.attention import CAUSAL, attend
 from torch_ref.fp8 import GRAD_SCALE, FP8Backend, lm_head_fp8
@@ -76,9 +77,10 @@ class CausalSelfAttention(nn.Module):
             self.qkv_w = nn.Parameter(qkv_w)
         else:
             self.q_w, self.k_w, self.v_w = (nn.Parameter(w.clone()) for w in qkv_w)
-        if config.attn_value_lambdas:
+        self.value_mixing = variants.value_mixing(config)
+        if self.value_mixing == "value_embedding":
             self.lambdas = nn.Parameter(torch.tensor([0.5, 0.5]))
-        if config.value_residual:
+        elif self.value_mixing == "value_residual":
             self.lamb = nn.Parameter(torch.tensor(0.5))
         self.rotary = Rotary(cos, sin, in_fp32=config.rotary == "half_truncated")
         self.c_proj = CastedLinear(dim, dim, config.linear_init)
@@ -89,13 +91,12 @@ class CausalSelfAttention(nn.Module):
         return self.run(x, ve, mask)[0]
 
     def run(self, x: Tensor, ve: Tensor | None, mask, v_first: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
-        """(output (1, T, D), #9's v_first: layer 0's raw value projection (1, T, H, Dh), computed
-        here when None and the config has value_residual, else passed through)."""
+        """(output (1, T, D), #9's v_first: layer 0's raw value projection (1, T, H, Dh) once made,
+        else as given)."""
         if self.compute_dtype is not None:
             x = x.to(self.compute_dtype)
         batch, seq_len, dim = x.shape
-        if self.config.value_residual and v_first is None:  # layer 0: its own raw value is v_first
-            v_first = self.value_projection(x)
+        v_first = variants.VALUE_MIXINGS[self.value_mixing].first_value(self, x, v_first)
         q, k, v = self.project(x, ve, v_first)
         y = attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), mask, self.config.attention_scale)
         y = y.transpose(1, 2).reshape(batch, seq_len, dim)
@@ -109,8 +110,7 @@ class CausalSelfAttention(nn.Module):
 
     def project(self, x: Tensor, ve: Tensor | None, v_first: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         """(q, k, v), each (B, T, H, Dh) in x's dtype: QKV matmul (one merged or three separate),
-        value mixing (with the value embedding, or #9's value residual with v_first), QK-norm and
-        rotary on q and k."""
+        the value mixing (torch_ref.lineage), QK-norm and rotary on q and k."""
         cfg = self.config
         batch, seq_len, _ = x.shape
         if self.qkv_layout == "merged":
@@ -119,14 +119,7 @@ class CausalSelfAttention(nn.Module):
         else:
             q, k, v = (F.linear(x, w.type_as(x)).view(batch, seq_len, self.num_heads, -1)
                        for w in (self.q_w, self.k_w, self.v_w))
-        if cfg.value_residual:
-            v_first = v if v_first is None else v_first
-            v = (1 - self.lamb) * v + self.lamb * v_first.view_as(v)
-        if cfg.attn_value_lambdas:
-            if ve is None:
-                v = self.lambdas[0] * v  # lambdas[1] unused here: its gradient stays 0
-            else:
-                v = self.lambdas[0] * v + self.lambdas[1] * ve.view_as(v)
+        v = variants.VALUE_MIXINGS[self.value_mixing].mix(self, v, ve, v_first)
         return self.rotary(norm(q, cfg.rms_norm_eps)), self.rotary(norm(k, cfg.rms_norm_eps)), v
 
 
@@ -152,7 +145,8 @@ class Block(nn.Module):
         self.config = config
         self.attn = CausalSelfAttention(dim, num_heads, cos, sin, qkv_layout, config) if has_attention else None
         self.mlp = MLP(dim, config.linear_init)
-        if config.block_lambdas:
+        self.mixes_input = config.block_lambdas
+        if self.mixes_input:
             self.lambdas = nn.Parameter(torch.tensor([1.0, 0.0]))
 
     def forward(self, x: Tensor, ve: Tensor | None, x0: Tensor, mask) -> Tensor:
@@ -162,8 +156,7 @@ class Block(nn.Module):
             v_first: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         """(output, #9's v_first once an attention layer made it (value_residual), else as given)."""
         eps = self.config.rms_norm_eps
-        if self.config.block_lambdas:
-            x = self.lambdas[0] * x + self.lambdas[1] * x0
+        x = variants.BLOCK_INPUTS[self.mixes_input](self, x, x0)
         if self.attn is not None:
             y, v_first = self.attn.run(norm(x, eps), ve, mask, v_first)
             x = x + y
