@@ -13,7 +13,7 @@ from flax import nnx
 from jaxgpt.run import convert
 from jaxgpt import model as jax_model
 from jaxgpt.config import ModelConfig, fp8_grad_scale_for, replace
-from jaxgpt_tools.parity.checks import perturb_parameters
+from jaxgpt_tools.parity.measures import perturb_parameters
 from torch_ref import model as torch_model
 
 # 12 layers (the record's per-layer patterns), 2 heads of 64, a small vocabulary whose padding

@@ -112,7 +112,7 @@ def test_compare_checkpoint_on_a_checkpoint_in_the_records_own_names(name, tmp_p
     code within 1e-5 of the largest logit (both frameworks; fp32 rounding only)."""
     from jaxgpt.data import write_shard
     from jaxgpt.testing import document_layout
-    from jaxgpt_tools.parity.checks import perturb_parameters
+    from jaxgpt_tools.parity.measures import perturb_parameters
     from scripts import compare_checkpoint as command
 
     loaded = rc.load(name, checks.EOT)

@@ -513,13 +513,3 @@ def gap_claims(records: list[dict[str, Any]], part: str) -> list[Claim]:
             [k["ms_per_call"] for k in r["kernel_times"]["kernels"]] == sorted((k["ms_per_call"] for k in r["kernel_times"]["kernels"]),
                                                                               reverse=True) for r in (x, i))))
     return made
-
-
-def claims(study: dict[str, Any]) -> list[Claim]:
-    """Every sentence the page states, in page order within each section."""
-    from jaxgpt_tools.fusion.reasons import reasons, sweep_backward, sweep_claims
-
-    records, runs = study["records"], study["runs"]
-    return (answer_claims(records, study.get("sweep", [])) + method_claims(records, runs, study.get("equality", []))
-            + reasons(records) + gap_claims(records, "qkv") + sweep_claims(study.get("sweep", []))
-            + sweep_backward(study.get("sweep", [])) + ablation_claims(records, runs) + block_claims(records))

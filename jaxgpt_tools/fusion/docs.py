@@ -13,10 +13,20 @@ from pathlib import Path
 from typing import Any
 
 from jaxgpt_tools.fusion import claims as claims_lib
+from jaxgpt_tools.fusion import reasons as reasons_lib
 from jaxgpt_tools.common.artifacts import REPO_ROOT, generated_header
 from jaxgpt_tools.fusion.claims import MODE_NAMES, PART_NAMES, find, label, rows
 
 LAYOUTS = ("merged", "separate")
+
+
+def page_claims(study: dict[str, Any]) -> list[claims_lib.Claim]:
+    """Every sentence the page states, in page order within each section."""
+    records, runs = study["records"], study["runs"]
+    sweep = study.get("sweep", [])
+    return (claims_lib.answer_claims(records, sweep) + claims_lib.method_claims(records, runs, study.get("equality", []))
+            + reasons_lib.reasons(records) + claims_lib.gap_claims(records, "qkv") + reasons_lib.sweep_claims(sweep)
+            + reasons_lib.sweep_backward(sweep) + claims_lib.ablation_claims(records, runs) + claims_lib.block_claims(records))
 
 
 def mb(value: float | None) -> str:
@@ -185,7 +195,7 @@ def page(study: dict[str, Any], *, command: str, artifacts_dir: Path, docs_dir: 
     """The whole of docs/FUSION.md."""
     records = study["records"]
     table = rows(records)
-    made = claims_lib.claims(study)
+    made = page_claims(study)
     artifacts = relative(artifacts_dir, docs_dir)
     out = [generated_header(command), "# Fusion study: how XLA and TorchInductor fuse the record's merged-QKV path, and what merging buys", ""]
     out += answer_table(records) + [" ".join(c.text for c in made if c.key.startswith("answer")), ""]

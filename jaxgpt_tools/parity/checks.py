@@ -13,28 +13,15 @@ import contextlib
 import functools
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
 from jaxgpt_tools.common.machine import cpu_flags, torch_threads
-
-
-@dataclass(frozen=True)
-class Result:
-    name: str
-    max_abs: float
-    max_rel: float
-    tolerance: str  # what is asserted, in words and numbers
-    reason: str  # why that tolerance
-    passed: bool
-    notes: str = ""
-    extra: dict = field(default_factory=dict)
-    # The third column: the same quantities against the record's own code (record_code_checks),
-    # or why the row cannot have it.
-    record_code: str = ""
+from jaxgpt_tools.parity.measures import (NS_SHAPES, Result, gradient_gaps, lineage_model_config, perturb_parameters,
+                                          rel_norm, torch_forward)
 
 
 def has_native_bf16() -> bool:
@@ -43,9 +30,6 @@ def has_native_bf16() -> bool:
 
 # ---------------------------------------------------------------------------------------------
 # Newton-Schulz
-
-NS_SHAPES = {"96x96": (96, 96), "64x160": (64, 160), "160x64": (160, 64), "768x768": (768, 768)}
-
 
 def _bf16_ulp(values: np.ndarray) -> np.ndarray:
     """One bf16 ulp at |values| (8 significant bits), for normal numbers."""
@@ -70,11 +54,6 @@ def _ns_pair(x: np.ndarray, steps: int, fp32: bool) -> tuple[np.ndarray, np.ndar
     return np.asarray(ours, np.float32), theirs
 
 
-def _rel_norm(x: np.ndarray, ref: np.ndarray) -> float:
-    """||x - ref|| / ||ref|| (Frobenius, in float64) of two arrays of one shape."""
-    return float(np.linalg.norm((x - ref).astype(np.float64)) / np.linalg.norm(ref.astype(np.float64)))
-
-
 def check_ns_bf16_one_iteration() -> Result:
     """From the same bf16 iterate, one NS iteration of each framework (normalisation + quintic:
     steps=1 on the iterate), for the 5 iterates of a 5-step NS on each shape."""
@@ -90,7 +69,7 @@ def check_ns_bf16_one_iteration() -> Result:
             rms = float(np.sqrt(np.mean(theirs.astype(np.float64) ** 2)))
             worst_ulps = max(worst_ulps, float((diff / _bf16_ulp(np.float64(rms))).max()))
             worst_abs = max(worst_abs, float(diff.max()))
-            worst_rel = max(worst_rel, _rel_norm(ours, theirs))
+            worst_rel = max(worst_rel, rel_norm(ours, theirs))
             differing += int((diff > 0).sum())
             total += diff.size
             iterate = theirs
@@ -116,7 +95,7 @@ def _ns_five_steps(seed: int, fp32: bool) -> tuple[float, float, bool]:
         g = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
         ours, theirs = _ns_pair(g, 5, fp32=fp32)
         worst_abs = max(worst_abs, float(np.abs(ours - theirs).max()))
-        worst_rel = max(worst_rel, _rel_norm(ours, theirs))
+        worst_rel = max(worst_rel, rel_norm(ours, theirs))
         bitwise &= bool(np.array_equal(ours, theirs))
     return worst_abs, worst_rel, bitwise
 
@@ -187,22 +166,6 @@ def _jax_loss_logits_grads(graph, params, inputs: np.ndarray, targets: np.ndarra
     return loss_logits_grads(params, jnp.asarray(inputs)[None], jnp.asarray(targets)[None])
 
 
-def _gradient_gaps(torch_grads: dict, jax_grads: dict) -> tuple[bool, bool, dict[str, tuple[float, str]]]:
-    """(same names, exact zeros zero in both, {"matrix"|"scalar": (worst max|diff| / max|grad|,
-    where)}) of two frameworks' gradients by parameter name."""
-    same_names, zeros_agree = set(jax_grads) == set(torch_grads), True
-    worst = {"matrix": (0.0, ""), "scalar": (0.0, "")}
-    for name, torch_grad in torch_grads.items():
-        ours = np.asarray(jax_grads[name])
-        scale = float(np.abs(torch_grad).max())
-        if scale == 0:  # e.g. attn.lambdas[1] without a value embedding, #9's layer-0 lamb (v - v)
-            zeros_agree &= not np.any(ours)
-            continue
-        kind = "matrix" if torch_grad.ndim >= 2 else "scalar"
-        worst[kind] = max(worst[kind], (float(np.abs(ours - torch_grad).max()) / scale, name))
-    return same_names, zeros_agree, worst
-
-
 def check_record_shape_fp32() -> Result:
     """The record preset's model (D 768, 6 heads of 128, 12 layers, vocab 50257 padded to 50304)
     in fp32 at T = 1024: logits, loss and every parameter's gradient from the same weights.
@@ -249,7 +212,7 @@ def check_record_shape_fp32() -> Result:
     logits_abs = float(np.abs(np.asarray(logits) - torch_logits).max())
     logits_rel = logits_abs / float(np.abs(torch_logits).max())
     loss_rel = abs(float(loss) - float(torch_loss)) / float(torch_loss)
-    same_names, zeros_agree, worst = _gradient_gaps(torch_grads, jax_grads)
+    same_names, zeros_agree, worst = gradient_gaps(torch_grads, jax_grads)
     del jax_grads
     (matrix_rel, matrix_name), (scalar_rel, scalar_name) = worst["matrix"], worst["scalar"]
     passed = (same_names and zeros_agree and logits_rel < 1e-5 and loss_rel < 1e-6
@@ -435,7 +398,7 @@ def torch_ref_norm(precision: NormPrecision):
 
 def _param_rel(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> float:
     """Largest relative Frobenius difference over the matrices (ndim >= 2)."""
-    return max(_rel_norm(a[name], b[name]) for name in b if b[name].ndim >= 2 and np.linalg.norm(b[name]) > 0)
+    return max(rel_norm(a[name], b[name]) for name in b if b[name].ndim >= 2 and np.linalg.norm(b[name]) > 0)
 
 
 def _loss_rel(run: Run, ref: Run) -> float:
@@ -521,32 +484,6 @@ LINEAGE_TRAJECTORY_STEPS = 8
 LINEAGE_WINDOW = {"document_blocks": 2, "document_tokens": 192, "causal": 0}
 
 
-def lineage_model_config(name: str, dtype_policy: str | None = None):
-    """The preset's ModelConfig at the parity width (its own dtype policy unless given)."""
-    from jaxgpt import config as cfg
-
-    model = cfg.get_preset(name).model
-    return cfg.replace(model, vocab_size=1000, eot_id=999, num_heads=2, model_dim=64, max_window_blocks=4,
-                       attention_backend="blocked", loss_chunk_tokens=None,
-                       dtype_policy=dtype_policy or model.dtype_policy)
-
-
-def perturb_parameters(model, seed: int) -> None:
-    """Matrices get N(0, (0.5/sqrt(fan_in))^2) added (the init's scale), scalars N(0, 0.1^2), so
-    that no path of a torch_ref GPT is silent (zero-initialised projections and head included)."""
-    import torch
-
-    generator = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            noise = torch.randn(param.shape, generator=generator, dtype=torch.float32)
-            if param.ndim >= 2 and "embed" not in name:
-                param.add_(noise * (0.5 / param.shape[-1] ** 0.5))
-            elif param.ndim <= 1:
-                param.add_(noise * 0.1)
-            # Embedding tables are already N(0, 1): left as sampled.
-
-
 def _lineage_pair(config):
     """(torch_ref GPT in eval mode, jaxgpt params {name: array}, jaxgpt graph) with the same
     weights: torch_ref's seeded init, every parameter perturbed (no path silent), then the
@@ -578,27 +515,6 @@ def _lineage_tokens(config):
     return tokens[:-1], tokens[1:]
 
 
-def _torch_forward(torch_gpt, inputs, targets, window, *, backward: bool):
-    """(loss, logits (T, Vp) fp32 before the soft-cap, {name: grad} or None) of one torch forward."""
-    import torch
-
-    captured: dict = {}
-
-    def keep_logits(_module, _inputs, output) -> None:  # returns None: the output stays in the graph
-        captured["logits"] = output.detach()
-
-    hook = torch_gpt.lm_head.register_forward_hook(keep_logits)
-    try:
-        with torch.enable_grad() if backward else torch.no_grad():
-            loss = torch_gpt(torch.from_numpy(inputs), torch.from_numpy(targets.astype(np.int64)), window)
-            if backward:
-                loss.backward()
-    finally:
-        hook.remove()
-    grads = {name: p.grad.float().numpy() for name, p in torch_gpt.named_parameters()} if backward else None
-    return float(loss), captured["logits"][0].float().numpy(), grads
-
-
 def check_lineage_forward(name: str) -> Result:
     """One lineage preset: fp32 logits, loss and every gradient, and its own bf16 policy's eval
     logits and loss, jaxgpt against torch_ref from the same weights."""
@@ -610,7 +526,7 @@ def check_lineage_forward(name: str) -> Result:
     inputs, targets = _lineage_tokens(fp32)
     torch_gpt, params, graph = _lineage_pair(fp32)
     with torch_threads(1):
-        torch_loss, torch_logits, torch_grads = _torch_forward(torch_gpt, inputs, targets, window, backward=True)
+        torch_loss, torch_logits, torch_grads = torch_forward(torch_gpt, inputs, targets, window, backward=True)
 
     loss, logits, jax_grads = _jax_loss_logits_grads(graph, params, inputs, targets, window)
     record_code, record_ok = _record_column(
@@ -618,13 +534,13 @@ def check_lineage_forward(name: str) -> Result:
         {"jaxgpt": (float(loss), np.asarray(logits), jax_grads), "torch_ref": (torch_loss, torch_logits, torch_grads)})
     logits_rel = float(np.abs(np.asarray(logits) - torch_logits).max() / np.abs(torch_logits).max())
     loss_rel = abs(float(loss) - torch_loss) / torch_loss
-    same_names, zeros_agree, worst = _gradient_gaps(torch_grads, jax_grads)
+    same_names, zeros_agree, worst = gradient_gaps(torch_grads, jax_grads)
     (matrix_rel, matrix_name), (scalar_rel, scalar_name) = worst["matrix"], worst["scalar"]
 
     own = lineage_model_config(name)  # the preset's bf16 policy, eval mode (no FP8 head in #8-#18)
     torch_own, own_params, own_graph = _lineage_pair(own)
     with torch_threads(1):
-        torch_own_loss, torch_own_logits, _ = _torch_forward(torch_own, inputs, targets, window, backward=False)
+        torch_own_loss, torch_own_logits, _ = torch_forward(torch_own, inputs, targets, window, backward=False)
     own_fn = jax.jit(lambda p, ids, t: (own_graph.bind(p)(ids, t, window, train=False),
                                         own_graph.bind(p).logits(ids, window)[0].astype(jnp.float32)))
     own_loss, own_logits = own_fn(own_params, jnp.asarray(inputs)[None], jnp.asarray(targets)[None])

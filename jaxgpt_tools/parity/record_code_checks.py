@@ -7,7 +7,7 @@ and #8-#18's tables padded to 1024), T = 384 (3 blocks), all fp32; 12 layers for
 whose code hard-wires the record's per-layer patterns (the value-embedding list, layer 7, #20's
 long/short mask list), 4 for #8, #9 and #15, whose code takes any even count (#15's value chunks
 then mirror as 0, 1, 1, 0), which keeps the compile of jaxgpt's step short. One initial state, in the record's own names: its own init with
-every parameter perturbed (`parity_checks.perturb_parameters`: the zero-initialised projections
+every parameter perturbed (`parity.measures.perturb_parameters`: the zero-initialised projections
 and head included), so that no gradient is zero by structure. jaxgpt runs the preset with the
 dense attention backend (one masked softmax, the fastest to compile; the blocked backend's
 equality with it is tests/test_attention*.py's); torch_ref runs SDPA with its explicit mask.
@@ -77,7 +77,7 @@ def initial_state(name: str) -> dict:
     torch.manual_seed(0), every parameter perturbed (its buffers, #15's bf16 inv_freq, as built)."""
     import torch
 
-    from jaxgpt_tools.parity.checks import perturb_parameters
+    from jaxgpt_tools.parity.measures import perturb_parameters
 
     torch.manual_seed(0)
     model = rc.build_model(rc.load(name, EOT), dims(name))
@@ -189,10 +189,10 @@ class Gaps:
 def gaps(reference: rc.Output, names: dict[str, str], loss: float, logits: np.ndarray, grads: dict) -> Gaps:
     """A framework's (loss, logits, grads by project name) against the record's Output (grads by
     record name; `names`: project name -> record name)."""
-    from jaxgpt_tools.parity.checks import _gradient_gaps
+    from jaxgpt_tools.parity.measures import gradient_gaps
 
     theirs = {project: reference.grads[record] for project, record in names.items()}
-    same_names, zeros_agree, worst = _gradient_gaps(theirs, {key: np.asarray(value) for key, value in grads.items()})
+    same_names, zeros_agree, worst = gradient_gaps(theirs, {key: np.asarray(value) for key, value in grads.items()})
     logits_abs = float(np.abs(np.asarray(logits, np.float32) - reference.logits).max())
     return Gaps(logits_abs, logits_abs / float(np.abs(reference.logits).max()),
                 abs(loss - reference.loss) / abs(reference.loss), worst["matrix"], worst["scalar"], zeros_agree, same_names)
@@ -207,10 +207,10 @@ def worst(many: list[Gaps]) -> Gaps:
 
 def _torch_ref_output(gpt, inputs: np.ndarray, targets: np.ndarray, window: int) -> tuple[float, np.ndarray, dict]:
     """torch_ref's (loss, logits (T, Vp), grads by name) on one (T,) sequence."""
-    from jaxgpt_tools.parity.checks import _torch_forward
+    from jaxgpt_tools.parity.measures import torch_forward
 
     gpt.zero_grad(set_to_none=True)
-    return _torch_forward(gpt, inputs, targets, window, backward=True)
+    return torch_forward(gpt, inputs, targets, window, backward=True)
 
 
 @functools.cache
@@ -368,12 +368,12 @@ def _kind(key: str) -> str:
 def _matrix_rel(run: rc.Trajectory, ref: rc.Trajectory) -> dict[str, tuple[float, str]]:
     """Per kind (MUON, TABLES): the worst relative Frobenius difference of a final matrix
     (ndim >= 2), with its name."""
-    from jaxgpt_tools.parity.checks import _rel_norm
+    from jaxgpt_tools.parity.measures import rel_norm
 
     worst: dict[str, tuple[float, str]] = {MUON: (0.0, ""), TABLES: (0.0, "")}
     for key, value in ref.params.items():
         if value.ndim >= 2:
-            worst[_kind(key)] = max(worst[_kind(key)], (_rel_norm(run.params[key], value), key))
+            worst[_kind(key)] = max(worst[_kind(key)], (rel_norm(run.params[key], value), key))
     return worst
 
 
@@ -446,9 +446,9 @@ def _label(name: str) -> str:
 
 
 def check_record_forward(name: str):
-    """parity_checks.Result: both frameworks' fp32 logits, loss and gradients against record
+    """parity.measures.Result: both frameworks' fp32 logits, loss and gradients against record
     `name`'s own code at WINDOWS[name]. FileNotFoundError when its log is absent."""
-    from jaxgpt_tools.parity.checks import Result
+    from jaxgpt_tools.parity.measures import Result
 
     found = forward_gaps(name)
     jax_gaps, torch_gaps = found["jaxgpt"], found["torch_ref"]
@@ -471,10 +471,10 @@ def check_record_forward(name: str):
 
 
 def check_record_training(name: str):
-    """parity_checks.Result: TRAIN_STEPS steps of both frameworks against record `name`'s own
+    """parity.measures.Result: TRAIN_STEPS steps of both frameworks against record `name`'s own
     optimizers and schedules, each measure bounded by FACTORS x the record's own noise floor; and
     the record's own schedules over its whole run equal to the preset's."""
-    from jaxgpt_tools.parity.checks import Result
+    from jaxgpt_tools.parity.measures import Result
 
     floor, one = floors(name), record_run(name, 1)
     found = training_gaps(name)
@@ -535,7 +535,7 @@ def ns_column(steps: int, fp32: bool, seed: int) -> tuple[str, bool]:
     import torch
 
     from jaxgpt.muon import newton_schulz
-    from jaxgpt_tools.parity.checks import NS_SHAPES, _rel_norm
+    from jaxgpt_tools.parity.measures import NS_SHAPES, rel_norm
     from torch_ref.muon import zeropower_via_newtonschulz5
 
     loaded = rc.load("record", EOT)
@@ -547,8 +547,8 @@ def ns_column(steps: int, fp32: bool, seed: int) -> tuple[str, bool]:
             own = loaded.module.zeropower_via_newtonschulz5(torch.from_numpy(g), steps).float().numpy()
             theirs = zeropower_via_newtonschulz5(torch.from_numpy(g), steps, torch_dtype).float().numpy()
             ours = np.asarray(jax.jit(lambda a: newton_schulz(a, steps, dtype=jax_dtype))(jnp.asarray(g)), np.float32)
-            worst["jaxgpt"] = max(worst["jaxgpt"], _rel_norm(ours, own))
-            worst["torch_ref"] = max(worst["torch_ref"], _rel_norm(theirs, own))
+            worst["jaxgpt"] = max(worst["jaxgpt"], rel_norm(ours, own))
+            worst["torch_ref"] = max(worst["torch_ref"], rel_norm(theirs, own))
     bound = 1e-5 if fp32 else 2e-2
     text = "against #20's own function: " + ", ".join(f"{fw} {rel:.2e}" for fw, rel in worst.items())
     return text, max(worst.values()) <= bound
@@ -559,7 +559,7 @@ def lineage_column(name: str, state: dict, inputs: np.ndarray, targets: np.ndarr
     """(text, within the row's fp32 bounds) of the frameworks' fp32 `outputs` ({framework: (loss,
     logits, grads by project name)}) against record `name`'s own code on the same weights (`state`:
     torch_ref's state dict), one (T,) sequence, at `window` (the record's form: None for #8/#9)."""
-    from jaxgpt_tools.parity.checks import lineage_model_config
+    from jaxgpt_tools.parity.measures import lineage_model_config
 
     config = lineage_model_config(name, "fp32")
     loaded = rc.load(name, config.eot_id)

@@ -11,7 +11,8 @@ from pathlib import Path
 from jaxgpt_tools.common.artifacts import generated_header
 from jaxgpt_tools.common.log import progress
 from jaxgpt_tools.common.machine import summary
-from jaxgpt_tools.parity.checks import CHECKS, Result
+from jaxgpt_tools.parity.checks import CHECKS
+from jaxgpt_tools.parity.measures import Result
 
 TRAJECTORY_CHECKS = ("trajectory_bf16_ns", "trajectory_fp32_ns", "trajectory_fp32_ns_signal",
                      *(name for name in CHECKS if name.startswith("lineage_") and name.endswith("_trajectory")))

@@ -35,7 +35,7 @@ def test_page_is_generated_from_the_committed_results(committed):
 def test_every_sentence_is_checked_and_on_the_page(committed):
     study, _ = committed
     page = PAGE.read_text()
-    made = fusion_claims.claims(study)
+    made = fusion_docs.page_claims(study)
     assert {c.key.split(".")[0] for c in made} >= {"answer", "method", "why", "ablation", "block", "sweep"}
     for claim in made:
         assert claim.check(), f"the check behind {claim.key} fails on the committed results: {claim.text}"

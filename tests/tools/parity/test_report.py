@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from jaxgpt_tools.parity import report as parity_report
-from jaxgpt_tools.parity.checks import Result
+from jaxgpt_tools.parity.measures import Result
 
 PASSED = Result("NS | bf16", 1e-3, 2e-3, "<= 1e-2", "bf16 ulp", True, "note")
 FAILED = Result("loss", 0.5, 0.1, "<= 1e-5", "fp32 rounding", False, "a|b")
