@@ -379,21 +379,23 @@ def _draw_zero_matrices(model) -> None:
 
 @contextlib.contextmanager
 def torch_ref_norm(precision: NormPrecision):
-    """torch_ref.layers.norm evaluated in `precision` inside the block (result in x's dtype)."""
+    """torch_ref's RMSNorm evaluated in `precision` inside the block (result in x's dtype): the
+    name torch_ref.model calls (its import of torch_ref.layers.norm) replaced for the block."""
     if precision == "fp32":
         yield
         return
     import torch.nn.functional as F
 
     from torch_ref import layers as torch_layers
+    from torch_ref import model as torch_model
 
-    exact = torch_layers.norm
-    torch_layers.norm = lambda x, rms_norm_eps="fp32": F.rms_norm(
+    exact = torch_model.norm
+    torch_model.norm = lambda x, rms_norm_eps="fp32": F.rms_norm(
         x.double(), (x.size(-1),), eps=torch_layers.norm_eps(x.dtype, rms_norm_eps)).to(x.dtype)
     try:
         yield
     finally:
-        torch_layers.norm = exact
+        torch_model.norm = exact
 
 
 def _param_rel(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> float:
