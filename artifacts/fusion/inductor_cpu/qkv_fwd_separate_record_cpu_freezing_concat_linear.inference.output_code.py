@@ -28,9 +28,9 @@ reinterpret_tensor = torch._C._dynamo.guards._reinterpret_tensor
 alloc_from_pool = torch.ops.inductor._alloc_from_pool
 async_compile = AsyncCompile()
 empty_strided_p2p = torch._C._distributed_c10d._SymmetricMemory.empty_strided_p2p
-_frozen_param13 = None  # device(type='cpu') torch.bfloat16 (2304, 768) (1, 0) 7f6f8e17d040
-_frozen_param11 = None  # device(type='cpu') torch.float32 (1, 2048, 1, 64) (131072, 64, 64, 1) 7f6f8f5f9fe0
-_frozen_param12 = None  # device(type='cpu') torch.float32 (1, 2048, 1, 64) (131072, 64, 64, 1) 7f6f9484d040
+_frozen_param13 = None  # device(type='cpu') torch.bfloat16 (2304, 768) (1, 0) 7f07f9073b60
+_frozen_param11 = None  # device(type='cpu') torch.float32 (1, 2048, 1, 64) (131072, 64, 64, 1) 7f07f9032f80
+_frozen_param12 = None  # device(type='cpu') torch.float32 (1, 2048, 1, 64) (131072, 64, 64, 1) 7f07f99b2120
 
 
 cpp_fused__to_copy__unsafe_view_add_mean_mul_pow_rsqrt_split_split_with_sizes_sub_view_0 = async_compile.cpp_pybinding(['const at::BFloat16*', 'const float*', 'const float*', 'const at::BFloat16*', 'const float*', 'const float*', 'float*', 'float*', 'float*', 'float*', 'float*', 'float*', 'at::BFloat16*', 'at::BFloat16*', 'at::BFloat16*'], r'''
