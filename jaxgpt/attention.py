@@ -29,7 +29,7 @@ W = max_window_blocks, C query blocks per scan step.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import jax
 import jax.numpy as jnp
@@ -243,12 +243,12 @@ def attention(
     raise ValueError(f"unknown attention backend {backend!r}; choose 'auto', 'dense', 'blocked', 'pallas' or 'mosaic'")
 
 
-def resolve_backend(backend: str) -> str:
+def resolve_backend(backend: str) -> AttentionBackend:
     """The backend "auto" stands for where this is traced: "pallas" if its kernels compile here
     (the default device is a GPU, or inside `flash_attention.compiled_kernels()`), else
     "blocked" (the interpreted kernel is for tests, not speed). Other names are returned as is."""
     if backend != "auto":
-        return backend
+        return cast(AttentionBackend, backend)  # the callers check the name (attention's final else)
     return "blocked" if default_interpret() else "pallas"
 
 

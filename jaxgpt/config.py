@@ -445,13 +445,13 @@ _ALL_LAYERS = tuple(range(12))
 _NO_VALUE_EMBEDS = (None,) * 12
 # Model switches shared by #8-#18 (their GPT(vocab_size=50304), nn.Linear init, c_q/c_k/c_v,
 # FlexAttention's or SDPA's default scale, no FP8 head).
-_BEFORE_FP8 = dict(embed_rows="padded", linear_init="torch_default", qkv_layout="separate", attn_scale=None,
+_BEFORE_FP8: dict[str, Any] = dict(embed_rows="padded", linear_init="torch_default", qkv_layout="separate", attn_scale=None,
                    fp8_head=False, loss_chunk_tokens=8192, attention_backend="auto")
-_ROW_DATA = dict(seq_len=1024, cycle_data=True, repeat_first_batch=True, shard_switch="per_rank_inclusive",
+_ROW_DATA: dict[str, Any] = dict(seq_len=1024, cycle_data=True, repeat_first_batch=True, shard_switch="per_rank_inclusive",
                  window_schedule="none")
 
 
-def _whole_steps_cooldown(steps: int, cooldown_steps: int) -> dict:
+def _whole_steps_cooldown(steps: int, cooldown_steps: int) -> dict[str, Any]:
     """OptimConfig fields of a LR flat until steps - K, then (steps - s) / K down to 0."""
     return dict(cooldown_frac=cooldown_steps / steps, final_lr_frac=0.0, cooldown_whole_steps=True)
 

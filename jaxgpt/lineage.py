@@ -62,7 +62,7 @@ def one_document(input_ids: jax.Array, eot_id: int) -> jax.Array:
     return jnp.zeros(input_ids.shape, jnp.int32)
 
 
-DOCUMENT_IDS = {"document_blocks": masks.document_ids, "document_tokens": masks.document_ids,
+DOCUMENT_IDS: dict[str, Callable[[jax.Array, int], jax.Array]] = {"document_blocks": masks.document_ids, "document_tokens": masks.document_ids,
                 "causal": one_document}
 
 # ---------------------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ from flax import nnx
 from jaxgpt import attention as attention_lib
 from jaxgpt import lineage
 from jaxgpt.attention import AttentionWindow
-from jaxgpt.config import ModelConfig
+from jaxgpt.config import AttentionBackend, ModelConfig
 from jaxgpt.kernels.block_lists import KernelBlockLists, kernel_block_lists
 from jaxgpt.layers import Embedding, Linear, compute_dtype, linear, norm, relu_squared, scalar_dtype, stream_dtype
 from jaxgpt.layers import uniform_init
@@ -58,7 +58,7 @@ SEPARATE_QKV_NAMES = ("q_w", "k_w", "v_w")  # qkv_layout "separate": the slices 
 Attend = Callable[[Any, jax.Array, jax.Array, jax.Array, jax.Array, AttentionWindow, Any], jax.Array]
 
 
-def attention_backend(config: ModelConfig) -> str:
+def attention_backend(config: ModelConfig) -> AttentionBackend:
     """The backend the attention calls use: config.attention_backend, except that "auto" means
     "blocked" for #15's token window (the Pallas kernel applies block windows only)."""
     if config.attention_mask == "document_tokens" and config.attention_backend == "auto":
@@ -92,6 +92,9 @@ class CausalSelfAttention(nnx.Module):
     qkv_w (3, D, D) as (q|k|v, out, in), or q_w, k_w, v_w, each (D, D) (out, in), whose stack
     is qkv_w: both layouts draw the same numbers from the same key), and the value mixing's
     scalars (jaxgpt.lineage): the record's `lambdas` (2,), #9's `lamb` (), or none."""
+
+    cache_k: nnx.Cache  # the key and value caches, (B, S, H, Dh), while decoding (jaxgpt.decode.init_cache)
+    cache_v: nnx.Cache
 
     def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
         dim = config.model_dim
@@ -242,6 +245,9 @@ def _block_runner(remat: str):
 class GPT(nnx.Module):
     """The Sub3Min GPT and its lineage. Parameter paths are the record's state-dict keys (module docstring)."""
 
+    cache_length: nnx.Cache  # while decoding (jaxgpt.decode.init_cache): the cached positions, and
+    cache_doc_ids: nnx.Cache  # the document id of each, (B, S) int32
+
     def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
         self.config = config
         # Construction order follows the record's (embed, value embeds, blocks, lm_head).
@@ -301,7 +307,8 @@ class GPT(nnx.Module):
                                               block_size=config.block_size) for kind, w in windows.items()}
         x = x0 = norm(self.embed(input_ids), config.rms_norm_eps)
         value_embeds = self.value_embeds.lookup(input_ids, config.model_dim)
-        stored, v_first = [], None  # v_first: #9's layer-0 raw value projection, mixed into later layers
+        stored: list[jax.Array] = []
+        v_first = None  # v_first: #9's layer-0 raw value projection, mixed into later layers
         run_block = _block_runner(config.remat)
         for layer, (block, skip) in enumerate(zip(self.blocks, self.skips, strict=True)):
             if skip.add_weight is not None:  # decoder layer j adds the (L/2 - 1 - j)th encoder output

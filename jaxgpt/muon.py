@@ -146,7 +146,7 @@ class MuonState(NamedTuple):
     """count: int32 scalar, number of updates made (the 0-based step of the next update);
     momentum: fp32 buffers shaped like the params (zeros at first, no bias correction)."""
 
-    count: jax.Array
+    count: jax.Array  # type: ignore[assignment]  # named as optax's states name it (tuple.count is shadowed)
     momentum: Any
 
 
@@ -327,8 +327,9 @@ def scale_by_muon(
         else:
             one_minus_m = 1.0 - m
         grads, treedef = jax.tree.flatten(updates)
-        new_buffers, directions = momentum_directions(grads, treedef.flatten_up_to(state.momentum), m, one_minus_m,
-                                                      nesterov=nesterov, form=momentum_form)
+        buffers = treedef.flatten_up_to(state.momentum)  # type: ignore[attr-defined]  # PyTreeDef's; not in jax's stubs
+        new_buffers, directions = momentum_directions(grads, buffers, m, one_minus_m, nesterov=nesterov,
+                                                      form=momentum_form)
         if axis_name is None:
             orthogonal = orthogonalize_local(directions, ns)
         else:

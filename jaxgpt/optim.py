@@ -80,7 +80,7 @@ def param_labels(params: Any) -> Any:
 
 
 class LowPrecisionAdamState(NamedTuple):
-    count: jax.Array  # int32 number of updates made
+    count: jax.Array  # type: ignore[assignment]  # int32 updates made (optax's name; shadows tuple.count)
     mu: Any  # first moments, stored in state_dtype
     nu: Any  # second moments, stored in state_dtype
 

@@ -44,7 +44,7 @@ def lr_multiplier(step: Number, total_steps: int, cooldown_frac: float = 0.4, fi
         w = min((total_steps - step) / cooldown_steps, 1.0)
     else:
         w = min(remaining / cooldown_frac, 1.0)
-    return w * 1.0 + (1 - w) * final_lr_frac
+    return float(w * 1.0 + (1 - w) * final_lr_frac)  # a Python float for numpy steps too
 
 
 def lr_schedule(
@@ -79,7 +79,7 @@ def muon_momentum(step: Number, start: float = 0.85, end: float = 0.95, warmup_s
     if step < 0:
         raise ValueError(f"step must be >= 0, got {step}")
     frac = min(step / warmup_steps, 1) if warmup_steps else 1
-    return (1 - frac) * start + frac * end
+    return float((1 - frac) * start + frac * end)  # a Python float for numpy steps too
 
 
 def muon_momentum_schedule(

@@ -11,6 +11,7 @@ import struct
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +41,7 @@ def small_model_config(**overrides) -> ModelConfig:
     """A 4-layer, 64-wide, one-head fp32 model over SMALL_VOCAB that keeps each per-layer
     pattern of the record in miniature: a value-embedding slot shared by the first and last
     layer, long windows at both ends, an attention-free layer, a U-net of 2 + 2 layers."""
-    fields = dict(
+    fields: dict[str, Any] = dict(
         vocab_size=SMALL_VOCAB, eot_id=SMALL_EOT, num_layers=4, num_heads=1, model_dim=64,
         value_embed_slots=(0, None, None, 0), long_window_layers=(0, 3), attention_free_layers=(2,),
         max_window_blocks=4, dtype_policy="fp32",
@@ -101,6 +102,7 @@ def small_lineage_config(model: ModelConfig, **overrides) -> ModelConfig:
     mirrored pattern (0, 1, 1, 0), tables in (0, -, -, 0) or none; an attention-free layer when
     the preset has one; one window for all layers when the preset has one), a window cap of 8
     blocks for every schedule, the blocked attention and an unchunked loss."""
+    slots: tuple[int | None, ...]
     if model.value_embed_layout == "chunks" and model.num_value_embeds:
         slots = (0, 1, 1, 0)
     elif model.num_value_embeds:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
 BLOCK_SIZE = 128  # FlexAttention's block: masks, windows and sequence lengths count in these
 EOT_ID = 50256  # GPT-2 <|endoftext|>, prepended to every document (RECORD.md 8.4)
@@ -257,13 +258,13 @@ def tiny_preset() -> Preset:
 # --- The lineage: each record as switch values (LINEAGE.md sections 3-6) ---
 
 _ALL_LAYERS = tuple(range(12))
-_BEFORE_FP8 = dict(embed_rows="padded", linear_init="torch_default", qkv_layout="separate", attn_scale=None,
+_BEFORE_FP8: dict[str, Any] = dict(embed_rows="padded", linear_init="torch_default", qkv_layout="separate", attn_scale=None,
                    fp8_head=False)  # #8-#18: GPT(vocab_size=50304), nn.Linear init, c_q/c_k/c_v, default scale
-_ROW_DATA = dict(seq_len=1024, cycle_data=True, repeat_first_batch=True, shard_switch="per_rank_inclusive",
+_ROW_DATA: dict[str, Any] = dict(seq_len=1024, cycle_data=True, repeat_first_batch=True, shard_switch="per_rank_inclusive",
                  window_schedule="none")  # #8/#9: 64 rows of 1024 per rank, the loader's quirks
 
 
-def _whole_steps_cooldown(steps: int, cooldown_steps: int) -> dict:
+def _whole_steps_cooldown(steps: int, cooldown_steps: int) -> dict[str, Any]:
     return dict(cooldown_frac=cooldown_steps / steps, final_lr_frac=0.0, cooldown_whole_steps=True)
 
 

@@ -217,6 +217,7 @@ def build_shards(source: str, out: str | os.PathLike, encoder: Encoder, *, prefi
         raise ValueError(f"{out} already holds {len(existing)} shard file(s) (e.g. {existing[0].name}); the loader "
                          "would mix them with the new ones: pass --overwrite to replace them, or choose another --out")
     with staged_shard_folder(out, existing) as staging:
+        texts: Iterator[str]
         if Path(source).exists():
             texts = (text for path in local_text_files(source) for text in _documents_naming_the_file(path, text_field))
         else:

@@ -55,7 +55,7 @@ def stdlib_module_sources(limit_modules: int | None = None) -> list[tuple[str, P
     return modules[:limit_modules] if limit_modules is not None else modules
 
 
-def _signature(node: ast.AST) -> str:
+def _signature(node: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     if isinstance(node, ast.ClassDef):
         bases = ", ".join(ast.unparse(base) for base in node.bases)
         return f"class {node.name}({bases})" if bases else f"class {node.name}"
