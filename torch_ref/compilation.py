@@ -15,6 +15,7 @@ On the CPU torch_ref runs eagerly and none of this applies.
 from __future__ import annotations
 
 import os
+from typing import cast
 
 import torch
 from torch import nn
@@ -41,4 +42,4 @@ def apply_inductor_settings() -> dict[str, object]:
 def compile_model(model: nn.Module) -> nn.Module:
     """The record's torch.compile of the whole model, under its Inductor settings."""
     apply_inductor_settings()
-    return torch.compile(model)
+    return cast(nn.Module, torch.compile(model))  # an OptimizedModule; torch's stubs say a callable

@@ -117,7 +117,7 @@ def distributed_data_generator(
     shard_switch: str = "global",
     data_ranks: int = 1,
     batches: int = 0,
-) -> ShardStream:
+) -> ShardStream | PerRankShardStream:
     """An iterator over rank `rank`'s (inputs, targets) of each global batch of `batch_size` tokens.
 
     inputs: (Bl,) int32 and targets: (Bl,) int64 with Bl = batch_size // world_size; rank r

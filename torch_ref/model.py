@@ -26,7 +26,7 @@ Parameter names stay this module's; each record's own state-dict names are mappe
 from __future__ import annotations
 
 import re
-from typing import Iterable, Literal, Mapping
+from typing import Iterable, Literal, Mapping, TypeVar, cast
 
 import torch
 import torch.nn.functional as F
@@ -43,6 +43,7 @@ from torch_ref.loss import soft_cap
 from torch_ref.rotary import Rotary, rotary_tables
 
 AttentionImpl = Literal["auto", "flex", "sdpa"]
+ModuleT = TypeVar("ModuleT", bound=nn.Module)
 _RECORD = ModelConfig()  # the record's per-layer patterns (value embeddings, windows, layer 7)
 
 QKV_LAYOUTS = ("merged", "separate")
@@ -312,9 +313,9 @@ class GPT(nn.Module):
         long_mask, short_mask = self.attention_masks(input_seq, sliding_window_num_blocks)
         x = x0 = norm(self.embed(input_seq)[None], eps)
         value_embeds = self.value_embeds(input_seq)
-        skips = []
+        skips: list[Tensor] = []
         v_first = None
-        for i, block in enumerate(self.blocks):
+        for i, block in enumerate(cast(Iterable[Block], self.blocks)):
             if unet and i >= self.num_encoder_layers:  # decoder: U-net skip from the mirrored encoder layer
                 x = x + self.skip_weights[i - self.num_encoder_layers] * skips.pop()
             mask = long_mask if i in self.long_window_layers else short_mask
@@ -373,7 +374,7 @@ def apply_dtype_policy(model: GPT, policy: str) -> GPT:
     return model
 
 
-def cast_embeddings_to_bf16(model: nn.Module) -> nn.Module:
+def cast_embeddings_to_bf16(model: ModuleT) -> ModuleT:
     """The record's precision policy: every nn.Embedding to bf16 (round to nearest even), in place."""
     for module in model.modules():
         if isinstance(module, nn.Embedding):

@@ -147,7 +147,7 @@ class Muon(torch.optim.Optimizer):
         return zeropower_via_newtonschulz5(direction, group["ns_steps"], self.ns_dtype, self.ns_iteration).flatten()
 
     @torch.no_grad()
-    def step(self) -> None:
+    def step(self) -> None:  # type: ignore[override]  # no closure: the record's Muon takes none
         for group in self.param_groups:
             params: list[Tensor] = group["params"]
             lr = group["lr"]

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from torch_ref.config import OptimConfig
+from torch_ref.model import GPT
 from torch_ref.muon import Muon
 from torch_ref.schedules import lr_multiplier, muon_momentum
 
@@ -21,7 +22,7 @@ _NS_DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 # Optimizers
 
 
-def adam_param_groups(model: nn.Module, optim_config: OptimConfig) -> list[dict]:
+def adam_param_groups(model: GPT, optim_config: OptimConfig) -> list[dict]:
     """The record's three Adam groups, in its order: head, embeddings, scalars.
 
     head: [lm_head.weight]; embed: [embed.weight, value_embeds.embed.*.weight];
@@ -37,13 +38,13 @@ def adam_param_groups(model: nn.Module, optim_config: OptimConfig) -> list[dict]
     ]
 
 
-def hidden_matrix_params(model: nn.Module) -> list[nn.Parameter]:
+def hidden_matrix_params(model: GPT) -> list[nn.Parameter]:
     """Muon's parameters: every parameter under `blocks` with ndim >= 2, in model order."""
     return [p for p in model.blocks.parameters() if p.ndim >= 2]
 
 
 def build_optimizers(
-    model: nn.Module, optim_config: OptimConfig, rank: int = 0, world_size: int = 1
+    model: GPT, optim_config: OptimConfig, rank: int = 0, world_size: int = 1
 ) -> tuple[torch.optim.Adam, Muon]:
     """(adam, muon) over `model` as the record builds them; every parameter is in exactly one.
 
@@ -103,7 +104,7 @@ def set_muon_momentum(muon: Muon, step: int, optim_config: OptimConfig) -> float
     return momentum
 
 
-def optimizer_step(model: nn.Module, optimizers: tuple[torch.optim.Optimizer, ...],
+def optimizer_step(model: nn.Module, optimizers: tuple[torch.optim.Optimizer, Muon],
                    schedulers: list[torch.optim.lr_scheduler.LambdaLR], step: int, optim_config: OptimConfig) -> None:
     """The record's update `step` after the gradients are in place (and averaged across ranks):
     Muon's momentum for this step, every optimizer then its LR scheduler, gradients set to None.

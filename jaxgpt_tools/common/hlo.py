@@ -359,7 +359,7 @@ def hlo_counts(hlo: str) -> dict[str, Any]:
         kernels_by_op[inst.opcode] += times
         traffic += times * kernel_bytes(module, inst, shapes)
         if inst.opcode == "fusion":
-            fusions[inst.fusion_kind] += times
+            fusions[inst.fusion_kind or "unknown"] += times
             split = gemm_prologue_epilogue(module, inst)
             if split is not None:
                 gemm_kernels += times
@@ -410,8 +410,8 @@ def plan_counts(hlo: str) -> dict[str, Any]:
     fp8_gemm_computations: dict[str, str] = {}  # called computation -> its FP8 operand types
     for inst in instructions:
         if inst.opcode == "fusion":
-            kind = re.search(r"kind=(\w+)", inst.attrs)
-            fusions[kind.group(1) if kind else "unknown"] += 1
+            fusion_kind = re.search(r"kind=(\w+)", inst.attrs)
+            fusions[fusion_kind.group(1) if fusion_kind else "unknown"] += 1
             if re.search(r'"kind":"__triton\w*gemm', inst.attrs):
                 triton += 1
                 called = inst.called("calls")
