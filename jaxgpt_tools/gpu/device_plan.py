@@ -97,7 +97,7 @@ class PlanOptions:
 # Seconds per step on one H100, from the 2026-11-23 lease (first steps of 26 s for jaxgpt and 66 s
 # for torch_ref, 30 steps of ~0.2 s each): each cap is about twice what that run needed, the
 # record's larger for its coordinate-descent tuning. The deadline cuts whatever runs late.
-DEFAULT_CAPS = {"preflight": 45, "jaxgpt": 150, "torch_ref": 180, "record": 210, "attention": 120, "mosaic": 90}
+DEFAULT_CAPS: dict[str, float] = {"preflight": 45, "jaxgpt": 150, "torch_ref": 180, "record": 210, "attention": 120, "mosaic": 90}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -369,7 +369,7 @@ def cpu_stand_ins(options: PlanOptions) -> PlanOptions:
     """The plan on a CPU: the tiny preset in fp32 at one 256-token sequence a step, 18 steps (a
     step range of 12..13, steps 15:16 traced), short caps; the record's run a printer of its log
     format (its script is still patched into its folder)."""
-    caps = {"preflight": 60, "jaxgpt": 120, "torch_ref": 120, "record": 30, "attention": 60, "mosaic": 60}
+    caps: dict[str, float] = {"preflight": 60, "jaxgpt": 120, "torch_ref": 120, "record": 30, "attention": 60, "mosaic": 60}
     return replace(options, cpu=True, steps=18, batch_tokens=256, seq_len=256, val_tokens=512, caps=caps)
 
 

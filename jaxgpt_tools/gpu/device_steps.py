@@ -72,7 +72,7 @@ def inputs(train_files: str, val_files: str, record_script: Path) -> dict[str, A
     problems = []
     if not train or not val:
         problems.append(f"no shards match {train_files!r} / {val_files!r}: carry data/sample")
-    elif not (folder / ".complete").is_file():
+    elif folder is not None and not (folder / ".complete").is_file():
         problems.append(f"{folder} has no .complete marker: a partial copy?")
     if meta and meta.get("encoding") != "gpt2":
         problems.append(f"the shards hold {meta.get('encoding')!r} tokens, not GPT-2's: build them where "

@@ -67,7 +67,12 @@ def sweep(*, kernels: list[str], windows: list[int], seq_len: int, repeats: int,
     launch_type, tiles_type, attend = _kernel_api(implementation)
     shape = (1, seq_len, 6, 128)
     tokens = document_tokens(seq_len, 1000)
-    if compile_only:
+    q: Any
+    k: Any
+    v: Any
+    cot: Any
+    doc_ids: Any
+    if compile_only:  # abstract operands (ShapeDtypeStruct) for lowering, else arrays
         from jax.sharding import SingleDeviceSharding
 
         device = SingleDeviceSharding(gpu_plan.compile_only_mesh("h100", 1, "x").devices.flat[0])
@@ -79,7 +84,7 @@ def sweep(*, kernels: list[str], windows: list[int], seq_len: int, repeats: int,
         q, k, v, cot = (jnp.asarray(rng.standard_normal(shape), jnp.bfloat16) for _ in range(4))
         doc_ids = masks.document_ids(jnp.asarray(tokens)[None])
 
-    def programs(tiles: Any) -> dict[str, Callable[..., Any]]:
+    def programs(tiles: Any) -> dict[str, Any]:  # jitted functions (.lower, or a call)
         def fwd(q, k, v, ids, w):
             return attend(q, k, v, ids, w, tiles=tiles)
 

@@ -17,11 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from jaxgpt.config import NSDType
+
 import numpy as np
 
 from jaxgpt_tools.common.machine import cpu_flags, torch_threads
 from jaxgpt_tools.parity.measures import (NS_SHAPES, Result, gradient_gaps, lineage_model_config, perturb_parameters,
-                                          rel_norm, torch_forward)
+                                          rel_norm, torch_forward, torch_model_config, torch_preset)
 
 
 def has_native_bf16() -> bool:
@@ -67,7 +69,7 @@ def check_ns_bf16_one_iteration() -> Result:
             ours, theirs = _ns_pair(iterate, 1, fp32=False)
             diff = np.abs(ours - theirs)
             rms = float(np.sqrt(np.mean(theirs.astype(np.float64) ** 2)))
-            worst_ulps = max(worst_ulps, float((diff / _bf16_ulp(np.float64(rms))).max()))
+            worst_ulps = max(worst_ulps, float((diff / _bf16_ulp(np.asarray(rms))).max()))
             worst_abs = max(worst_abs, float(diff.max()))
             worst_rel = max(worst_rel, rel_norm(ours, theirs))
             differing += int((diff > 0).sum())
@@ -190,7 +192,7 @@ def check_record_shape_fp32() -> Result:
     tokens = document_layout("record_like", RECORD_SHAPE_SEQ_LEN + 1, vocab_size=config.vocab_size,
                              eot_id=config.eot_id, seed=0)
     inputs, targets = tokens[:-1], tokens[1:]
-    torch_gpt = torch_train.build_model(config, RECORD_SHAPE_SEQ_LEN, 0, None, torch.device("cpu"))
+    torch_gpt = torch_train.build_model(torch_model_config(config), RECORD_SHAPE_SEQ_LEN, 0, None, torch.device("cpu"))
     _draw_zero_matrices(torch_gpt)
     captured: dict = {}
 
@@ -202,7 +204,7 @@ def check_record_shape_fp32() -> Result:
     torch_loss.backward()
     hook.remove()
     torch_logits = captured["logits"][0].numpy()
-    torch_grads = {name: p.grad.numpy() for name, p in torch_gpt.named_parameters()}
+    torch_grads = {name: p.grad.numpy() for name, p in torch_gpt.named_parameters() if p.grad is not None}
     params = {name: jnp.asarray(value) for name, value in convert.torch_state_dict_to_params(torch_gpt.state_dict(), config).items()}
     del torch_gpt  # 1.1 GB of weights, now in `params`; the gradients live on in torch_grads
 
@@ -271,7 +273,7 @@ def trajectory_model(lineage: str | None = None):
     return small_model_config() if lineage is None else small_lineage_config(cfg.get_preset(lineage).model)
 
 
-def trajectory_preset(folder: Path, ns_dtype: str, devices: int, lineage: str | None = None, steps: int = TRAJECTORY_STEPS):
+def trajectory_preset(folder: Path, ns_dtype: NSDType, devices: int, lineage: str | None = None, steps: int = TRAJECTORY_STEPS):
     """The shared preset: tiny model, synthetic shards written into `folder`, validation every step.
     `lineage`: a lineage preset whose model, optimizer, window-schedule and data switches apply."""
     from jaxgpt import config as cfg
@@ -296,7 +298,7 @@ def trajectory_preset(folder: Path, ns_dtype: str, devices: int, lineage: str | 
 
 
 @functools.cache
-def trajectory(framework: str, ns_dtype: str, devices: int = 1, init: Init = "record",
+def trajectory(framework: str, ns_dtype: NSDType, devices: int = 1, init: Init = "record",
                norm: NormPrecision = "fp32", lineage: str | None = None, steps: int = TRAJECTORY_STEPS) -> Run:
     """One run from the shared initial state (cached per process: the report's plot and rows,
     and test_checks.py's detailed bf16 test, use the same runs).
@@ -330,18 +332,21 @@ def trajectory(framework: str, ns_dtype: str, devices: int = 1, init: Init = "re
             # One torch thread: two spin against XLA's pool on a 2-core machine (measured 4 s per
             # step instead of 0.1 s); the thread count changes no number compared here.
             with torch_ref_norm(norm), torch_threads(1):
-                result = torch_train.train(preset, TorchRunOptions(
+                torch_result = torch_train.train(torch_preset(preset), TorchRunOptions(
                     device="cpu", init_from=str(init_path), save_checkpoint=str(final_path), log_dir=str(folder / "logs")))
+            assert torch_result is not None  # rank 0 of this one process returns its result
             state = torch.load(final_path, map_location="cpu", weights_only=True)["model"]
             params = {name: value.float().numpy() for name, value in state.items()}
+            val_losses, metrics_path = torch_result.val_losses, torch_result.metrics_path
         elif framework == "jaxgpt":
-            result = jax_train.train(preset, jax_train.RunOptions(init_from=str(init_path), run_id="parity", progress=False))
-            params = {name: np.asarray(value, np.float32) for name, value in result.params.items()}
+            jax_result = jax_train.train(preset, jax_train.RunOptions(init_from=str(init_path), run_id="parity", progress=False))
+            params = {name: np.asarray(value, np.float32) for name, value in jax_result.params.items()}
+            val_losses, metrics_path = jax_result.val_losses, str(jax_result.metrics_path)
         else:
             raise ValueError(f"unknown framework {framework!r}")
-        metrics = [json.loads(line) for line in Path(result.metrics_path).read_text().splitlines()]
+        metrics = [json.loads(line) for line in Path(str(metrics_path)).read_text().splitlines()]
         return Run(
-            val_losses=np.array([result.val_losses[s] for s in range(steps + 1)]), params=params,
+            val_losses=np.array([val_losses[s] for s in range(steps + 1)]), params=params,
             initial={name: value.float().numpy() for name, value in initial.items()}, metrics=metrics,
         )
     finally:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -104,7 +105,7 @@ class TorchModel:
 
     def logits_and_loss(self, inputs: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, float]:
         """(T,) int inputs and targets -> ((T, Vp) fp32 logits before the soft-cap, loss)."""
-        captured = {}
+        captured: dict[str, Any] = {}
         handle = self.gpt.lm_head.register_forward_hook(lambda _m, _i, out: captured.setdefault("logits", out))
         loss = self.loss(inputs, targets)
         handle.remove()

@@ -6,6 +6,7 @@ width."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -94,3 +95,27 @@ def torch_forward(torch_gpt, inputs, targets, window, *, backward: bool):
         hook.remove()
     grads = {name: p.grad.float().numpy() for name, p in torch_gpt.named_parameters()} if backward else None
     return float(loss), captured["logits"][0].float().numpy(), grads
+
+
+def torch_model_config(config: Any) -> Any:
+    """torch_ref's ModelConfig with the values of jaxgpt's `config`: torch_ref states each of its
+    fields itself (parity_tests/test_config_parity.py checks they are jaxgpt's), so the two
+    packages' configs are converted field by field, never passed across."""
+    import dataclasses
+
+    from torch_ref import config as torch_cfg
+
+    return torch_cfg.ModelConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(torch_cfg.ModelConfig)})
+
+
+def torch_preset(preset: Any) -> Any:
+    """torch_ref's Preset with the values of jaxgpt's `preset` (as `torch_model_config`)."""
+    import dataclasses
+
+    from torch_ref import config as torch_cfg
+
+    def convert(cls: Any, values: Any) -> Any:
+        return cls(**{f.name: getattr(values, f.name) for f in dataclasses.fields(cls)})
+
+    return torch_cfg.Preset(model=torch_model_config(preset.model), optim=convert(torch_cfg.OptimConfig, preset.optim),
+                            train=convert(torch_cfg.TrainConfig, preset.train))

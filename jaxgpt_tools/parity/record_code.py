@@ -396,7 +396,7 @@ class LoadedRecord:
     `applied`: each change with its reason and line in the log's script."""
 
     name: str
-    module: types.ModuleType
+    module: Any  # the script executed as a module: its names are the script's own
     snippets: dict[str, str]
     applied: tuple[dict[str, object], ...]
 

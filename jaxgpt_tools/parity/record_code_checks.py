@@ -93,7 +93,7 @@ def tokens(seed: int) -> tuple[np.ndarray, np.ndarray]:
     return stream[:-1].astype(np.int32), stream[1:].astype(np.int32)
 
 
-def record_batch(name: str, inputs: np.ndarray, targets: np.ndarray):
+def record_batch(name: str, inputs: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(S, T) sequences as record `name`'s forward takes one batch: all rows for #8/#9, else the
     first sequence alone."""
     return (inputs, targets) if name in rc.ROWS else (inputs[0], targets[0])
@@ -191,6 +191,7 @@ def gaps(reference: rc.Output, names: dict[str, str], loss: float, logits: np.nd
     record name; `names`: project name -> record name)."""
     from jaxgpt_tools.parity.measures import gradient_gaps
 
+    assert reference.grads is not None, "the record's forward ran without its backward"
     theirs = {project: reference.grads[record] for project, record in names.items()}
     same_names, zeros_agree, worst = gradient_gaps(theirs, {key: np.asarray(value) for key, value in grads.items()})
     logits_abs = float(np.abs(np.asarray(logits, np.float32) - reference.logits).max())

@@ -25,7 +25,7 @@ import numpy as np
 
 from jaxgpt_tools.common.artifacts import REPO_ROOT
 from jaxgpt_tools.common.machine import cpu_flags, torch_threads
-from jaxgpt_tools.parity.checks import torch_ref_norm
+from jaxgpt_tools.parity.checks import NormPrecision, torch_ref_norm
 
 SCALARS = ("blocks.0.lambdas", "blocks.5.lambdas", "blocks.11.lambdas", "skip_weights")
 
@@ -67,17 +67,19 @@ def step1_scalar_gradients(preset, init_path: Path) -> dict[str, dict[str, float
     after_step0 = {name: p.detach().clone() for name, p in model.named_parameters()}
 
     torch_train.forward_backward(model, *second, train.seq_len, 1)
-    found = {"torch_ref fp32": {name: p.grad[0].item() for name, p in model.named_parameters() if name in SCALARS}}
+    found = {"torch_ref fp32": {name: p.grad[0].item() for name, p in model.named_parameters()
+                                if name in SCALARS and p.grad is not None}}
     model.zero_grad(set_to_none=True)
     model64 = model.double()
     # torch_ref casts to fp32 where the record does (.float()); make those float64 for this pass.
     as_fp32 = torch.Tensor.float
-    torch.Tensor.float = lambda self, *args, **kwargs: self.to(torch.float64)
+    torch.Tensor.float = lambda self, *args, **kwargs: self.to(torch.float64)  # type: ignore[method-assign]  # for this pass
     try:
         torch_train.forward_backward(model64, *second, train.seq_len, 1)
     finally:
-        torch.Tensor.float = as_fp32
-    found["float64 (true value)"] = {name: p.grad[0].item() for name, p in model64.named_parameters() if name in SCALARS}
+        torch.Tensor.float = as_fp32  # type: ignore[method-assign]  # restored
+    found["float64 (true value)"] = {name: p.grad[0].item() for name, p in model64.named_parameters()
+                                     if name in SCALARS and p.grad is not None}
 
     _, graph, _ = jax_train.build_model(preset, RunOptions(init_from=str(init_path)))
     params = {name: jnp.asarray(value.float().numpy()) for name, value in after_step0.items()}
@@ -87,7 +89,7 @@ def step1_scalar_gradients(preset, init_path: Path) -> dict[str, dict[str, float
     return found
 
 
-def val_losses(preset, init_path: Path, framework: str, norm: str = "fp32") -> dict[int, float]:
+def val_losses(preset, init_path: Path, framework: str, norm: NormPrecision = "fp32") -> dict[int, float]:
     from jaxgpt import train as jax_train
     from jaxgpt.run.cli import RunOptions
     from torch_ref import train as torch_train

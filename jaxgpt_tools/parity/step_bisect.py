@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from jaxgpt.config import NSDType
+
 from jaxgpt_tools.parity import checks
 
 
@@ -30,11 +32,11 @@ def _rel(a, b) -> float:
 
 
 def _worst(pairs: dict[str, float]) -> str:
-    name = max(pairs, key=pairs.get)
+    name = max(pairs, key=lambda key: pairs[key])
     return f"{pairs[name]:.1e} ({name})"
 
 
-def run(ns_dtype: str, init: checks.Init, swap_step1_scalars: bool) -> None:
+def run(ns_dtype: NSDType, init: checks.Init, swap_step1_scalars: bool) -> None:
     import jax
     import jax.numpy as jnp
     import optax
@@ -96,7 +98,7 @@ def run(ns_dtype: str, init: checks.Init, swap_step1_scalars: bool) -> None:
             x, y = (jnp.asarray(t.numpy().astype(np.int32).reshape(-1, seq_len)) for t in (inputs, targets))
             before = torch_params()
             torch_loss = torch_train.forward_backward(model, inputs, targets, seq_len, window).item()
-            grads = {name: p.grad.detach().numpy().copy() for name, p in model.named_parameters()}
+            grads = {name: p.grad.detach().numpy().copy() for name, p in model.named_parameters() if p.grad is not None}
             jax_loss, jax_grads = value_and_grad({n: jnp.asarray(v) for n, v in before.items()}, x, y, window)
             print(f"   fwd/bwd at torch_ref's params: loss {float(jax_loss) - torch_loss:+.1e}, worst gradient "
                   + _worst({n: _rel(jax_grads[n], g) for n, g in grads.items()}))

@@ -30,6 +30,7 @@ from jaxgpt_tools.common import child
 from jaxgpt_tools.common.artifacts import REPO_ROOT, generated_header, repo_relative_paths
 from jaxgpt_tools.common.log import logger
 from jaxgpt_tools.common.machine import summary as machine_summary
+from jaxgpt_tools.parity.measures import torch_preset
 
 PRESETS = ("untie-embed", "shortcuts", "unet-value-embeds", "softcap", "record")
 
@@ -185,16 +186,18 @@ def study_run(name: str, framework: str, seed: int, *, steps: int, val_every: in
         if framework == "jaxgpt":
             from jaxgpt import train as jax_train
 
-            result = jax_train.train(preset, jax_train.RunOptions(run_id=f"study-{name}-{seed}", progress=False,
-                                                                  compile_cache=compile_cache))
+            val = jax_train.train(preset, jax_train.RunOptions(run_id=f"study-{name}-{seed}", progress=False,
+                                                               compile_cache=compile_cache)).val_losses
         else:
             from torch_ref import train as torch_train
             from torch_ref.run.cli import RunOptions
 
             with machine.torch_threads(1):
-                result = torch_train.train(preset, RunOptions(device="cpu", run_id=f"study-{name}-{seed}",
-                                                              log_dir=str(Path(folder) / "logs")))
-        return StudyRun(name, framework, seed, dict(result.val_losses), time.perf_counter() - start)
+                result = torch_train.train(torch_preset(preset), RunOptions(device="cpu", run_id=f"study-{name}-{seed}",
+                                                                            log_dir=str(Path(folder) / "logs")))
+            assert result is not None  # rank 0 of this one process returns its result
+            val = result.val_losses
+        return StudyRun(name, framework, seed, dict(val), time.perf_counter() - start)
 
 
 def run_study(names: tuple[str, ...], seeds: tuple[int, ...], *, steps: int, val_every: int, val_tokens: int,
