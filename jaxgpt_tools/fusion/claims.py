@@ -58,6 +58,14 @@ def _field(row: dict[str, Any], key: str) -> Any:
     return value["name"] if key == "shape" and isinstance(value, dict) else value
 
 
+def need(table: list[dict[str, Any]], **keys) -> dict[str, Any]:
+    """`find`'s row, which the caller knows is there: ValueError naming the keys when it is not."""
+    row = find(table, **keys)
+    if row is None:
+        raise ValueError(f"no program with {keys} in the study's results")
+    return row
+
+
 def find(table: list[dict[str, Any]], **keys) -> dict[str, Any] | None:
     """The first row or record whose fields equal `keys` (variant defaults to "default"; a
     shape is compared by its name)."""
@@ -79,7 +87,7 @@ class Claim:
     """One sentence of the page, made from the data, and the check that re-derives its fact."""
     key: str
     text: str
-    check: Callable[[], bool] = field(compare=False, repr=False)
+    check: Callable[..., bool] = field(compare=False, repr=False)  # called with no argument (a lambda's defaults bind its data)
 
 
 # Inductor names a generated kernel after the aten ops it fused: the ops that mark a stage.
@@ -216,12 +224,12 @@ def answer_programs(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict
     the QKV programs of each target at its largest shape (those with all four)."""
     from jaxgpt_tools.fusion.artifacts import committed_shapes
 
-    out = {}
+    out: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
     for (compiler, device), shape in committed_shapes(records).items():
         found = {f"{mode}_{layout}": find(records, compiler=compiler, device=device, part="qkv", mode=mode, layout=layout,
                                           shape=shape) for mode in MODE_NAMES for layout in ("merged", "separate")}
-        if None not in found.values():
-            out[(compiler, device)] = found
+        if all(program is not None for program in found.values()):
+            out[(compiler, device)] = {key: program for key, program in found.items() if program is not None}
     return dict(sorted(out.items(), key=lambda kv: TARGETS.index(kv[0]) if kv[0] in TARGETS else 9))
 
 
@@ -282,7 +290,7 @@ def _time_answer(programs) -> Claim:
 
 
 def _inductor_merge_answer(records) -> list[Claim]:
-    found = {}
+    found: dict[tuple[str, str], Any] = {}
     for r in records:
         if r["compiler"] == "inductor" and r.get("variant", "default") != "default" and r["mode"] == "fwd":
             base = find(records, **{k: r[k] for k in ("compiler", "device", "part", "mode", "layout", "shape")})
@@ -363,7 +371,7 @@ def ablation_claims(records: list[dict[str, Any]], runs: list[dict[str, Any]]) -
     for run in runs:
         for what, why in (run.get("not_compiled") or {}).items():
             made.append(Claim(f"ablation.not_compiled_{run.get('compiler')}_{what}",
-                              f"{COMPILER_NAMES.get(run.get('compiler'), '')} {DEVICE_NAMES.get(run['device'], run['device'])}: "
+                              f"{COMPILER_NAMES.get(str(run.get('compiler')), '')} {DEVICE_NAMES.get(run['device'], run['device'])}: "
                               f"`{what}` not compiled ({why}).",
                               lambda what=what, run=run: not any(r.get("variant") == what and r["device"] == run["device"]
                                                                  and r["compiler"] == run.get("compiler") for r in records)))
@@ -409,7 +417,7 @@ def _cpu_run_text(run: dict[str, Any], mine: list[dict[str, Any]]) -> str:
 def _gpu_run_text(run: dict[str, Any]) -> str:
     env = run.get("environment") or {}
     versions = ", ".join(f"{k} {v}" for k, v in sorted(env.get("versions", {}).items()))
-    head = (f"{COMPILER_NAMES.get(run.get('compiler'), '')} {DEVICE_NAMES[run['device']]} programs: `{run['command']}` at "
+    head = (f"{COMPILER_NAMES.get(str(run.get('compiler')), '')} {DEVICE_NAMES[run['device']]} programs: `{run['command']}` at "
             f"commit {env.get('commit', 'unknown')} with {versions}; {run.get('caveat', 'compiled without a GPU, no autotuning')}")
     if run.get("compiler") == "xla":
         return head + (" (jax's CUDA plugin, compile-only devices): GEMM tiles are XLA's defaults, nothing is timed, and "
@@ -430,7 +438,7 @@ def method_claims(records: list[dict[str, Any]], runs: list[dict[str, Any]], equ
     for run in runs:
         key = f"method.run_{run['device']}_{run.get('compiler', 'both')}"
         if run.get("skipped"):
-            made.append(Claim(key, f"{COMPILER_NAMES.get(run.get('compiler'), '')} {DEVICE_NAMES.get(run['device'], run['device'])}: "
+            made.append(Claim(key, f"{COMPILER_NAMES.get(str(run.get('compiler')), '')} {DEVICE_NAMES.get(run['device'], run['device'])}: "
                               f"not compiled ({run['skipped']}).", lambda run=run: not any(
                                   r["device"] == run["device"] and r["compiler"] == run.get("compiler") for r in records)))
             continue

@@ -27,12 +27,12 @@ XLA_ABLATIONS = {"dot_merger_256": {DOT_MERGER_FLAG: 256}}
 # is_linear_node_can_be_fused): tried on the path as it is, (1, T, D), and flattened to (T, D).
 BATCH_LINEAR = {"pre_grad_fusion_options": {"batch_linear_lhs": {"min_fuse_set_size": 3}}}
 # variant: (Inductor config, flattened input, modes)
-INDUCTOR_GPU_ABLATIONS = {"batch_linear_lhs": (BATCH_LINEAR, False, ("fwd", "fwdbwd")),
+INDUCTOR_GPU_ABLATIONS: dict[str, tuple[dict[str, Any], bool, tuple[str, ...]]] = {"batch_linear_lhs": (BATCH_LINEAR, False, ("fwd", "fwdbwd")),
                           "batch_linear_lhs_2d": (BATCH_LINEAR, True, ("fwd", "fwdbwd"))}
 # On the CPU also the concat-linear pattern of freezing (inference only): it folds the frozen
 # weights' concatenation, i.e. runs on the parameters' values, which a compile-only H100 does not
 # have: on the H100 it needs a GPU.
-INDUCTOR_CPU_ABLATIONS = {**INDUCTOR_GPU_ABLATIONS,
+INDUCTOR_CPU_ABLATIONS: dict[str, tuple[dict[str, Any], bool, tuple[str, ...]]] = {**INDUCTOR_GPU_ABLATIONS,
                           "freezing_concat_linear": ({"freezing": True, "cpp.enable_concat_linear": True}, False, ("fwd",))}
 FREEZING_ON_GPU = "freezing constant-folds the weights' values on the device: needs a GPU"
 

@@ -56,6 +56,7 @@ def inductor_check(model_dim: int, num_heads: int, seq_len: int) -> dict[str, An
     cos, sin = rotary_tables(model_dim // num_heads, seq_len)
     merged = Block(model_dim, num_heads, True, cos, sin, "merged")
     separate = Block(model_dim, num_heads, True, cos, sin, "separate")
+    assert merged.attn is not None and separate.attn is not None  # both built with attention
     with torch.no_grad():
         for i, name in enumerate(("q_w", "k_w", "v_w")):
             getattr(separate.attn, name).copy_(merged.attn.qkv_w[i])
@@ -65,7 +66,7 @@ def inductor_check(model_dim: int, num_heads: int, seq_len: int) -> dict[str, An
     ve = torch.randn(seq_len, model_dim, generator=generator)
     torch._dynamo.reset()
     with torch.no_grad():
-        outs = [torch.compile(block.attn.project)(h, ve) for block in (merged, separate)]
+        outs = [torch.compile(attn.project)(h, ve) for attn in (merged.attn, separate.attn)]
     diff = max(float((a - b).abs().max()) for a, b in zip(*outs))
     return _verdict(diff, max(float(a.abs().max()) for a in outs[0]))
 

@@ -109,9 +109,9 @@ def _patch_torch_cuda(torch) -> None:
     cuda_random._lazy_init = lambda: None
     for name in ("get_device_properties", "current_device", "set_device", "device_count", "synchronize",
                  "is_bf16_supported"):
-        setattr(CudaInterface, name, staticmethod(queries[name]))
-    CudaInterface.exchange_device = staticmethod(queries["_exchange_device"])
-    CudaInterface.maybe_exchange_device = staticmethod(queries["_maybe_exchange_device"])
+        setattr(CudaInterface, name, staticmethod(queries[name]))  # type: ignore[arg-type]  # torch's own stand-ins
+    CudaInterface.exchange_device = staticmethod(queries["_exchange_device"])  # type: ignore[arg-type]  # torch's own
+    CudaInterface.maybe_exchange_device = staticmethod(queries["_maybe_exchange_device"])  # type: ignore[arg-type]  # as above
     CudaInterface.get_raw_stream = staticmethod(lambda *a: 0)
 
 
@@ -146,7 +146,7 @@ def _patch_triton(torch) -> None:
             raise RuntimeError("compiled without a GPU: nothing is benchmarked")
 
     driver.set_active(CompileOnlyDriver())
-    heuristics.CachingAutotuner._make_launchers = lambda self: None
+    heuristics.CachingAutotuner._make_launchers = lambda self: None  # type: ignore[method-assign]  # nothing launches here
     torch_triton.has_triton.cache_clear()
 
 
@@ -184,7 +184,7 @@ def _patch_inductor(torch) -> None:
             return deduce(self, node)
 
     joint_graph.lazy_init = patterns_init
-    joint_graph.UniformValueConstantFolder._deduce_value = deduce_on_cpu
+    joint_graph.UniformValueConstantFolder._deduce_value = deduce_on_cpu  # type: ignore[method-assign]  # on the CPU
 
 
 def install(shim_dir: Path | None = None) -> dict[str, Any]:

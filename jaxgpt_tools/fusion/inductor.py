@@ -225,7 +225,7 @@ def input_types(code: str) -> dict[str, tuple[float, float, str]]:
     found = re.findall(r"^\s+(\w+) = rand_strided\(\(([\d, ]*)\), \([\d, ]*\), device='\w+(?::\d+)?', dtype=torch\.(\w+)\)",
                        code, re.MULTILINE)
     found += re.findall(r"^(\w+) = None  # device\([^)]*\) torch\.(\w+) \(([\d, ]*)\)", code, re.MULTILINE)
-    out = {}
+    out: dict[str, tuple[float, float, str]] = {}
     for name, first, second in found:
         dims, dtype = (first, second) if not first.isidentifier() else (second, first)
         out[name] = (_numel(dims), TORCH_BYTES.get(dtype, 4), dtype)
@@ -314,6 +314,7 @@ def build_module(part: str, layout: str, shape: Shape, device: str = "cpu", flat
     act = lambda *dims: torch.randn(*dims, generator=generator).bfloat16().to(device)  # noqa: E731
     h, ve = act(1, shape.seq_len, shape.model_dim), act(shape.seq_len, shape.model_dim)
     if part == "qkv":
+        assert block.attn is not None  # built with attention
         if flat:
             if layout != "separate":
                 raise ValueError("the flattened-input QKV path has separate weights only")

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from jaxgpt_tools.fusion.claims import (Claim, _count, _gemm_rows, _gemms, _kernels, _mb, _pair, _shape, find,
-                                        kernel_stages)
+                                        kernel_stages, need)
 from jaxgpt_tools.fusion.xla import COMPILE_ONLY
 
 GPU = COMPILE_ONLY
@@ -118,7 +118,7 @@ def xla_h100_norm(records: list[dict[str, Any]]) -> list[Claim]:
                       and len(t) == sum(k["kind"] == "triton" for k in b["kernel_table"]))
     if not parts:
         return []
-    return [Claim("why.xla_h100_norm", f"On the H100 at {_shape(find(records, shape=shape))}, XLA keeps the QK norm out "
+    return [Claim("why.xla_h100_norm", f"On the H100 at {_shape(need(records, shape=shape))}, XLA keeps the QK norm out "
                   "of the GEMM: " + "; ".join(parts) + ". The forward's row reduction runs in XLA's block-level Triton "
                   "normalization fusion (kind `triton`); its backward does not: it runs in XLA's own reduction and loop "
                   "fusions (kInput, kLoop).", lambda checks=checks: all(c() for c in checks))]
@@ -235,7 +235,7 @@ def backward_counts(records: list[dict[str, Any]], compiler: str, device: str) -
     shape = largest_qkv_shape(records, compiler, device)
     merged, separate = _pair(records, compiler, device, "fwdbwd", shape) if shape else (None, None)
     fwd_m, fwd_s = _pair(records, compiler, device, "fwd", shape) if shape else (None, None)
-    if None in (merged, separate, fwd_m, fwd_s):
+    if merged is None or separate is None or fwd_m is None or fwd_s is None:
         return []
     from jaxgpt_tools.fusion.claims import label
 
@@ -408,7 +408,7 @@ def wgrad_bytes(dots: list[dict[str, Any]], seq_len: int, dim: int) -> list[floa
     operands of T*D elements (the output gradient and h) and a (D, D) bf16 result, as XLA leaves
     it where it does not split the dot over T (after the pass, at larger T, it writes f32
     partials per split instead)."""
-    out = []
+    out: list[float] = []
     for d in dots:
         dtype, count = elements(d["result"])
         operand_counts = [elements(t)[1] for t in d["operands"]]

@@ -249,7 +249,7 @@ def compile_only(*, gpu_python: str, torch_cuda_python: str, shapes: list[str], 
     for compiler, leg in legs:
         log(f"{compiler} h100 (compiled without a GPU): {', '.join(shapes)}")
         done = leg()
-        run = {"device": COMPILE_ONLY, "compiler": compiler, "command": command, "caveat": CAVEAT}
+        run: dict[str, Any] = {"device": COMPILE_ONLY, "compiler": compiler, "command": command, "caveat": CAVEAT}
         if "skipped" in done:
             log(f"{compiler} h100 skipped: {done['skipped']}")
             study["runs"].append({**run, "skipped": done["skipped"]})
