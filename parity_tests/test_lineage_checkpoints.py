@@ -14,6 +14,7 @@ from jaxgpt import params as params_lib
 from torch_ref import config as torch_cfg
 from torch_ref import model as torch_model
 
+from torch_ref.run import convert as torch_convert
 LAYERS, DIM, ROWS = 12, 64, 1024  # every lineage table has the padded rows (50304 at full size)
 
 
@@ -63,14 +64,14 @@ def test_record_checkpoint_loads_into_both_frameworks(name):
     base_torch = torch_cfg.replace(torch_cfg.get_preset(name).model, vocab_size=1000, eot_id=999)
     # Dims from the shapes (the width override of --init-from): D 64, 2 heads of 32, vocab kept.
     jax_config = convert.model_config_from_state_dict(state, base_jax, head_dim=32)
-    torch_config = torch_model.model_config_from_state_dict(base_torch, state, 32)
+    torch_config = torch_convert.model_config_from_state_dict(base_torch, state, 32)
     for config in (jax_config, torch_config):
         assert (config.model_dim, config.num_heads, config.vocab_size) == (DIM, 2, 1000)
     assert jax_config.attention_free_layers == torch_config.attention_free_layers == base_jax.attention_free_layers
     params = convert.torch_state_dict_to_params(state, jax_config)
     assert set(params) == set(params_lib.param_shapes(jax_config))
     torch_gpt = torch_model.GPT.from_config(torch_config, attention="sdpa", fp8_head=False)
-    torch_model.load_record_state_dict(torch_gpt, state)
+    torch_convert.load_record_state_dict(torch_gpt, state)
     loaded = {key: value.numpy() for key, value in torch_gpt.state_dict().items()}
     assert set(loaded) == set(params)
     for key, value in params.items():  # the same tensor under the same name on both sides

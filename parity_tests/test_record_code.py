@@ -61,6 +61,7 @@ def test_without_the_as_written_roundings_the_records_logits_are_missed(name):
     from jaxgpt.config import replace
     from torch_ref import model as torch_model
 
+    from torch_ref.run import convert as torch_convert
     state, inputs, targets = checks.initial_state(name), *checks.tokens(3)
     loaded = rc.load(name, checks.EOT)
     record_model = rc.build_model(loaded, checks.dims(name))
@@ -71,7 +72,7 @@ def test_without_the_as_written_roundings_the_records_logits_are_missed(name):
     for as_written, bound in ((True, 1e-5), (False, None)):
         gpt = torch_model.GPT.from_config(replace(checks.model_config(name), as_written_roundings=as_written),
                                           attention="sdpa", fp8_head=False)
-        torch_model.load_record_state_dict(gpt, state)
+        torch_convert.load_record_state_dict(gpt, state)
         with torch.no_grad():
             _, logits, _ = checks._torch_ref_output(gpt.eval(), inputs, targets, checks.framework_window(name, window))
         gap = float(np.abs(logits - reference.logits).max() / np.abs(reference.logits).max())

@@ -42,11 +42,12 @@ from torch import Tensor, nn
 import torch_ref.config as cfg
 from torch_ref.run import checkpoint as ckpt
 from torch_ref import compilation
-from torch_ref.run import peers, preflight, profiling, runlog
+from torch_ref.run import convert, peers, preflight, profiling, runlog
 from torch_ref.run.cli import RunOptions, parse_args, torchrun_world_size, with_run_id
 from torch_ref.data import ShardsExhaustedError, distributed_data_generator, val_batches
 from torch_ref.run.interrupt import Interrupted, StopRequest, agree, interrupted
-from torch_ref.model import GPT, apply_dtype_policy, load_record_state_dict, strip_compile_prefix
+from torch_ref.model import GPT, apply_dtype_policy
+from torch_ref.run.convert import load_record_state_dict, strip_compile_prefix
 from torch_ref.optim import build_lr_schedulers, build_optimizers, optimizer_step
 from torch_ref.schedules import window_value
 
@@ -140,7 +141,7 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
     options = with_run_id(options)
     device = _rank_device(options.device, rank)
     control = _control_group(options.device, world_size)
-    init_state = ckpt.load_checkpoint_state(options.init_from) if options.init_from else None
+    init_state = convert.load_checkpoint_state(options.init_from) if options.init_from else None
     resumed, resume_path = ckpt.read_resume(options)
     preset = preflight.run_preset(preset, options, init_state, resumed, resume_path)
     train_cfg = preset.train

@@ -96,10 +96,11 @@ class TorchModel:
     def __init__(self, state_dict: dict, config, window: int, device: str = "cpu") -> None:
         from torch_ref import model as torch_model
 
+        from torch_ref.run import convert as torch_convert
         self.window = window
         self.gpt = torch_model.GPT.from_config(config, fp8_head=False)
         torch_model.apply_dtype_policy(self.gpt, config.dtype_policy)
-        torch_model.load_record_state_dict(self.gpt, state_dict)  # casts to the model's dtypes
+        torch_convert.load_record_state_dict(self.gpt, state_dict)  # casts to the model's dtypes
         self.device = device
         self.gpt.to(device).eval()
 

@@ -107,8 +107,9 @@ def torch_ref_model(name: str, state: dict):
     """torch_ref's GPT of the preset (fp32, SDPA, eval mode) holding `state` (record names)."""
     from torch_ref import model as torch_model
 
+    from torch_ref.run import convert as torch_convert
     gpt = torch_model.GPT.from_config(model_config(name), attention="sdpa", fp8_head=False)
-    torch_model.load_record_state_dict(gpt, state)
+    torch_convert.load_record_state_dict(gpt, state)
     return gpt.eval()
 
 

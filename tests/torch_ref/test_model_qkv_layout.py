@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from torch_ref.config import ModelConfig, OptimConfig
-from torch_ref.model import GPT, load_record_state_dict, model_config_from_state_dict, to_qkv_layout
+from torch_ref.model import GPT
+from torch_ref.run.convert import load_record_state_dict, model_config_from_state_dict, to_qkv_layout
 from torch_ref.muon import zeropower_via_newtonschulz5
 from torch_ref.optim import build_optimizers
 

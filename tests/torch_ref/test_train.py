@@ -20,7 +20,8 @@ from torch_ref.run import checkpoint as ckpt_lib
 from torch_ref import train as train_lib
 from torch_ref.config import EOT_ID
 from torch_ref.data import write_shard
-from torch_ref.model import GPT, load_record_state_dict, strip_compile_prefix
+from torch_ref.model import GPT
+from torch_ref.run.convert import load_record_state_dict, strip_compile_prefix
 from torch_ref.schedules import window_blocks
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -22,11 +22,10 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch import Tensor, nn
+from torch import nn
 
 import torch_ref.config as cfg
 from torch_ref.run.cli import RunOptions
-from torch_ref.model import to_model_names
 from torch_ref.muon import Muon
 
 STEP_FILE = re.compile(r"^(\d+)\.pt$")
@@ -65,11 +64,6 @@ def read_checkpoint(path: str | os.PathLike, what: str = "checkpoint") -> dict[s
     if not isinstance(checkpoint, dict) or "model" not in checkpoint:
         raise ValueError(f"{what} {path} is not a record-format checkpoint (a dict with a 'model' state dict)")
     return checkpoint
-
-
-def load_checkpoint_state(path: str) -> dict[str, Tensor]:
-    """The model state dict of a record-format checkpoint, prefixes stripped, on the CPU."""
-    return to_model_names(read_checkpoint(path, "--init-from checkpoint")["model"])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,10 +23,10 @@ from torch import Tensor
 
 import torch_ref.config as cfg
 from torch_ref.run import checkpoint as ckpt
-from torch_ref.run import profiling
+from torch_ref.run import convert, profiling
 from torch_ref.run.cli import RunOptions, torchrun_world_size
 from torch_ref.data import batches_available, check_holds_one_batch, list_shards, read_shard, read_shard_header
-from torch_ref.model import model_config_from_state_dict
+from torch_ref.run.convert import model_config_from_state_dict
 from torch_ref.run.runlog import log_directory
 
 
@@ -130,7 +130,7 @@ def start_run(preset: cfg.Preset, options: RunOptions) -> None:
     """Read the --init-from and --resume checkpoints, refuse a changed config, then run every
     check of `check_run` on the config the run trains (a note when it writes no checkpoint).
     `options` carries the run id (cli.with_run_id)."""
-    init_state = ckpt.load_checkpoint_state(options.init_from) if options.init_from else None
+    init_state = convert.load_checkpoint_state(options.init_from) if options.init_from else None
     resumed, resume_path = ckpt.read_resume(options)
     start_step, position, served = 0, (0, 0), 0
     if resumed is not None:

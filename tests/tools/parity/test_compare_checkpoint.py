@@ -18,6 +18,7 @@ from jaxgpt_tools.parity import compare_checkpoint
 from scripts import compare_checkpoint as command
 from torch_ref import model as torch_model
 
+from torch_ref.run import convert as torch_convert
 SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "compare_checkpoint.py"
 VOCAB, EOT = 1000, 999
 
@@ -141,7 +142,7 @@ def test_val_tokens_is_the_record_mean_of_sequence_losses_in_both_frameworks(tin
 
     tokens = np.asarray(read_shard(shard), dtype=np.int32)
     gpt = torch_model.GPT(VOCAB, 12, 2, 128, eot_id=EOT)
-    torch_model.load_record_state_dict(gpt, torch.load(checkpoint, weights_only=True)["model"])
+    torch_convert.load_record_state_dict(gpt, torch.load(checkpoint, weights_only=True)["model"])
     gpt.eval()
     with torch.inference_mode():
         by_hand = np.mean([float(gpt(torch.from_numpy(tokens[s : s + 128]), torch.from_numpy(tokens[s + 1 : s + 129]).long(), 1))
