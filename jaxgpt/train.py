@@ -226,6 +226,12 @@ def initial_state(start: preflight.RunStart, options: RunOptions) -> tuple[cfg.P
 def train(preset: cfg.Preset, options: RunOptions = RunOptions()) -> RunResult:
     """Run (or resume) training as configured; returns the losses and final parameters."""
     start = preflight.start_run(preset, options)
+    with start.lock:  # the run's folders are its own until it returns or raises (jaxgpt.lock)
+        return train_from(start, options)
+
+
+def train_from(start: preflight.RunStart, options: RunOptions) -> RunResult:
+    """The run that `start` opened (preflight.start_run): build, train, save, finish."""
     preset, compiled, params, opt_state = initial_state(start, options)
     train_cfg, total_steps, checkpointer = preset.train, preset.train.steps, start.checkpointer
     loader = data.BatchLoader(train_cfg.train_files, train_cfg.batch_tokens, train_cfg.seq_len, position=start.position,

@@ -41,6 +41,7 @@ from torch import Tensor, nn
 
 import torch_ref.config as cfg
 from torch_ref import checkpoint as ckpt
+from torch_ref import lock as run_lock
 from torch_ref import peers, preflight, profiling, runlog
 from torch_ref.cli import RunOptions, parse_args, torchrun_world_size, with_run_id
 from torch_ref.data import ShardsExhaustedError, distributed_data_generator, val_batches
@@ -349,11 +350,22 @@ def _spawn(world_size: int, preset: cfg.Preset, options: RunOptions) -> None:
 
 
 def run(preset: cfg.Preset, options: RunOptions) -> RunResult | None:
-    """Run under torchrun (env RANK/WORLD_SIZE), as `devices` spawned processes, or in this process.
+    """Run under torchrun (env RANK/WORLD_SIZE), as `devices` spawned processes, or in this process,
+    holding the run's folders (torch_ref.lock) from before its first check until it ends.
 
     Returns rank 0's result when it ran in this process, else None.
     """
     options = with_run_id(options)
+    preflight.check_outputs(preset, options)  # the folders exist and are writable before they are locked
+    places = run_lock.run_places(runlog.log_directory(preset, options), options.run_id,
+                                 ckpt.checkpoint_directory(preset, options), resume=options.resume,
+                                 save_checkpoint=options.save_checkpoint, tensorboard=options.tensorboard)
+    with run_lock.take_for_run(places, owner=int(os.environ.get("RANK", 0)) == 0):
+        return launch(preset, options)
+
+
+def launch(preset: cfg.Preset, options: RunOptions) -> RunResult | None:
+    """`run` once the run holds its folders: the start-up checks, then the ranks."""
     preflight.start_run(preset, options)
     world_size = preset.train.devices
     if torchrun_world_size() is not None:
@@ -394,6 +406,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                   "ranks were stopped", file=sys.stderr)
         return exited.exit_code if exited.exit_code > 0 else 1
     except (peers.PeerLost, *RUNTIME_ERRORS) as err:
+        if options.debug:
+            raise
         print(f"torch_ref.train: error: {err}", file=sys.stderr)
         return 1
     return 0
