@@ -21,6 +21,19 @@ if _flag not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + _flag).strip()
 
 
+# Property-based tests (hypothesis, a test extra): examples pinned (derandomised, no example
+# database), no per-example deadline on this shared machine (jaxgpt.fuzzing bounds each example
+# itself), every health check off (a reader's file round trip is slow by hypothesis's measure).
+# The budget per reader is jaxgpt.fuzzing.examples: fixed here, JAXGPT_FUZZ_EXAMPLES for the long run.
+try:
+    from hypothesis import HealthCheck, settings
+except ImportError:  # an environment without the test extra: the fuzz tests fail to import, nothing else
+    pass
+else:
+    settings.register_profile("jaxgpt", derandomize=True, database=None, deadline=None, print_blob=True,
+                              suppress_health_check=list(HealthCheck))
+    settings.load_profile("jaxgpt")
+
 TORCH_INSTALLED = importlib.util.find_spec("torch") is not None
 NO_TORCH = "torch is not installed in this environment"
 # A folder whose conftest imports torch: every test there needs it. (parity_tests/ as a whole

@@ -1,0 +1,97 @@
+"""Helpers of the property-based tests of every reader (tests/*_fuzz.py; docs/RELIABILITY.md,
+"Fuzzed readers").
+
+Each reader is given inputs nobody planned for, built from a valid file: truncated, extended,
+bit-flipped, overwritten in part, entirely random, and valid-looking headers with absurd sizes
+(`damaged`). The property: the reader returns the right result or raises its documented error
+naming the file, within `HANG_S` seconds and without a huge allocation (`guarded`), never any
+other exception. The budget per reader is fixed and the examples pinned (`examples`; hypothesis
+derandomised, root conftest.py), seconds each in `make test`; JAXGPT_FUZZ_EXAMPLES=N gives every
+reader N examples (the long run: `JAXGPT_FUZZ_EXAMPLES=10000 pytest -m fuzz`). hypothesis is a
+test extra: imported where a strategy is built, so jaxgpt imports without it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import signal
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+ENV_VAR = "JAXGPT_FUZZ_EXAMPLES"
+HANG_S = 30.0  # one example's bound: a reader that takes longer is hung (a loaded 2-core machine included)
+MAX_GROWTH_MIB = 512  # one example's bound on the growth of the process's peak resident memory
+
+
+def examples(default: int) -> int:
+    """The examples a reader gets: `default` (make test's pinned budget), else $JAXGPT_FUZZ_EXAMPLES."""
+    return int(os.environ.get(ENV_VAR) or default)
+
+
+class Hang(BaseException):  # not an Exception: a reader's `except Exception` must not swallow it
+    """An example ran past its time bound."""
+
+
+class HugeAllocation(AssertionError):
+    """An example grew the process's peak resident memory by more than the bound."""
+
+
+def _peak_mib() -> float:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10  # bytes on macOS, KiB on Linux
+
+
+@contextlib.contextmanager
+def guarded(hang_s: float = HANG_S, max_growth_mib: float = MAX_GROWTH_MIB) -> Iterator[None]:
+    """Raises Hang when the block runs past `hang_s` (SIGALRM: the main thread only) and
+    HugeAllocation when it raised the peak resident memory by more than `max_growth_mib`."""
+
+    def expire(signum: int, frame: Any) -> None:
+        raise Hang(f"the reader took more than {hang_s} s")
+
+    before = _peak_mib()
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, hang_s)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    growth = _peak_mib() - before
+    if growth > max_growth_mib:
+        raise HugeAllocation(f"the reader raised the peak resident memory by {growth:.0f} MiB")
+
+
+def _flip_bits(valid: bytes, positions: list[int]) -> bytes:
+    data = bytearray(valid)
+    for position in positions:
+        bit = position % (8 * len(data))
+        data[bit // 8] ^= 1 << (bit % 8)
+    return bytes(data)
+
+
+def damaged(valid: bytes, *, max_extra: int = 256) -> Any:
+    """A hypothesis strategy of inputs made from `valid` (non-empty): the file itself, truncated,
+    extended with random bytes, 1-16 bits flipped, a slice overwritten with random bytes, or
+    random bytes of a similar size."""
+    from hypothesis import strategies as st
+
+    size = len(valid)
+    return st.one_of(
+        st.just(valid),
+        st.integers(0, size - 1).map(lambda cut: valid[:cut]),
+        st.binary(min_size=1, max_size=max_extra).map(lambda extra: valid + extra),
+        st.lists(st.integers(0, 8 * size - 1), min_size=1, max_size=16).map(lambda bits: _flip_bits(valid, bits)),
+        st.tuples(st.integers(0, size - 1), st.binary(min_size=1, max_size=64)).map(
+            lambda cut: valid[:cut[0]] + cut[1] + valid[cut[0] + len(cut[1]):]),
+        st.binary(max_size=min(2 * size, 1 << 16)),
+    )
+
+
+def names_file(error: BaseException, path: Any) -> bool:
+    """The error's message names `path` (as given, or its file name in a longer path)."""
+    text = str(error)
+    return str(path) in text or os.path.basename(str(path)) in text
