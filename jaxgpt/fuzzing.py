@@ -95,3 +95,50 @@ def names_file(error: BaseException, path: Any) -> bool:
     """The error's message names `path` (as given, or its file name in a longer path)."""
     text = str(error)
     return str(path) in text or os.path.basename(str(path)) in text
+
+
+def _paths(node: Any, prefix: tuple = ()) -> Iterator[tuple]:
+    """Every path (keys and indices) into a nested structure of dicts and lists, itself first."""
+    yield prefix
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _paths(value, (*prefix, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _paths(value, (*prefix, index))
+
+
+def _replaced(node: Any, path: tuple, value: Any, delete: bool) -> Any:
+    """`node` with the item at `path` set to `value` (or deleted); only the containers along the
+    path are copied (the leaves, tensors included, are shared)."""
+    if not path:
+        return value
+    copy = dict(node) if isinstance(node, dict) else list(node)
+    head, rest = path[0], path[1:]
+    if rest:
+        copy[head] = _replaced(node[head], rest, value, delete)
+    elif delete:
+        del copy[head]
+    else:
+        copy[head] = value
+    return copy
+
+
+def mutated(structure: Any, values: Any) -> Any:
+    """A hypothesis strategy of `structure` (nested dicts and lists: a checkpoint payload, a JSON
+    object) with one item anywhere in it replaced by a value drawn from `values`, or deleted."""
+    from hypothesis import strategies as st
+
+    paths = list(_paths(structure))[1:]
+    return st.tuples(st.sampled_from(paths), values, st.booleans()).map(
+        lambda change: _replaced(structure, *change))
+
+
+def json_values() -> Any:
+    """A hypothesis strategy of JSON values, small and nested, with the edge cases of numbers."""
+    from hypothesis import strategies as st
+
+    scalars = (st.none() | st.booleans() | st.integers() | st.sampled_from([-1, 0, 2**31, 2**63, -(2**63), 10**30])
+               | st.floats(allow_nan=False) | st.text(max_size=20))
+    return st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner,
+                                                                                           max_size=4), max_leaves=12)

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from jaxgpt import checkpoint, convert, corpus, optim, tokenizer
+from jaxgpt import checkpoint, convert, corpus, optim, saved_state, tokenizer
 from jaxgpt import config as cfg
 from jaxgpt import model as model_lib
 
@@ -54,7 +54,7 @@ def load_checkpoint(path: str | Path, *, head_dim: int | None = None) -> LoadedM
         raise FileNotFoundError(f"checkpoint not found: {path}")
     if path.is_dir():
         params, meta = checkpoint.restore_params(path)
-        preset = cfg.preset_from_json(meta["config"])
+        preset = saved_state.saved_preset(meta["config"], f"--checkpoint {path}")
         train = preset.train
         # The run's last validation window, in its schedule's unit (#15's is tokens).
         window = optim.window_value(train.steps, train.steps, train.window_max_tokens, train.window_schedule) \
@@ -63,8 +63,7 @@ def load_checkpoint(path: str | Path, *, head_dim: int | None = None) -> LoadedM
         val_files = sorted(glob.glob(train.val_files))
         shards_meta = Path(val_files[0]).parent / corpus.META_FILE if val_files else None
         return LoadedModel(params, preset.model, window, shards_meta if shards_meta and shards_meta.is_file() else None)
-    state_dict = convert.load_checkpoint_state(path, flag="--checkpoint")
-    model_config = convert.model_config_from_state_dict(state_dict, head_dim=head_dim)
+    state_dict, model_config = convert.read_model(path, cfg.ModelConfig(), flag="--checkpoint", head_dim=head_dim)
     params = convert.torch_state_dict_to_params(state_dict, model_config)
     return LoadedModel(params, model_config, RECORD_FINAL_WINDOW_BLOCKS, None)
 

@@ -26,7 +26,7 @@ from torch import Tensor, nn
 
 import torch_ref.config as cfg
 from torch_ref.cli import RunOptions
-from torch_ref.model import to_model_names
+from torch_ref.model import state_dict_problem, to_model_names
 from torch_ref.muon import Muon
 
 STEP_FILE = re.compile(r"^(\d+)\.pt$")
@@ -64,6 +64,8 @@ def read_checkpoint(path: str | os.PathLike, what: str = "checkpoint") -> dict[s
                          "expected a torch file holding {'model': state_dict, ...}") from None
     if not isinstance(checkpoint, dict) or "model" not in checkpoint:
         raise ValueError(f"{what} {path} is not a record-format checkpoint (a dict with a 'model' state dict)")
+    if (problem := state_dict_problem(checkpoint["model"])) is not None:
+        raise ValueError(f"{what} {path} is not a record-format checkpoint: its 'model' state dict {problem}")
     return checkpoint
 
 

@@ -621,8 +621,8 @@ def qkv_layout_of(model: nn.Module) -> str:
     return layouts.pop() if len(layouts) == 1 else "merged"
 
 
-def load_record_state_dict(model: nn.Module, state_dict: Mapping[str, Tensor]) -> nn.Module:
-    """Load a record-format state dict into `model`, in place.
+def load_record_state_dict(model: nn.Module, state_dict: Mapping[str, Tensor], *, shapes_only: bool = False) -> nn.Module:
+    """Load a record-format state dict into `model`, in place (`shapes_only`: check, load nothing).
 
     Strips torch.compile's `_orig_mod.` prefixes, converts the QKV weights to the model's
     qkv_layout (`to_qkv_layout`) and casts each tensor to the dtype and device of the model's
@@ -646,6 +646,8 @@ def load_record_state_dict(model: nn.Module, state_dict: Mapping[str, Tensor]) -
         if misshaped:
             problems.append(f"mis-shaped keys: {misshaped}")
         raise ValueError("state dict does not match the model; " + "; ".join(problems))
+    if shapes_only:
+        return model
     converted = {k: v.detach().to(dtype=own[k].dtype, device=own[k].device) for k, v in renamed.items()}
     model.load_state_dict(converted, strict=True)
     return model
@@ -661,11 +663,16 @@ def model_config_from_state_dict(base: ModelConfig, state_dict: dict[str, Tensor
     state_dict = to_model_names(state_dict)
     if "embed.weight" not in state_dict:
         raise ValueError("checkpoint state dict has no 'embed.weight'; not a record-format model")
+    if state_dict["embed.weight"].dim() != 2:
+        raise ValueError(f"embed.weight has shape {tuple(state_dict['embed.weight'].shape)}; expected (vocabulary, width)")
     rows, model_dim = state_dict["embed.weight"].shape
     # #8-#18 pad their embeddings as their head: the base's vocabulary when its padded rows fit.
     padded_rows = next_multiple(base.vocab_size, 128) if base.embed_rows == "padded" else base.vocab_size
     vocab_size = base.vocab_size if rows == padded_rows else rows
-    layers = sorted({int(key.split(".")[1]) for key in state_dict if key.startswith("blocks.")})
+    block_names = {key.split(".")[1] for key in state_dict if key.startswith("blocks.")}
+    if not all(name.isdigit() and name.isascii() for name in block_names):
+        raise ValueError(f"checkpoint block names are not numbers: {sorted(block_names)[:5]}")
+    layers = sorted({int(name) for name in block_names})
     if not layers or layers != list(range(len(layers))):
         raise ValueError(f"checkpoint blocks are not numbered 0..n-1: {layers}")
     if model_dim % head_dim:
@@ -682,3 +689,30 @@ def model_config_from_state_dict(base: ModelConfig, state_dict: dict[str, Tensor
         num_heads=int(model_dim) // head_dim,
         attention_free_layers=attention_free,
     )
+
+
+def state_dict_problem(state_dict: object) -> str | None:
+    """What makes a loaded 'model' item unusable as a state dict, or None (jaxgpt.convert's rule):
+    str keys to floating-point tensors, each backed by as many bytes as it holds (a tensor expanded
+    from a small storage would claim an absurd size that a copy then allocates)."""
+    if not isinstance(state_dict, dict):
+        return f"is a {type(state_dict).__name__}, not a dict"
+    for key, value in state_dict.items():
+        if not isinstance(key, str):
+            return f"has a key that is not a name: {key!r:.80}"
+        if not isinstance(value, Tensor):
+            return f"holds a {type(value).__name__} at {key!r:.80}, not a tensor"
+        if not value.is_floating_point():
+            return f"holds {key!r:.80} of dtype {value.dtype}, not a floating-point tensor"
+        if value.numel() * value.element_size() > value.untyped_storage().nbytes():
+            return (f"holds {key!r:.80} of shape {tuple(value.shape)} over a storage of "
+                    f"{value.untyped_storage().nbytes()} bytes (an expanded tensor)")
+    return None
+
+
+def check_record_shapes(config: ModelConfig, state_dict: Mapping[str, Tensor]) -> None:
+    """ValueError listing the missing, unexpected and mis-shaped keys of `state_dict` for
+    GPT.from_config(config), found on the meta device: nothing is allocated before a state dict
+    is known to fit (its dims could otherwise ask for any size)."""
+    with torch.device("meta"):
+        load_record_state_dict(GPT.from_config(config), state_dict, shapes_only=True)

@@ -42,11 +42,11 @@ from torch import Tensor, nn
 import torch_ref.config as cfg
 from torch_ref import checkpoint as ckpt
 from torch_ref import lock as run_lock
-from torch_ref import peers, preflight, profiling, runlog
+from torch_ref import peers, preflight, profiling, runlog, saved_state
 from torch_ref.cli import RunOptions, parse_args, torchrun_world_size, with_run_id
 from torch_ref.data import ShardsExhaustedError, distributed_data_generator, val_batches
 from torch_ref.interrupt import Interrupted, StopRequest, agree, interrupted
-from torch_ref.model import GPT, apply_dtype_policy, load_record_state_dict, strip_compile_prefix
+from torch_ref.model import GPT, apply_dtype_policy, load_record_state_dict
 from torch_ref.optim import build_lr_schedulers, build_optimizers, optimizer_step, window_value
 
 RECORD_RANK_TOKENS = 65536  # tokens per rank-level loss mean that the FP8 gradient scale is sized for
@@ -159,13 +159,7 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
     schedulers = build_lr_schedulers(optimizers, schedule_steps, preset.optim)
     start_step, position, served = 0, (0, 0), 0
     if resumed is not None:  # every rank reads the same file: no broadcast needed
-        raw_model.load_state_dict(strip_compile_prefix(resumed["model"]))
-        ckpt.load_optimizer_states(optimizers, resumed["optimizers"])
-        for sched, state in zip(schedulers, resumed["schedulers"], strict=True):
-            sched.load_state_dict(state)
-        start_step = int(resumed["step"])
-        position = (int(resumed["data_position"]["shard_index"]), int(resumed["data_position"]["pos"]))
-        served = int(resumed["data_position"].get("batches", 0))
+        start_step, position, served = saved_state.restore(raw_model, optimizers, schedulers, resumed, resume_path)
         del resumed
     runlog.write_header(log, preset, options, device)
 

@@ -1,0 +1,70 @@
+"""What a `--resume` checkpoint must hold before a run reads it, and restoring it in one line.
+
+torch_ref's statement of jaxgpt.saved_state for its `.pt` payloads (torch_ref.checkpoint's
+docstring): `step`, `data_position` {shard_index, pos, batches}, `config` {model, optim, train},
+`optimizers` and `schedulers`. `resume_problem` refuses a damaged or hand-edited one up front
+with one line; `restore` loads model, optimizers and schedulers and turns whatever torch raises
+on a payload that does not fit this run into one ValueError naming the file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+SECTIONS = ("model", "optim", "train")
+CADENCE = {"checkpoint_every": 0, "keep_checkpoints": 1}  # the fields a resumed run keeps, each's least value
+RESTORE_ERRORS = (KeyError, TypeError, ValueError, RuntimeError, IndexError, AttributeError)
+
+
+def count_problem(value: Any, name: str, least: int = 0) -> str | None:
+    """Why `value` is not a whole number >= `least` (bools are not counts), or None."""
+    if type(value) is not int or value < least:
+        return f"{name} is {value!r:.80}, not a whole number >= {least}"
+    return None
+
+
+def resume_problem(payload: dict[str, Any]) -> str | None:
+    """What makes a checkpoint dict (its 'model' already checked) unusable for --resume, or None."""
+    missing = [key for key in ("config", "step", "optimizers", "schedulers", "data_position") if key not in payload]
+    if missing:
+        return f"holds no {missing[0]!r}: it has weights only (written by the record or an older torch_ref)"
+    position, config = payload["data_position"], payload["config"]
+    if not isinstance(position, dict) or "shard_index" not in position or "pos" not in position:
+        return f"has a data_position {position!r:.80} without shard_index and pos"
+    if not isinstance(config, dict) or not all(isinstance(config.get(name), dict) for name in SECTIONS):
+        return f"has a config that is not a dict of {list(SECTIONS)} dicts"
+    if not all(isinstance(key, str) for name in SECTIONS for key in config[name]):
+        return "has a config whose field names are not all names"
+    if not isinstance(payload["optimizers"], list) or not isinstance(payload["schedulers"], list):
+        return "has optimizers or schedulers that are not lists"
+    problems = [count_problem(payload["step"], "step"),
+                *(count_problem(position.get(name, 0), f"data_position.{name}") for name in ("shard_index", "pos",
+                                                                                           "batches")),
+                *(count_problem(config["train"][name], f"config.train.{name}", least)
+                  for name, least in CADENCE.items() if name in config["train"])]
+    return next((problem for problem in problems if problem is not None), None)
+
+
+def restore(model: nn.Module, optimizers: tuple, schedulers: list, payload: dict[str, Any],
+            path: Path | None) -> tuple[int, tuple[int, int], int]:
+    """Load a --resume payload into the run's model, optimizers and LR schedulers; returns (step,
+    (shard_index, pos), batches served). One ValueError naming `path` when it does not fit."""
+    from torch_ref.checkpoint import load_optimizer_states
+    from torch_ref.model import strip_compile_prefix
+
+    try:
+        model.load_state_dict(strip_compile_prefix(payload["model"]))
+        load_optimizer_states(optimizers, payload["optimizers"])
+        if len(payload["schedulers"]) != len(schedulers):
+            raise ValueError(f"{len(payload['schedulers'])} LR schedulers saved, the run has {len(schedulers)}")
+        for scheduler, state in zip(schedulers, payload["schedulers"], strict=True):
+            scheduler.load_state_dict(state)
+    except RESTORE_ERRORS as error:
+        first_line = (str(error).strip().splitlines() or [""])[0][:200]
+        raise ValueError(f"--resume checkpoint {path} does not restore into this run ({type(error).__name__}: "
+                         f"{first_line})") from None
+    position = payload["data_position"]
+    return int(payload["step"]), (int(position["shard_index"]), int(position["pos"])), int(position.get("batches", 0))
