@@ -10,6 +10,7 @@ torch is imported only inside the functions that need it, so jaxgpt imports with
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 from typing import Any, Mapping
@@ -188,6 +189,7 @@ def _shape_source(value: Any) -> Any:
     return value if hasattr(value, "shape") else np.asarray(value)
 
 
+@functools.lru_cache(maxsize=16)  # an abstract model per call: a checkpoint's dims are checked several times
 def _shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
     return {name: tuple(s.shape) for name, s in model_lib.param_shapes(config).items()}
 
