@@ -142,3 +142,43 @@ def json_values() -> Any:
                | st.floats(allow_nan=False) | st.text(max_size=20))
     return st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner,
                                                                                            max_size=4), max_leaves=12)
+
+
+INTEGERS = ["0", "1", "-1", "2", "3", "4", "7", "128", "256", "1024", "2048", "65536", "2147483648",
+            "-9223372036854775809", "1" + "0" * 30, "x"]
+FLOATS = ["0", "1", "-1", "0.5", "0.04", "1e-30", "1e30", "1e309", "-1e309", "nan", "inf", "-inf", "-0.0", "x"]
+BOOLEANS = ["true", "false", "1", "no", "none", "maybe"]
+NAMES = ["r", "same", "run-2.a", "../x", ".hidden", "a/b", "tab\there", ""]
+
+
+def _value_strings(action: Any, paths: list[str]) -> Any:
+    """Mostly values the flag accepts (its edge cases included), now and then one it refuses."""
+    from hypothesis import strategies as st
+
+    if action.choices is not None:
+        return st.sampled_from([*sorted(map(str, action.choices)), "not-a-choice"])
+    pool = {"int": INTEGERS, "float": FLOATS, "parse_bool": BOOLEANS, "name": NAMES}.get(
+        getattr(action.type, "__name__", ""), paths)
+    return st.sampled_from(pool)
+
+
+def command_lines(parser: Any, *, paths: list[str], exclude: frozenset[str] = frozenset()) -> Any:
+    """A hypothesis strategy of argument lists for `parser` (an argparse.ArgumentParser): up to 8
+    of its optional flags, each with a value of its kind (ints, floats, booleans, names and
+    choices with their edge cases, `paths`), flags repeated, now and then an unknown one."""
+    from hypothesis import strategies as st
+
+    skipped = {"-h", "--help", *exclude}
+    actions = [action for action in parser._actions  # argparse keeps its flags only there
+               if action.option_strings and not skipped & set(action.option_strings)]
+
+    def one(action: Any) -> Any:
+        flag = st.sampled_from(action.option_strings)
+        if action.nargs == 0:
+            return flag.map(lambda name: [name])
+        return st.tuples(flag, _value_strings(action, paths)).map(list)
+
+    pieces = st.sampled_from(actions).flatmap(one)
+    unknown = st.sampled_from([["--no-such-flag"], ["stray"], ["--steps"]])
+    return st.tuples(st.lists(pieces, max_size=8), st.lists(unknown, max_size=1)).map(
+        lambda parts: [word for part in (*parts[0], *parts[1]) for word in part])
