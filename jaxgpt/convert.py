@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
+import zipfile
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -238,6 +239,10 @@ def read_record_payload(path: str | Path, *, flag: str = "checkpoint") -> dict[s
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{flag} checkpoint not found: {path}")
+    damage = zip_damage(path)
+    if damage is not None:
+        raise ValueError(f"{flag}: {path} is damaged ({damage}); expected a torch.save file holding "
+                         "{'model': state_dict}")
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # noqa: BLE001 - unpickling fails in many ways on a foreign file
@@ -250,6 +255,27 @@ def read_record_payload(path: str | Path, *, flag: str = "checkpoint") -> dict[s
     if problem is not None:
         raise ValueError(f"{flag}: {path} is not a record-format checkpoint: its 'model' state dict {problem}")
     return checkpoint
+
+
+def zip_damage(path: Path) -> str | None:
+    """What is wrong with a torch file's zip container, or None: every member is read once and
+    its CRC-32 checked (torch.load does not check them, so a flipped bit in a tensor would load
+    as a silently different weight). Members written without a CRC (torch's
+    `set_crc32_options(False)`: 0) are not checked; a file that is not a zip is torch.load's to judge."""
+    if not zipfile.is_zipfile(path):
+        return None
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = [info for info in archive.infolist() if info.CRC != 0 or info.file_size == 0]
+            if any(info.compress_type != zipfile.ZIP_STORED for info in members):
+                return "a compressed member: torch writes its members stored"
+            for info in members:
+                with archive.open(info) as member:  # the CRC is compared once the member is read
+                    while member.read(1 << 24):
+                        pass
+    except Exception as error:  # noqa: BLE001 - zipfile raises BadZipFile, EOFError, ValueError, ... on damage
+        return f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:150]}"
+    return None
 
 
 def state_dict_problem(state_dict: Any) -> str | None:

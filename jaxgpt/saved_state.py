@@ -18,10 +18,17 @@ SECTIONS = ("model", "optim", "train")
 CADENCE = {"checkpoint_every": 0, "keep_checkpoints": 1}  # the kept fields, each's least value
 
 
+def shown(value: Any) -> str:
+    """A value as an error line shows it: a short repr of a scalar, else its type's name."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return repr(value)[:80]
+    return f"a {type(value).__name__}"
+
+
 def count_problem(value: Any, name: str, least: int = 0) -> str | None:
     """Why `value` is not a whole number >= `least` (bools are not counts), or None."""
     if type(value) is not int or value < least:
-        return f"{name} is {value!r:.80}, not a whole number >= {least}"
+        return f"{name} is {shown(value)}, not a whole number >= {least}"
     return None
 
 
@@ -36,7 +43,7 @@ def meta_problem(meta: Any) -> str | None:
         return f"lacks {missing}"
     position = meta["data_position"]
     if not isinstance(position, dict):
-        return f"data_position is {position!r:.80}, not an object"
+        return f"data_position is {shown(position)}, not an object"
     config = meta["config"]
     if not isinstance(config, dict) or not all(isinstance(config.get(name), dict) for name in SECTIONS):
         return f"config is not an object of {list(SECTIONS)} objects"

@@ -6,7 +6,9 @@ byte level (jaxgpt.fuzzing.damaged), and valid torch files whose payload has one
 or deleted anywhere (jaxgpt.fuzzing.mutated): tensors of other shapes and dtypes, expanded
 tensors claiming 10^12 elements over 4 bytes, absurd widths, non-tensors.
 
-Property: the file's parameters, exactly as stored, in the shapes of the model they describe;
+Property: the file's parameters, exactly as stored (and, for a damaged valid file, exactly the
+valid file's: a flipped bit in a tensor is found by the zip's CRC-32, convert.zip_damage), in
+the shapes of the model they describe;
 or ValueError / FileNotFoundError naming the file in one line; nothing else raised, no hang,
 no allocation beyond the file's size (a tensor is never copied before every shape fits).
 """
@@ -56,9 +58,11 @@ VALUES = st.one_of(TENSORS, fuzzing.json_values())
 
 
 def inputs(valid_state: dict, valid_bytes: bytes):
+    """(bytes, whether they are the valid file's bytes damaged: a read must then give the valid
+    weights, or none; a valid file of another payload must read as that payload)."""
     payload = {"model": valid_state}
-    structured = fuzzing.mutated(payload, VALUES).map(lambda changed: _saved(changed))
-    return st.one_of(fuzzing.damaged(valid_bytes), structured)
+    structured = fuzzing.mutated(payload, VALUES).map(lambda changed: (_saved(changed), False))
+    return st.one_of(fuzzing.damaged(valid_bytes).map(lambda raw: (raw, True)), structured)
 
 
 def _saved(payload) -> bytes:
@@ -75,9 +79,9 @@ def stored(path) -> dict | None:
         return None
 
 
-def check(read, path) -> None:
-    """`read(path)` returns (config, {record name: array}) equal to the file's tensors in the
-    config's shapes, or refuses naming the file."""
+def check(read, path, original: dict | None) -> None:
+    """`read(path)` returns (config, {record name: array}) equal to the file's tensors (and to
+    `original`'s, when given) in the config's shapes, or refuses naming the file."""
     with fuzzing.guarded():
         try:
             config, params = read(path)
@@ -85,9 +89,11 @@ def check(read, path) -> None:
             assert fuzzing.names_file(error, path) and "\n" not in str(error).strip(), error
             return
     model_lib.check_param_shapes(params, convert._shapes(config), "the inferred model")
-    state = convert.to_qkv_layout(convert.to_model_names(stored(path)), config.qkv_layout)
-    for name, value in params.items():
-        np.testing.assert_array_equal(np.asarray(value), convert._to_numpy(state[name]), err_msg=name)
+    for expected in (stored(path), original):
+        if expected is not None:
+            state = convert.to_qkv_layout(convert.to_model_names(expected), config.qkv_layout)
+            for name, value in params.items():
+                np.testing.assert_array_equal(np.asarray(value), convert._to_numpy(state[name]), err_msg=name)
 
 
 def read_init_from(path):
@@ -135,10 +141,11 @@ def test_record_file_readers_on_damaged_and_mutated_files(valid, tokens, tmp_pat
             "compare": lambda p: read_compare(p, tokens, monkeypatch)}[reader]
 
     @settings(max_examples=fuzzing.examples(60))
-    @given(raw=inputs(*valid))
-    def property_holds(raw):
+    @given(given_input=inputs(*valid))
+    def property_holds(given_input):
+        raw, damaged_bytes = given_input
         path.write_bytes(raw)
-        check(read, path)
+        check(read, path, valid[0] if damaged_bytes else None)
 
     property_holds()
 

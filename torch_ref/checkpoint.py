@@ -28,6 +28,7 @@ import torch_ref.config as cfg
 from torch_ref.cli import RunOptions
 from torch_ref.model import state_dict_problem, to_model_names
 from torch_ref.muon import Muon
+from torch_ref.saved_state import zip_damage
 
 STEP_FILE = re.compile(r"^(\d+)\.pt$")
 TMP_MARKER = ".tmp-"  # `.<name>.tmp-<pid>`: a write that never finished (the process was killed)
@@ -56,6 +57,8 @@ def read_checkpoint(path: str | os.PathLike, what: str = "checkpoint") -> dict[s
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{what} not found: {path}")
+    if (damage := zip_damage(path)) is not None:
+        raise ValueError(f"{what} {path} is damaged ({damage}); expected a torch file holding {{'model': state_dict, ...}}")
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # noqa: BLE001 - unpickling raises many unrelated types
