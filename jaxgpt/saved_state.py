@@ -10,6 +10,7 @@ a Preset with the same one-line refusal. torch_ref checks its own `.pt` payloads
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from jaxgpt import config as cfg
@@ -57,9 +58,44 @@ def meta_problem(meta: Any) -> str | None:
     return next((problem for problem in problems if problem is not None), None)
 
 
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return type(value).__name__
+    return {int: "number", float: "number", str: "str", list: "list", dict: "dict"}.get(type(value), "other")
+
+
+def _optional_fields() -> set[tuple[str, str]]:
+    """(section, field) of every config field that may be None (its annotation says so)."""
+    classes = {"model": cfg.ModelConfig, "optim": cfg.OptimConfig, "train": cfg.TrainConfig}
+    return {(section, field.name) for section, cls in classes.items() for field in dataclasses.fields(cls)
+            if "None" in str(field.type)}
+
+
+def config_type_problem(config: dict[str, Any]) -> str | None:
+    """The first field of a saved config whose JSON kind is not its default's (a number for a
+    number, a name for a name, a list for a per-layer tuple, true/false for a switch), or None;
+    a field that may be None also takes null, and one whose default is None any scalar."""
+    defaults, optional = cfg.config_to_json(cfg.Preset()), _optional_fields()
+    for section in SECTIONS:
+        for name, value in config[section].items():
+            if name not in defaults[section]:
+                continue  # unknown to this version: preset_from_json names it
+            default, kind = defaults[section][name], _json_kind(value)
+            if kind == "NoneType" and (section, name) in optional:
+                continue
+            if default is None and kind in ("number", "str", "bool"):
+                continue
+            if kind != _json_kind(default) or (type(default) is int and type(value) is float):
+                return f"config.{section}.{name} is {shown(value)}, not a {_json_kind(default)}"
+    return None
+
+
 def saved_preset(config: dict[str, Any], where: str) -> cfg.Preset:
     """The Preset a checkpoint's config item describes; ValueError naming `where` when it does
-    not describe one (a field unknown to this version, a value the config refuses)."""
+    not describe one (a field of another kind, a field unknown to this version, a value the
+    config refuses)."""
+    if (problem := config_type_problem(config)) is not None:
+        raise ValueError(f"{where}: its saved config is not a config of this jaxgpt ({problem})")
     try:
         return cfg.preset_from_json(config)
     except (TypeError, ValueError, KeyError, AttributeError) as error:
