@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from jaxgpt import checkpoint, convert, corpus, optim, saved_state, tokenizer
+from jaxgpt import checkpoint, convert, corpus, optim, quiet, saved_state, tokenizer
 from jaxgpt import config as cfg
 from jaxgpt import model as model_lib
 
@@ -186,6 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--window-blocks", type=int, metavar="W", help="attention window W_long in 128-token blocks "
                         "(default: the run's final validation window; 14 for a .pt)")
     parser.add_argument("--head-dim", type=int, help=".pt only: head width (default: the record's, 128)")
+    parser.add_argument("--debug", action="store_true", help="on an error, show the full traceback instead of one line")
     return parser
 
 
@@ -193,6 +194,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Prints the prompt and its continuation on stdout; `error: ...` on stderr and exit 1 for
     a missing checkpoint, a vocabulary mismatch, a prompt too long, or bad flags."""
     args = build_parser().parse_args(argv)
+    with quiet.third_party_errors(args.debug):  # orbax's own tracebacks only with --debug
+        return sample_main(args)
+
+
+def sample_main(args: argparse.Namespace) -> int:
+    """`main` once the flags are parsed."""
     try:
         if args.max_new_tokens < 1:
             raise ValueError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
@@ -211,6 +218,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(args.prompt, end="", flush=True)
         new_ids = generate(sampler, prompt_ids, args.max_new_tokens, args.seed)
     except (ValueError, FileNotFoundError, RuntimeError) as error:
+        if args.debug:
+            raise
         print(f"error: {error}", file=sys.stderr)
         return 1
     # Decoded as a whole (a character may span several tokens); an EOT ends the document.

@@ -34,7 +34,7 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxgpt import checkpoint, convert, data, interrupt, optim, peers, preflight, profiling, runlog
+from jaxgpt import checkpoint, convert, data, interrupt, optim, peers, preflight, profiling, quiet, runlog
 from jaxgpt import config as cfg
 from jaxgpt import model as model_lib
 from jaxgpt.cli import RunOptions, parse_args
@@ -384,7 +384,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     try:
-        train(preset, options)
+        with quiet.third_party_errors(options.debug):  # orbax's own tracebacks only with --debug
+            train(preset, options)
     except interrupt.Interrupted as stopped:
         print(stopped, file=sys.stderr)
         return stopped.exit_code
