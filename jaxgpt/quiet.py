@@ -11,7 +11,8 @@ so `third_party_errors(debug=False)`, held by the commands for their whole run:
 
 - drops the ERROR records of those libraries' loggers (the error itself reaches our code) and
   keeps the first line of their warnings, without a traceback;
-- drops unraisable exceptions (collected at the end, before the hooks are put back);
+- drops unraisable exceptions (collected at the end), and afterwards those raised in the
+  libraries' code (their threads outlive the failure: a late "Event loop is closed");
 - prints a failed thread's exception as one `warning:` line.
 
 With `--debug` nothing changes: every traceback is shown.
@@ -24,7 +25,9 @@ import gc
 import logging
 import sys
 import threading
+import traceback
 from collections.abc import Iterator
+from typing import Any
 
 LIBRARY_LOGGERS = ("absl", "orbax", "tensorstore")
 MAX_LINE = 300
@@ -51,6 +54,28 @@ def thread_failed(args: threading.ExceptHookArgs) -> None:
           file=sys.stderr)
 
 
+LIBRARY_PATHS = ("/orbax/", "/tensorstore/", "/asyncio/")
+
+
+def from_library(unraisable: Any) -> bool:
+    """An unraisable exception raised in orbax, tensorstore or asyncio code (a failed restore's
+    coroutine collected, a late callback on a closed event loop)."""
+    frames = traceback.extract_tb(unraisable.exc_traceback) if unraisable.exc_traceback is not None else []
+    return any(marker in frame.filename for frame in frames for marker in LIBRARY_PATHS)
+
+
+class LateLibraryFilter:
+    """The unraisable hook after the block: the libraries' late reports (their threads outlive
+    the failure) are dropped, anything else goes to the hook that was there before."""
+
+    def __init__(self, previous: Any) -> None:
+        self.previous = previous
+
+    def __call__(self, unraisable: Any) -> None:
+        if not from_library(unraisable):
+            self.previous(unraisable)
+
+
 @contextlib.contextmanager
 def third_party_errors(debug: bool) -> Iterator[None]:
     """Inside: the libraries' own failure reports are one line or none (module docstring);
@@ -68,6 +93,7 @@ def third_party_errors(debug: bool) -> Iterator[None]:
         yield
     finally:
         gc.collect()  # a failed restore's coroutines are reported when collected: here, not at exit
-        sys.unraisablehook, threading.excepthook = saved_unraisable, saved_thread_hook
+        late = saved_unraisable if isinstance(saved_unraisable, LateLibraryFilter) else LateLibraryFilter(saved_unraisable)
+        sys.unraisablehook, threading.excepthook = late, saved_thread_hook
         for logger in loggers:
             logger.removeFilter(one_line)

@@ -7,6 +7,7 @@ import gc
 import logging
 import sys
 import threading
+import types
 
 import jax.numpy as jnp
 
@@ -54,7 +55,9 @@ def test_debug_and_the_end_of_the_block_leave_everything_as_it_was(caplog):
         library_error()
     with quiet.third_party_errors(debug=False):
         assert (sys.unraisablehook, threading.excepthook) != hooks
-    assert (sys.unraisablehook, threading.excepthook) == hooks
+    assert threading.excepthook == hooks[1]
+    assert isinstance(sys.unraisablehook, quiet.LateLibraryFilter) and sys.unraisablehook.previous in (
+        hooks[0], getattr(hooks[0], "previous", None))  # others' unraisables go to the hook before
     library_error()
     records = [record for record in caplog.records if record.name == "absl"]
     assert [record.levelname for record in records] == ["ERROR", "WARNING"] * 2 and all(r.exc_info for r in records)
@@ -82,3 +85,20 @@ def test_two_savers_in_one_folder_fail_in_one_line(tmp_path, capfd, caplog):
     err = capfd.readouterr().err
     assert "Traceback" not in err and "ERROR" not in err, err
     assert not [record for record in caplog.records if record.levelno >= logging.ERROR]
+
+
+def test_after_the_block_only_the_libraries_late_reports_are_dropped():
+    def raised_in(filename: str) -> types.SimpleNamespace:
+        try:
+            exec(compile("raise RuntimeError('Event loop is closed')", filename, "exec"))
+        except RuntimeError as error:
+            return types.SimpleNamespace(exc_type=RuntimeError, exc_value=error, exc_traceback=error.__traceback__)
+        raise AssertionError("not raised")
+
+    passed_on = []
+    late = quiet.LateLibraryFilter(passed_on.append)
+    late(raised_in("/site-packages/asyncio/base_events.py"))
+    late(raised_in("/site-packages/orbax/checkpoint/serialization.py"))
+    ours = raised_in("/work/jaxgpt/data.py")
+    late(ours)
+    assert passed_on == [ours]
