@@ -8,6 +8,7 @@ first (for make test's two xdist workers)."""
 
 import importlib.util
 import os
+import sys
 
 import pytest
 
@@ -107,3 +108,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip = pytest.mark.skip(reason=f"needs a CUDA GPU; none visible (JAX_PLATFORMS={os.environ['JAX_PLATFORMS']})")
     for item in gpu_items:
         item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The examples each fuzzed reader ran (jaxgpt.fuzzing.guarded), for docs/RELIABILITY.md's table."""
+    fuzzing = sys.modules.get("jaxgpt.fuzzing")
+    if fuzzing is not None and fuzzing.EXAMPLES:
+        terminalreporter.section("fuzz examples run")
+        for test, count in sorted(fuzzing.EXAMPLES.items()):
+            terminalreporter.write_line(f"{count:>7}  {test}")

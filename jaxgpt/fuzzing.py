@@ -13,6 +13,7 @@ test extra: imported where a strategy is built, so jaxgpt imports without it.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import resource
@@ -31,6 +32,9 @@ def examples(default: int) -> int:
     return int(os.environ.get(ENV_VAR) or default)
 
 
+EXAMPLES: collections.Counter = collections.Counter()  # examples run per test (`guarded` blocks), for the figures
+
+
 class Hang(BaseException):  # not an Exception: a reader's `except Exception` must not swallow it
     """An example ran past its time bound."""
 
@@ -47,11 +51,13 @@ def _peak_mib() -> float:
 @contextlib.contextmanager
 def guarded(hang_s: float = HANG_S, max_growth_mib: float = MAX_GROWTH_MIB) -> Iterator[None]:
     """Raises Hang when the block runs past `hang_s` (SIGALRM: the main thread only) and
-    HugeAllocation when it raised the peak resident memory by more than `max_growth_mib`."""
+    HugeAllocation when it raised the peak resident memory by more than `max_growth_mib`.
+    Counts the example for the current test (EXAMPLES; pytest's summary lists them)."""
 
     def expire(signum: int, frame: Any) -> None:
         raise Hang(f"the reader took more than {hang_s} s")
 
+    EXAMPLES[os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0]] += 1
     before = _peak_mib()
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, hang_s)
