@@ -45,7 +45,7 @@ def test_training_command_lines(paths, tmp_path, monkeypatch):
     monkeypatch.chdir(train_lib.__file__.rsplit("/jaxgpt/", 1)[0])  # the sample shards' relative glob
     base = ["--preset", "tiny", "--out-dir", str(tmp_path / "out"), "--no-progress", "--steps", "2", "--devices", "1"]
 
-    @settings(max_examples=fuzzing.examples(150))
+    @settings(max_examples=fuzzing.examples(100))
     @given(argv=fuzzing.command_lines(cli.build_parser(), paths=paths, exclude=EXCLUDED))
     def property_holds(argv):
         err = io.StringIO()

@@ -140,7 +140,7 @@ def test_record_file_readers_on_damaged_and_mutated_files(valid, tokens, tmp_pat
     read = {"init_from": read_init_from, "sampler": read_sampler,
             "compare": lambda p: read_compare(p, tokens, monkeypatch)}[reader]
 
-    @settings(max_examples=fuzzing.examples(60))
+    @settings(max_examples=fuzzing.examples(30))
     @given(given_input=inputs(*valid))
     def property_holds(given_input):
         raw, damaged_bytes = given_input

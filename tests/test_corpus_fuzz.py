@@ -52,7 +52,7 @@ def refused_naming(error: BaseException, path) -> None:
     assert fuzzing.names_file(error, path) and "\n" not in str(error), error
 
 
-@settings(max_examples=fuzzing.examples(200))
+@settings(max_examples=fuzzing.examples(150))
 @given(raw=RAW)
 def test_meta_json_readers_on_damaged_and_random_json(tmp_path, raw):
     path = tmp_path / corpus.META_FILE

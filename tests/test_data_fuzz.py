@@ -61,13 +61,13 @@ def check_reader(read, path, raw: bytes) -> None:
         np.testing.assert_array_equal(np.asarray(result), expected)
 
 
-@settings(max_examples=fuzzing.examples(300))
+@settings(max_examples=fuzzing.examples(150))
 @given(raw=INPUTS)
 def test_read_shard_header_on_damaged_and_absurd_shards(tmp_path, raw):
     check_reader(data.read_shard_header, tmp_path / "x_train_000001.bin", raw)
 
 
-@settings(max_examples=fuzzing.examples(300))
+@settings(max_examples=fuzzing.examples(150))
 @given(raw=INPUTS)
 def test_read_shard_on_damaged_and_absurd_shards(tmp_path, raw):
     check_reader(data.read_shard, tmp_path / "x_train_000001.bin", raw)

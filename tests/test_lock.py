@@ -129,7 +129,7 @@ def test_without_flock_a_dead_pid_on_this_host_is_stale_and_a_live_one_holds(tmp
 # The trainer ---------------------------------------------------------------------------------
 
 
-VOCAB = 1024  # the small model of tests/test_failures.py: it compiles in well under a minute
+VOCAB = 1024  # with 64-wide layers and 128-token batches: the run compiles in well under a minute
 
 
 def shards(folder: Path) -> tuple[str, str]:
@@ -144,9 +144,9 @@ def shards(folder: Path) -> tuple[str, str]:
 
 def run_args(shard_globs: tuple[str, str], out: Path, *extra: str) -> list[str]:
     return ["--preset", "tiny", "--train-files", shard_globs[0], "--val-files", shard_globs[1], "--vocab-size",
-            str(VOCAB), "--eot-id", "0", "--seq-len", "256", "--batch-tokens", "1024", "--val-tokens", "1024",
-            "--window-max-tokens", "256", "--steps", "4", "--val-every", "100", "--devices", "1", "--out-dir", str(out),
-            "--no-progress", *extra]
+            str(VOCAB), "--eot-id", "0", "--model-dim", "64", "--num-heads", "1", "--seq-len", "128", "--batch-tokens",
+            "128", "--val-tokens", "128", "--window-max-tokens", "128", "--steps", "4", "--val-every", "100", "--devices",
+            "1", "--out-dir", str(out), "--no-progress", *extra]
 
 
 def tree(root: Path) -> set[Path]:
@@ -246,3 +246,47 @@ def test_a_killed_trainer_leaves_a_lock_that_the_next_run_takes_over(tmp_path, c
     assert len(notes) == 2 and all(f"pid {killed.pid} " in note for note in notes), err
     assert "error: training data exhausted" in err
     assert not (out / "logs" / "k.lock").exists() and not (out / "checkpoints" / "k" / ".lock").exists()
+
+
+class FakeKeyValueStore:
+    """jax.distributed's key-value client, as the processes of one run share it."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+
+    def key_value_set(self, key: str, value: str) -> None:
+        self.values[key] = value
+
+    def blocking_key_value_get(self, key: str, timeout_ms: int) -> str:
+        if key not in self.values:
+            raise TimeoutError(f"no {key} within {timeout_ms} ms")
+        return self.values[key]
+
+
+@pytest.mark.parametrize("free", [True, False])
+def test_one_owner_among_the_processes_of_a_run(tmp_path, monkeypatch, free):
+    """Process 0 takes the locks and says so; process 1 takes none and follows its answer."""
+    from jaxgpt import compat  # noqa: PLC0415
+
+    store = FakeKeyValueStore()
+    monkeypatch.setattr(compat, "distributed_client", lambda: store)
+    held = None if free else lock.RunLock([place(tmp_path)]).acquire()  # another run holds the folder
+    if free:
+        owner = lock.take_for_processes([place(tmp_path)], process_index=0, process_count=2)
+        assert isinstance(owner, lock.RunLock) and (tmp_path / "r.lock").exists()
+        assert isinstance(lock.take_for_processes([place(tmp_path)], 1, 2), lock.NoLock)
+        owner.release()
+        return
+    with pytest.raises(lock.FolderInUseError):
+        lock.take_for_processes([place(tmp_path)], process_index=0, process_count=2)
+    with pytest.raises(lock.FolderInUseError, match="process 0 could not take the run's locks: the logs of run 'r' is"):
+        lock.take_for_processes([place(tmp_path)], process_index=1, process_count=2)
+    held.release()
+
+
+def test_a_process_that_never_hears_from_process_0_stops(tmp_path, monkeypatch):
+    from jaxgpt import compat  # noqa: PLC0415
+
+    monkeypatch.setattr(compat, "distributed_client", lambda: FakeKeyValueStore())
+    with pytest.raises(lock.FolderInUseError, match="process 0 did not say within 60 s"):
+        lock.take_for_processes([place(tmp_path)], process_index=1, process_count=2)

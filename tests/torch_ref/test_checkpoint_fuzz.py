@@ -118,7 +118,7 @@ def test_torch_ref_checkpoint_readers_on_damaged_and_mutated_files(resume_payloa
     payload = {"model": resume_payload["model"]} if reader == "init_from" else resume_payload
     read = read_init_from if reader == "init_from" else read_resume
 
-    @settings(max_examples=fuzzing.examples(40))
+    @settings(max_examples=fuzzing.examples(25))
     @given(given_input=inputs(payload))
     def property_holds(given_input):
         raw, damaged_bytes = given_input

@@ -38,7 +38,7 @@ def test_training_command_lines(small_run, paths, tmp_path, monkeypatch):
     monkeypatch.setattr(train_lib, "_spawn", lambda *args, **kwargs: None)  # --devices N: no rank
     base = small_run.args(tmp_path / "out")
 
-    @settings(max_examples=fuzzing.examples(150))
+    @settings(max_examples=fuzzing.examples(100))
     @given(argv=fuzzing.command_lines(cli.build_parser(), paths=paths, exclude=frozenset({"--debug"})))
     def property_holds(argv):
         err = io.StringIO()
