@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import json
 import os
 import platform
@@ -246,6 +247,7 @@ class NoLock:
 
 AGREE_KEY = "jaxgpt/run_lock"
 AGREE_TIMEOUT_MS = 60_000  # process 0 takes its locks within seconds; beyond this it is gone
+_RUNS = itertools.count()  # runs started by this process: every process of a run counts alike
 
 
 def run_places(out_dir: str, run_id: str, *, resume: str | None, saves: bool, export: str | None = None,
@@ -279,16 +281,17 @@ def take_for_processes(places: Sequence[Place], process_index: int, process_coun
     from jaxgpt import compat  # jax only for several processes
 
     client = compat.distributed_client()
+    key = f"{AGREE_KEY}/{next(_RUNS)}"  # the n-th run of these processes (the store outlives a run)
     if process_index == 0:
         try:
             lock = RunLock(places).acquire()
         except Exception as error:
-            client.key_value_set(AGREE_KEY, f"refused: {error}")
+            client.key_value_set(key, f"refused: {error}")
             raise
-        client.key_value_set(AGREE_KEY, "ok")
+        client.key_value_set(key, "ok")
         return _announced(lock)
     try:
-        answer = client.blocking_key_value_get(AGREE_KEY, AGREE_TIMEOUT_MS)
+        answer = client.blocking_key_value_get(key, AGREE_TIMEOUT_MS)
     except Exception as error:  # noqa: BLE001 - the client's timeout error type is private
         raise FolderInUseError(f"process 0 did not say within {AGREE_TIMEOUT_MS // 1000} s whether it holds the run's "
                                f"locks ({type(error).__name__}); this process stops") from None
