@@ -100,4 +100,10 @@ def saved_preset(config: dict[str, Any], where: str) -> cfg.Preset:
         return cfg.preset_from_json(config)
     except (TypeError, ValueError, KeyError, AttributeError) as error:
         raise ValueError(f"{where}: its saved config is not a config of this jaxgpt "
-                         f"({type(error).__name__}: {str(error)[:200]})") from None
+                         f"({type(error).__name__}: {printable(str(error))[:200]})") from None
+
+
+def printable(text: str) -> str:
+    """`text` with every character that is not printable escaped (a field name read from a file
+    may hold a line separator such as \x1e: the error stays one line)."""
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
