@@ -290,3 +290,13 @@ def test_a_process_that_never_hears_from_process_0_stops(tmp_path, monkeypatch):
     monkeypatch.setattr(compat, "distributed_client", lambda: FakeKeyValueStore())
     with pytest.raises(lock.FolderInUseError, match="process 0 did not say within 60 s"):
         lock.take_for_processes([place(tmp_path)], process_index=1, process_count=2)
+
+
+@pytest.mark.parametrize("content", ["", "{}", "[1, 2]", '{"pid": "x"}', "\xff\xfe"])
+def test_a_lock_file_without_a_readable_holder_says_what_to_do(tmp_path, monkeypatch, content):
+    """(Without flock the file is the lock: one that names no holder is refused, never guessed.)"""
+    monkeypatch.setattr(lock, "fcntl", None)
+    (tmp_path / "r.lock").write_text(content, encoding="latin-1")
+    with pytest.raises(lock.FolderInUseError, match="has not written its name into the lock file yet "
+                                                    r"\(if no run is using it, delete the file\)"):
+        lock.RunLock([place(tmp_path)]).acquire()

@@ -97,7 +97,7 @@ def read_holder(path: Path) -> Holder | None:
     """The holder written in a lock file; None when it is empty or not a holder (being written,
     or not ours), after a few short tries."""
     for attempt in range(READ_TRIES):
-        with contextlib.suppress(OSError, ValueError, TypeError):
+        with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
             fields = json.loads(path.read_text(encoding="utf-8"))
             return Holder(int(fields["pid"]), str(fields["host"]), str(fields["started"]), str(fields["command"]))
         if attempt < READ_TRIES - 1:
@@ -116,7 +116,8 @@ def pid_alive(pid: int) -> bool:
 
 
 def in_use(place: Place, holder: Holder | None) -> FolderInUseError:
-    who = holder.describe() if holder is not None else "a run whose lock file is still being written"
+    who = holder.describe() if holder is not None else (
+        "a run that has not written its name into the lock file yet (if no run is using it, delete the file)")
     return FolderInUseError(f"{place.what} is in use by another run: {who}; lock {place.lock_file}. "
                             f"Wait for that run to end or stop it, or {place.remedy}")
 
