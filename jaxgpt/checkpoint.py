@@ -75,7 +75,7 @@ class CorruptCheckpointError(ValueError):
     """A checkpoint step folder whose files cannot be read back."""
 
     def __init__(self, folder: Path, cause: BaseException) -> None:
-        first_line = (str(cause).strip().splitlines() or [""])[0][:200]
+        first_line = saved_state.printable((str(cause).strip().splitlines() or [""])[0][:200])
         super().__init__(f"cannot read the checkpoint in {folder}: its files are damaged or not an orbax "
                          f"checkpoint ({type(cause).__name__}: {first_line}); resume from an earlier step or start afresh")
 
@@ -134,7 +134,12 @@ class Checkpointer:
         options = ocp.CheckpointManagerOptions(
             max_to_keep=max_to_keep, enable_async_checkpointing=async_save, create=True
         )
-        self._manager = ocp.CheckpointManager(self.directory, options=options)
+        try:  # orbax reads every step's metadata here: a damaged one raises from its parser
+            self._manager = ocp.CheckpointManager(self.directory, options=options)
+        except OSError:
+            raise
+        except Exception as error:  # noqa: BLE001 - orbax's parsers raise ValueError, KeyError, TypeError, ...
+            raise CorruptCheckpointError(self.directory, error) from error
         self._closed = False
         self._pending: int | None = None  # the step whose asynchronous save may still be running
 
