@@ -13,7 +13,8 @@ so `third_party_errors(debug=False)`, held by the commands for their whole run:
   keeps the first line of their warnings, without a traceback;
 - drops unraisable exceptions (collected at the end), and afterwards those raised in the
   libraries' code (their threads outlive the failure: a late "Event loop is closed");
-- prints a failed thread's exception as one `warning:` line.
+- prints a failed thread's exception as one `warning:` line, and drops the RuntimeWarning of a
+  coroutine never awaited (a failed restore's).
 
 With `--debug` nothing changes: every traceback is shown.
 """
@@ -26,6 +27,7 @@ import logging
 import sys
 import threading
 import traceback
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -90,7 +92,9 @@ def third_party_errors(debug: bool) -> Iterator[None]:
         logger.addFilter(one_line)
     sys.unraisablehook, threading.excepthook = (lambda unraisable: None), thread_failed
     try:
-        yield
+        with warnings.catch_warnings():  # a failed restore's coroutines, collected unawaited
+            warnings.filterwarnings("ignore", message=r"coroutine '.*' was never awaited", category=RuntimeWarning)
+            yield
     finally:
         gc.collect()  # a failed restore's coroutines are reported when collected: here, not at exit
         late = saved_unraisable if isinstance(saved_unraisable, LateLibraryFilter) else LateLibraryFilter(saved_unraisable)
