@@ -55,6 +55,14 @@ def count_problem(value: Any, name: str, least: int = 0) -> str | None:
     return None
 
 
+def plain(value: Any) -> bool:
+    """A config value as a run saves one: None, a switch, a number, a name, or a list or tuple
+    of them (no tensor: comparing one with the run's config has no single answer)."""
+    if isinstance(value, (list, tuple)):
+        return all(plain(item) for item in value)
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
 def resume_problem(payload: dict[str, Any]) -> str | None:
     """What makes a checkpoint dict (its 'model' already checked) unusable for --resume, or None."""
     missing = [key for key in ("config", "step", "optimizers", "schedulers", "data_position") if key not in payload]
@@ -67,6 +75,9 @@ def resume_problem(payload: dict[str, Any]) -> str | None:
         return f"has a config that is not a dict of {list(SECTIONS)} dicts"
     if not all(isinstance(key, str) for name in SECTIONS for key in config[name]):
         return "has a config whose field names are not all names"
+    if (field := next((f"{section}.{key}" for section in SECTIONS for key, value in config[section].items()
+                       if not plain(value)), None)) is not None:
+        return f"has a config whose {field} is not a number, a name, a switch or a list of them"
     if not isinstance(payload["optimizers"], list) or not isinstance(payload["schedulers"], list):
         return "has optimizers or schedulers that are not lists"
     problems = [count_problem(payload["step"], "step"),
