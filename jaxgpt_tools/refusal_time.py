@@ -5,12 +5,16 @@ A first run (the trainer named, a small model on synthetic shards in a temporary
 started and, once it holds its folders (jaxgpt.lock: its lock file names it), stopped with
 SIGSTOP so that it takes no CPU from the measurement; the same command is then started
 `repeats` times and each is timed from its start to its exit (1, one line). Beside it, the
-time the same interpreter takes to import the trainer's module and exit, so that the refusal's
-own cost (the wall time less the imports) shows. The first run is then killed.
+time the same interpreter takes to import the trainer's module and exit, and the trainer's
+`main` called in this process (its modules already imported): the refusal's own cost. The first
+run is then killed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import io
 import os
 import signal
 import statistics
@@ -55,8 +59,9 @@ def wait_for_holder(lock_file: Path, process: subprocess.Popen, timeout_s: float
 
 def measure(trainer: str, repeats: int = 5) -> dict:
     """{"trainer", "refused_s" (each refused command's wall time), "median_refused_s",
-    "median_import_s" (importing the trainer's module alone), "exit_codes", "line" (the one
-    line of the last refusal)}."""
+    "median_import_s" (importing the trainer's module alone), "median_in_process_s" (`main`
+    in this process, from its command line to the refusal), "exit_codes", "line" (the one line
+    of the last refusal)}."""
     module, flags = TRAINERS[trainer]
     env = {**os.environ, "JAXGPT_COMPILE_CACHE": "none"}
     with tempfile.TemporaryDirectory() as folder:
@@ -73,14 +78,29 @@ def measure(trainer: str, repeats: int = 5) -> dict:
             first.send_signal(signal.SIGSTOP)
             refusals = [timed(command, env) for _ in range(repeats)]
             imports = [timed([sys.executable, "-c", f"import {module}"], env)[0] for _ in range(repeats)]
+            in_process = [in_process_seconds(module, command[3:]) for _ in range(repeats)]
         finally:
             first.kill()
             first.wait()
     return {"trainer": trainer, "refused_s": [round(seconds, 3) for seconds, _ in refusals],
             "median_refused_s": round(statistics.median(s for s, _ in refusals), 3),
             "median_import_s": round(statistics.median(imports), 3),
+            "median_in_process_s": round(statistics.median(in_process), 4),
             "exit_codes": sorted({done.returncode for _, done in refusals}),
             "line": refusals[-1][1].stderr.strip()}
+
+
+def in_process_seconds(module: str, argv: list[str]) -> float:
+    """The trainer's `main(argv)` in this process, its modules already imported: from the
+    command line to the refusal (exit 1 asserted), its one line swallowed."""
+    main = importlib.import_module(module).main
+    with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+        started = time.perf_counter()
+        code = main(argv)
+        seconds = time.perf_counter() - started
+    if code != 1:
+        raise RuntimeError(f"{module} was not refused in this process (exit {code})")
+    return seconds
 
 
 def _torch_init(root: Path) -> Path:
