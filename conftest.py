@@ -10,6 +10,7 @@ import atexit
 import importlib.util
 import os
 import shutil
+import sys
 import tempfile
 
 import pytest
@@ -29,6 +30,19 @@ _flag = "--xla_force_host_platform_device_count=8"
 if _flag not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + _flag).strip()
 
+
+# Property-based tests (hypothesis, a test extra): examples pinned (derandomised, no example
+# database), no per-example deadline on this shared machine (jaxgpt.fuzzing bounds each example
+# itself), every health check off (a reader's file round trip is slow by hypothesis's measure).
+# The budget per reader is jaxgpt.fuzzing.examples: fixed here, JAXGPT_FUZZ_EXAMPLES for the long run.
+try:
+    from hypothesis import HealthCheck, settings
+except ImportError:  # an environment without the test extra: the fuzz tests fail to import, nothing else
+    pass
+else:
+    settings.register_profile("jaxgpt", derandomize=True, database=None, deadline=None, print_blob=True,
+                              suppress_health_check=list(HealthCheck))
+    settings.load_profile("jaxgpt")
 
 TORCH_INSTALLED = importlib.util.find_spec("torch") is not None
 NO_TORCH = "torch is not installed in this environment"
@@ -103,3 +117,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip = pytest.mark.skip(reason=f"needs a CUDA GPU; none visible (JAX_PLATFORMS={os.environ['JAX_PLATFORMS']})")
     for item in gpu_items:
         item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The examples each fuzzed reader ran (jaxgpt.fuzzing.guarded), for docs/RELIABILITY.md's table."""
+    fuzzing = sys.modules.get("jaxgpt.fuzzing")
+    if fuzzing is not None and fuzzing.EXAMPLES:
+        terminalreporter.section("fuzz examples run")
+        for test, count in sorted(fuzzing.EXAMPLES.items()):
+            terminalreporter.write_line(f"{count:>7}  {test}")

@@ -26,9 +26,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from jaxgpt.run import checkpoint, convert
-from jaxgpt.corpus import build as corpus, tokenizer
 from jaxgpt import decode, schedules
+from jaxgpt.corpus import build as corpus
+from jaxgpt.corpus import tokenizer
+from jaxgpt.run import checkpoint, convert, quiet, saved_state
 from jaxgpt import config as cfg
 from jaxgpt import loss as loss_lib
 
@@ -56,7 +57,7 @@ def load_checkpoint(path: str | Path, *, head_dim: int | None = None) -> LoadedM
         raise FileNotFoundError(f"checkpoint not found: {path}")
     if path.is_dir():
         params, meta = checkpoint.restore_params(path)
-        preset = cfg.preset_from_json(meta["config"])
+        preset = saved_state.saved_preset(meta["config"], f"--checkpoint {path}")
         train = preset.train
         # The run's last validation window, in its schedule's unit (#15's is tokens).
         window = schedules.window_value(train.steps, train.steps, train.window_max_tokens, train.window_schedule) \
@@ -65,8 +66,7 @@ def load_checkpoint(path: str | Path, *, head_dim: int | None = None) -> LoadedM
         val_files = sorted(glob.glob(train.val_files))
         shards_meta = Path(val_files[0]).parent / corpus.META_FILE if val_files else None
         return LoadedModel(params, preset.model, window, shards_meta if shards_meta and shards_meta.is_file() else None)
-    state_dict = convert.load_checkpoint_state(path, flag="--checkpoint")
-    model_config = convert.model_config_from_state_dict(state_dict, head_dim=head_dim)
+    state_dict, model_config = convert.read_model(path, cfg.ModelConfig(), flag="--checkpoint", head_dim=head_dim)
     params = convert.torch_state_dict_to_params(state_dict, model_config)
     return LoadedModel(params, model_config, RECORD_FINAL_WINDOW_BLOCKS, None)
 
@@ -189,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--window-blocks", type=int, metavar="W", help="attention window W_long in 128-token blocks "
                         "(default: the run's final validation window; 14 for a .pt)")
     parser.add_argument("--head-dim", type=int, help=".pt only: head width (default: the record's, 128)")
+    parser.add_argument("--debug", action="store_true", help="on an error, show the full traceback instead of one line")
     return parser
 
 
@@ -196,6 +197,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Prints the prompt and its continuation on stdout; `error: ...` on stderr and exit 1 for
     a missing checkpoint, a vocabulary mismatch, a prompt too long, or bad flags."""
     args = build_parser().parse_args(argv)
+    with quiet.third_party_errors(args.debug):  # orbax's own tracebacks only with --debug
+        return sample_main(args)
+
+
+def sample_main(args: argparse.Namespace) -> int:
+    """`main` once the flags are parsed."""
     try:
         if args.max_new_tokens < 1:
             raise ValueError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
@@ -214,6 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(args.prompt, end="", flush=True)
         new_ids = generate(sampler, prompt_ids, args.max_new_tokens, args.seed)
     except (ValueError, FileNotFoundError, RuntimeError) as error:
+        if args.debug:
+            raise
         print(f"error: {error}", file=sys.stderr)
         return 1
     # Decoded as a whole (a character may span several tokens); an EOT ends the document.

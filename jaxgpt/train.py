@@ -34,8 +34,8 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxgpt.run import checkpoint, convert, interrupt, peers, preflight, profiling, runlog
 from jaxgpt import data, optim, schedules
+from jaxgpt.run import checkpoint, convert, interrupt, peers, preflight, profiling, quiet, runlog
 from jaxgpt import config as cfg
 from jaxgpt import model as model_lib
 from jaxgpt import layers as layers_lib
@@ -253,6 +253,12 @@ def initial_state(start: preflight.RunStart, options: RunOptions) -> tuple[cfg.P
 def train(preset: cfg.Preset, options: RunOptions = RunOptions()) -> RunResult:
     """Run (or resume) training as configured; returns the losses and final parameters."""
     start = preflight.start_run(preset, options)
+    with start.lock:  # the run's folders are its own until it returns or raises (jaxgpt.run.lock)
+        return train_from(start, options)
+
+
+def train_from(start: preflight.RunStart, options: RunOptions) -> RunResult:
+    """The run that `start` opened (preflight.start_run): build, train, save, finish."""
     preset, compiled, params, opt_state = initial_state(start, options)
     train_cfg, total_steps, checkpointer = preset.train, preset.train.steps, start.checkpointer
     loader = data.BatchLoader(train_cfg.train_files, train_cfg.batch_tokens, train_cfg.seq_len, position=start.position,
@@ -405,7 +411,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     try:
-        train(preset, options)
+        with quiet.third_party_errors(options.debug):  # orbax's own tracebacks only with --debug
+            train(preset, options)
     except interrupt.Interrupted as stopped:
         print(stopped, file=sys.stderr)
         return stopped.exit_code

@@ -113,11 +113,13 @@ JAXGPT_ONLY = {
     "compat": "shims across jax 0.10 and 0.11",
     "corpus": "shards are made from text once, by jaxgpt; torch_ref reads the same .bin files",
     "decode": "text sampling is jaxgpt's",
+    "fuzzing": "helpers of the property-based tests; torch_ref's fuzz tests use jaxgpt's",
     "sample": "text sampling is jaxgpt's",
     "kernels": "jaxgpt's Pallas kernels; torch_ref compiles flex_attention (torch_ref.attention)",
     "params": "a flat {record name: array} dict is JAX's pytree; a torch module holds its own state_dict",
     "prefetch": "the JAX loader's background thread; torch_ref's generator reads on demand, as the record's",
     "run.compile_cache": "JAX's persistent compilation cache",
+    "run.quiet": "orbax's and tensorstore's own failure reports; torch raises to our code, which says it in one line",
     "testing": "helpers for tests of code built on jaxgpt",
 }
 TORCH_REF_ONLY = {

@@ -16,7 +16,7 @@ from jaxgpt import decode, sample
 from jaxgpt import loss as loss_lib
 from jaxgpt import params as params_lib
 from jaxgpt.config import EOT_ID, ModelConfig, Preset, TrainConfig, config_to_json
-from jaxgpt.data import write_shard
+from jaxgpt.data import DataPosition, write_shard
 from jaxgpt.corpus.tokenizer import GPT2BPE, ByteGPT2
 
 # 16-token blocks keep the sequences short while the window (2 blocks, short window 1) and
@@ -159,7 +159,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     params = random_params(config)
     saver = checkpoint.Checkpointer(root / "ckpt", async_save=False)
     state = {"params": {k: jnp.asarray(v) for k, v in params.items()}, "opt_state": (jnp.zeros(3),)}
-    saver.save(8, state, data_position={}, config=config_to_json(preset))
+    saver.save(8, state, data_position=DataPosition().to_dict(), config=config_to_json(preset))
     saver.close()
     checkpoint.export_torch(params, root / "model.pt")
     return root

@@ -40,15 +40,16 @@ import torch.multiprocessing as mp
 from torch import Tensor, nn
 
 import torch_ref.config as cfg
-from torch_ref.run import checkpoint as ckpt
 from torch_ref import compilation
-from torch_ref.run import convert, peers, preflight, profiling, runlog
-from torch_ref.run.cli import RunOptions, parse_args, torchrun_world_size, with_run_id
 from torch_ref.data import ShardsExhaustedError, distributed_data_generator, val_batches
-from torch_ref.run.interrupt import Interrupted, StopRequest, agree, interrupted
 from torch_ref.model import GPT, apply_dtype_policy
-from torch_ref.run.convert import load_record_state_dict, strip_compile_prefix
 from torch_ref.optim import build_lr_schedulers, build_optimizers, optimizer_step
+from torch_ref.run import checkpoint as ckpt
+from torch_ref.run import convert, peers, preflight, profiling, runlog
+from torch_ref.run import lock as run_lock
+from torch_ref.run.cli import RunOptions, parse_args, torchrun_world_size, with_run_id
+from torch_ref.run.convert import load_record_state_dict
+from torch_ref.run.interrupt import Interrupted, StopRequest, agree, interrupted
 from torch_ref.schedules import window_value
 
 
@@ -159,13 +160,7 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
     schedulers = build_lr_schedulers(optimizers, schedule_steps, preset.optim)
     start_step, position, served = 0, (0, 0), 0
     if resumed is not None:  # every rank reads the same file: no broadcast needed
-        raw_model.load_state_dict(strip_compile_prefix(resumed["model"]))
-        ckpt.load_optimizer_states(optimizers, resumed["optimizers"])
-        for sched, state in zip(schedulers, resumed["schedulers"], strict=True):
-            sched.load_state_dict(state)
-        start_step = int(resumed["step"])
-        position = (int(resumed["data_position"]["shard_index"]), int(resumed["data_position"]["pos"]))
-        served = int(resumed["data_position"].get("batches", 0))
+        start_step, position, served = ckpt.restore(raw_model, optimizers, schedulers, resumed, resume_path)
         del resumed
     runlog.write_header(log, preset, options, device)
 
@@ -351,11 +346,22 @@ def _spawn(world_size: int, preset: cfg.Preset, options: RunOptions) -> None:
 
 
 def run(preset: cfg.Preset, options: RunOptions) -> RunResult | None:
-    """Run under torchrun (env RANK/WORLD_SIZE), as `devices` spawned processes, or in this process.
+    """Run under torchrun (env RANK/WORLD_SIZE), as `devices` spawned processes, or in this process,
+    holding the run's folders (torch_ref.run.lock) from before its first check until it ends.
 
     Returns rank 0's result when it ran in this process, else None.
     """
     options = with_run_id(options)
+    preflight.check_outputs(preset, options)  # the folders exist and are writable before they are locked
+    places = run_lock.run_places(runlog.log_directory(preset, options), options.run_id,
+                                 ckpt.checkpoint_directory(preset, options), resume=options.resume,
+                                 save_checkpoint=options.save_checkpoint, tensorboard=options.tensorboard)
+    with run_lock.take_for_run(places, owner=int(os.environ.get("RANK", 0)) == 0):
+        return launch(preset, options)
+
+
+def launch(preset: cfg.Preset, options: RunOptions) -> RunResult | None:
+    """`run` once the run holds its folders: the start-up checks, then the ranks."""
     preflight.start_run(preset, options)
     world_size = preset.train.devices
     if torchrun_world_size() is not None:
@@ -396,6 +402,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                   "ranks were stopped", file=sys.stderr)
         return exited.exit_code if exited.exit_code > 0 else 1
     except (peers.PeerLost, *RUNTIME_ERRORS) as err:
+        if options.debug:
+            raise
         print(f"torch_ref.train: error: {err}", file=sys.stderr)
         return 1
     return 0

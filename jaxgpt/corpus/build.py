@@ -110,13 +110,19 @@ def write_shards(
 
 
 def read_meta(path: str | os.PathLike) -> dict:
-    """A shard folder's meta.json as a dict; ValueError naming the file when it is not JSON
-    (a truncated write, say) and FileNotFoundError when it is missing."""
+    """A shard folder's meta.json as a dict; ValueError naming the file when it is not a JSON
+    object (a truncated write, other bytes, a number too long to read, nesting too deep) and
+    FileNotFoundError when it is missing."""
+    remedy = "rebuild the shard folder or restore this file"
     try:
-        return json.loads(Path(path).read_text())
+        meta = json.loads(Path(path).read_bytes().decode("utf-8"))
     except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: not valid JSON ({error.msg} at line {error.lineno}); "
-                         "rebuild the shard folder or restore this file") from None
+        raise ValueError(f"{path}: not valid JSON ({error.msg} at line {error.lineno}); {remedy}") from None
+    except (ValueError, RecursionError) as error:  # not UTF-8; an integer beyond Python's digit limit
+        raise ValueError(f"{path}: not valid JSON ({type(error).__name__}: {str(error)[:100]}); {remedy}") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{path}: not a JSON object (a {type(meta).__name__}); {remedy}")
+    return meta
 
 
 def shard_meta(paths: list[Path], encoder: Encoder) -> dict:

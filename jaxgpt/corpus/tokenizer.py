@@ -256,4 +256,9 @@ def tokenizer_from_meta(meta_path: str | os.PathLike) -> Tokenizer:
     meta = corpus.read_meta(meta_path)
     if "encoding" not in meta:
         raise ValueError(f"{meta_path}: no 'encoding' field")
-    return tokenizer_for(meta["encoding"])
+    if not isinstance(meta["encoding"], str):
+        raise ValueError(f"{meta_path}: the 'encoding' field is not a name: {str(meta['encoding'])[:100]}")
+    try:
+        return tokenizer_for(meta["encoding"])
+    except ValueError as error:
+        raise ValueError(f"{meta_path}: {error}") from None

@@ -23,7 +23,7 @@ import jax
 import orbax.checkpoint as ocp
 
 from jaxgpt import compat
-from jaxgpt.run import convert
+from jaxgpt.run import convert, saved_state
 from jaxgpt.config import Preset, TrainConfig, config_to_json, replace
 from jaxgpt.data import DataPosition
 
@@ -76,7 +76,7 @@ class CorruptCheckpointError(ValueError):
     """A checkpoint step folder whose files cannot be read back."""
 
     def __init__(self, folder: Path, cause: BaseException) -> None:
-        first_line = (str(cause).strip().splitlines() or [""])[0][:200]
+        first_line = saved_state.printable((str(cause).strip().splitlines() or [""])[0][:200])
         super().__init__(f"cannot read the checkpoint in {folder}: its files are damaged or not an orbax "
                          f"checkpoint ({type(cause).__name__}: {first_line}); resume from an earlier step or start afresh")
 
@@ -135,7 +135,12 @@ class Checkpointer:
         options = ocp.CheckpointManagerOptions(
             max_to_keep=max_to_keep, enable_async_checkpointing=async_save, create=True
         )
-        self._manager = ocp.CheckpointManager(self.directory, options=options)
+        try:  # orbax reads every step's metadata here: a damaged one raises from its parser
+            self._manager = ocp.CheckpointManager(self.directory, options=options)
+        except OSError:
+            raise
+        except Exception as error:  # noqa: BLE001 - orbax's parsers raise ValueError, KeyError, TypeError, ...
+            raise CorruptCheckpointError(self.directory, error) from error
         self._closed = False
         self._pending: int | None = None  # the step whose asynchronous save may still be running
 
@@ -168,9 +173,14 @@ class Checkpointer:
             self.wait()
 
     def read_meta(self, step: int | None = None) -> dict[str, Any]:
-        """The JSON item of `step` (default: the newest step)."""
+        """The JSON item of `step` (default: the newest step); CorruptCheckpointError when it is
+        not one a run wrote (jaxgpt.run.saved_state.meta_problem)."""
         step = self._require_step(step)
-        return self._restore(step, ocp.args.Composite(meta=ocp.args.JsonRestore())).meta
+        meta = self._restore(step, ocp.args.Composite(meta=ocp.args.JsonRestore())).meta
+        problem = saved_state.meta_problem(meta)
+        if problem is not None:
+            raise CorruptCheckpointError(self.directory / str(step), ValueError(f"its meta item {problem}"))
+        return meta
 
     def restore(self, abstract_state: Any, *, config: dict[str, Any] | None, step: int | None = None) -> tuple[Any, dict[str, Any]]:
         """Restore the state saved at `step` (default: newest) into the structure, dtypes and
@@ -190,12 +200,15 @@ class Checkpointer:
         the first local device, whatever mesh saved them (no config or optimizer needed), and
         the JSON meta item. FileNotFoundError when there is no such checkpoint."""
         meta = self.read_meta(step)
-        item = ocp.StandardCheckpointHandler().metadata(self.directory / str(meta["step"]) / "state")
+        try:
+            item = ocp.StandardCheckpointHandler().metadata(self.directory / str(meta["step"]) / "state")
+        except Exception as error:  # noqa: BLE001 - tensorstore/orbax errors share no base class
+            raise CorruptCheckpointError(self.directory / str(meta["step"]), error) from error
         tree = getattr(item, "tree", item)  # orbax >= 0.11 wraps the tree's metadata
         device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
         # The whole state is read: restoring only the params is not in every orbax version.
         target = jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=device), tree)
-        restored = self._manager.restore(meta["step"], args=ocp.args.Composite(state=ocp.args.StandardRestore(target)))
+        restored = self._restore(meta["step"], ocp.args.Composite(state=ocp.args.StandardRestore(target)))
         return dict(restored.state["params"]), meta
 
     def _restore(self, step: int, args: Any) -> Any:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, get_args
 
-from jaxgpt.run import compile_cache
+from jaxgpt.run import compile_cache, names
 from jaxgpt import config as cfg
 
 PROG = "python -m jaxgpt.train"
@@ -203,7 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--export-torch", metavar="PATH", help="after training, write the params as a record-format torch checkpoint")
     parser.add_argument("--save-checkpoint", action="store_true", help="save the final state even when --checkpoint-every is 0")
     parser.add_argument("--head-dim", type=int, help="with --init-from: head width used to infer the number of heads (default: the preset's)")
-    parser.add_argument("--run-id", help="name of this run's log files (default: a random uuid)")
+    parser.add_argument("--run-id", type=names.argparse_name("--run-id"), metavar="NAME",
+                        help="name of this run's log files and checkpoint folder, a plain name (default: a random uuid)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (it is only shown on a terminal anyway)")
     parser.add_argument("--debug", action="store_true", help="on an error, show the full traceback instead of one line")
     parser.add_argument("--sync", action="store_true", help="wait for each step and log it before dispatching the next "

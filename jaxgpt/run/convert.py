@@ -10,7 +10,9 @@ torch is imported only inside the functions that need it, so jaxgpt imports with
 
 from __future__ import annotations
 
+import functools
 import re
+import zipfile
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -189,6 +191,7 @@ def _shape_source(value: Any) -> Any:
     return value if hasattr(value, "shape") else np.asarray(value)
 
 
+@functools.lru_cache(maxsize=16)  # an abstract model per call: a checkpoint's dims are checked several times
 def _shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
     return {name: tuple(s.shape) for name, s in params_lib.param_shapes(config).items()}
 
@@ -237,6 +240,10 @@ def read_record_payload(path: str | Path, *, flag: str = "checkpoint") -> dict[s
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{flag} checkpoint not found: {path}")
+    damage = zip_damage(path)
+    if damage is not None:
+        raise ValueError(f"{flag}: {path} is damaged ({damage}); expected a torch.save file holding "
+                         "{'model': state_dict}")
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # noqa: BLE001 - unpickling fails in many ways on a foreign file
@@ -244,20 +251,84 @@ def read_record_payload(path: str | Path, *, flag: str = "checkpoint") -> dict[s
         raise ValueError(f"{flag}: {path} is not a readable torch checkpoint ({type(error).__name__}: {first_line}); "
                          "expected a torch.save file holding {'model': state_dict}") from None
     if not isinstance(checkpoint, dict) or "model" not in checkpoint:
-        raise ValueError(f"{path} is not a record-format checkpoint (a dict with a 'model' state dict)")
+        raise ValueError(f"{flag}: {path} is not a record-format checkpoint (a dict with a 'model' state dict)")
+    problem = state_dict_problem(checkpoint["model"])
+    if problem is not None:
+        raise ValueError(f"{flag}: {path} is not a record-format checkpoint: its 'model' state dict {problem}")
     return checkpoint
+
+
+def zip_damage(path: Path) -> str | None:
+    """What is wrong with a torch file's zip container, or None: every member is read once and
+    its CRC-32 checked (torch.load does not check them, so a flipped bit in a tensor would load
+    as a silently different weight). Members written without a CRC (torch's
+    `set_crc32_options(False)`: 0) are not checked; a file that is not a zip is torch.load's to judge."""
+    if not zipfile.is_zipfile(path):
+        return None
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = [info for info in archive.infolist() if info.CRC != 0 or info.file_size == 0]
+            if any(info.compress_type != zipfile.ZIP_STORED for info in members):
+                return "a compressed member: torch writes its members stored"
+            for info in members:
+                with archive.open(info) as member:  # the CRC is compared once the member is read
+                    while member.read(1 << 24):
+                        pass
+    except Exception as error:  # noqa: BLE001 - zipfile raises BadZipFile, EOFError, ValueError, ... on damage
+        return f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:150]}"
+    return None
+
+
+def state_dict_problem(state_dict: Any) -> str | None:
+    """What makes a loaded 'model' item unusable as a state dict, or None: it must map str keys
+    to floating-point tensors, each backed by as many bytes as it holds (a tensor expanded from a
+    small storage would claim an absurd size that a copy then allocates)."""
+    if not isinstance(state_dict, dict):
+        return f"is a {type(state_dict).__name__}, not a dict"
+    for key, value in state_dict.items():
+        if not isinstance(key, str):
+            return f"has a key that is not a name: {key!r:.80}"
+        if not _is_torch_tensor(value) or not hasattr(value, "untyped_storage"):
+            return f"holds a {type(value).__name__} at {key!r:.80}, not a tensor"
+        if not value.is_floating_point():
+            return f"holds {key!r:.80} of dtype {value.dtype}, not a floating-point tensor"
+        if value.numel() * value.element_size() > value.untyped_storage().nbytes():
+            return (f"holds {key!r:.80} of shape {tuple(value.shape)} over a storage of "
+                    f"{value.untyped_storage().nbytes()} bytes (an expanded tensor)")
+    return None
+
+
+def check_state_dict(state_dict: Mapping[str, Any], config: ModelConfig) -> None:
+    """ValueError listing every missing, unknown and mis-shaped key of `state_dict` (any record's
+    names, either QKV layout) for a model of `config`; shapes only, nothing copied."""
+    _check_against(to_qkv_layout(to_model_names(state_dict), config.qkv_layout), config)
+
+
+def read_model(path: str | Path, base: ModelConfig, *, flag: str, head_dim: int | None = None,
+               state_dict: Mapping[str, Any] | None = None, **overrides: Any) -> tuple[dict[str, Any], ModelConfig]:
+    """(state dict, its model config) of the record checkpoint at `path`: read (unless
+    `state_dict` is given), the dims inferred from `base` (`model_config_from_state_dict`), every
+    key and shape checked before anything is built from them. One ValueError line naming `flag`
+    and the file when any of it fails."""
+    if state_dict is None:
+        state_dict = load_checkpoint_state(path, flag=flag)
+    try:
+        config = model_config_from_state_dict(state_dict, base, head_dim=head_dim, **overrides)
+        check_state_dict(state_dict, config)
+    except ValueError as error:
+        raise ValueError(f"{flag}: {path}: {error}") from None
+    return dict(state_dict), config
 
 
 def init_preset(preset: Preset, path: str | Path | None, head_dim: int | None = None,
                 state_dict: Mapping[str, Any] | None = None) -> tuple[Preset, dict[str, Any] | None]:
     """(`preset` with the model dims of the record checkpoint at `path`, its state dict): what
     --init-from trains; `state_dict` is that file when already read (it is then not read
-    again). (preset, None) when `path` is None."""
+    again). (preset, None) when `path` is None. ValueError naming the file (`read_model`)."""
     if path is None:
         return preset, None
-    if state_dict is None:
-        state_dict = load_checkpoint_state(path, flag="--init-from")
-    return replace(preset, model=model_config_from_state_dict(state_dict, preset.model, head_dim=head_dim)), state_dict
+    state_dict, model = read_model(path, preset.model, flag="--init-from", head_dim=head_dim, state_dict=state_dict)
+    return replace(preset, model=model), state_dict
 
 
 def params_to_torch_state_dict(params: Mapping[str, Any]) -> dict[str, Any]:

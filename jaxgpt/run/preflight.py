@@ -19,8 +19,9 @@ from typing import Any
 
 import jax
 
-from jaxgpt.run import checkpoint, compile_cache, convert, peers, profiling
 from jaxgpt import data
+from jaxgpt.run import checkpoint, compile_cache, convert, names, peers, profiling
+from jaxgpt.run import lock as run_lock
 from jaxgpt import config as cfg
 from jaxgpt.run.cli import RunOptions
 from jaxgpt.data import DataPosition
@@ -190,6 +191,7 @@ class RunStart:
     position: DataPosition  # of the training data at `step`
     saved_meta: dict[str, Any] | None  # the resumed checkpoint's meta
     init_state: dict[str, Any] | None  # the --init-from state dict, read once (convert.init_preset)
+    lock: run_lock.RunLock | run_lock.NoLock  # the run's folders, held until the run ends (jaxgpt.run.lock)
 
 
 def start_run(preset: cfg.Preset, options: RunOptions) -> RunStart:
@@ -198,8 +200,22 @@ def start_run(preset: cfg.Preset, options: RunOptions) -> RunStart:
     compile_cache.use(options.compile_cache)
     maybe_initialize_distributed(options)
     devices = select_devices(preset.train.devices)
-    run_id = options.run_id or str(uuid.uuid4())
+    run_id = names.plain_name(options.run_id) if options.run_id is not None else str(uuid.uuid4())
     check_outputs(preset, options)
+    places = run_lock.run_places(preset.train.out_dir, run_id, resume=options.resume, export=options.export_torch,
+                                 saves=preset.train.checkpoint_every > 0 or options.save_checkpoint,
+                                 tensorboard=options.tensorboard)
+    lock = run_lock.take_for_processes(places, jax.process_index(), jax.process_count())
+    try:
+        return _open_run(preset, options, devices, run_id, lock)
+    except BaseException:
+        lock.release()
+        raise
+
+
+def _open_run(preset: cfg.Preset, options: RunOptions, devices: list, run_id: str,
+              lock: run_lock.RunLock | run_lock.NoLock) -> RunStart:
+    """The rest of `start_run`, once the run holds its folders."""
     checkpointer, step, position, saved_meta = checkpoint.open_run_checkpoints(
         preset, options.resume, run_id, options.save_checkpoint)
     if saved_meta is not None:
@@ -211,4 +227,4 @@ def start_run(preset: cfg.Preset, options: RunOptions) -> RunStart:
     if checkpointer is None and preset.train.steps > 0 and jax.process_index() == 0:
         print("note: this run writes no checkpoint (pass --checkpoint-every K or --save-checkpoint to keep its state)",
               file=sys.stderr)
-    return RunStart(preset, devices, run_id, checkpointer, step, position, saved_meta, init_state)
+    return RunStart(preset, devices, run_id, checkpointer, step, position, saved_meta, init_state, lock)

@@ -73,11 +73,16 @@ def choose_head_dim(state_dict: dict, payload: dict, requested: int | None) -> t
         return requested, "--head-dim"
     if "embed.weight" not in state_dict:
         raise ValueError("state dict has no `embed.weight`; cannot infer the model dims")
-    width = int(state_dict["embed.weight"].shape[1])
+    shape = tuple(state_dict["embed.weight"].shape)
+    if len(shape) != 2:
+        raise ValueError(f"embed.weight has shape {shape}; expected (vocabulary, width)")
+    width = int(shape[1])
     saved = payload.get("config")
     saved_model = saved.get("model") if isinstance(saved, dict) else None
-    if isinstance(saved_model, dict) and saved_model.get("model_dim") == width and saved_model.get("num_heads"):
-        return width // int(saved_model["num_heads"]), "the checkpoint's saved config"
+    saved_heads = saved_model.get("num_heads") if isinstance(saved_model, dict) else None
+    if (type(saved_heads) is int and saved_heads > 0 and width % saved_heads == 0
+            and saved_model.get("model_dim") == width):
+        return width // saved_heads, "the checkpoint's saved config"
     widths = {name: build().model for name, build in PRESETS.items()}
     matches = sorted({model.head_dim for model in widths.values() if model.model_dim == width})
     if len(matches) == 1:
@@ -222,14 +227,17 @@ def compare(checkpoint: Path, tokens_path: Path, *, window_blocks: int | None = 
     inputs, targets = chunk[:-1], chunk[1:]
 
     payload = convert.read_record_payload(checkpoint, flag="CHECKPOINT")
-    state_dict = convert.to_model_names(payload["model"])
-    head_dim, head_dim_source = choose_head_dim(state_dict, payload, head_dim)
+    try:
+        state_dict = convert.to_model_names(payload["model"])
+        head_dim, head_dim_source = choose_head_dim(state_dict, payload, head_dim)
+    except ValueError as error:
+        raise ValueError(f"CHECKPOINT: {checkpoint}: {error}") from None
     eot = {} if eot_id is None else {"eot_id": eot_id}
     # --dtype bf16: the preset's own bf16 eval policy (the record's when no preset is named).
     policy = "fp32" if dtype == "fp32" else base.model.dtype_policy
-    config = convert.model_config_from_state_dict(
-        state_dict, base.model, head_dim=head_dim, **eot, dtype_policy=policy, loss_chunk_tokens=None,
-        attention_backend=attention_backend, max_window_blocks=window_cap,
+    state_dict, config = convert.read_model(
+        checkpoint, base.model, flag="CHECKPOINT", head_dim=head_dim, state_dict=state_dict, **eot,
+        dtype_policy=policy, loss_chunk_tokens=None, attention_backend=attention_backend, max_window_blocks=window_cap,
     )
     start = time.perf_counter()
     torch_gpt = TorchModel(state_dict, config, window)

@@ -21,7 +21,7 @@ from torch_ref import train as train_lib
 from torch_ref.config import EOT_ID
 from torch_ref.data import write_shard
 from torch_ref.model import GPT
-from torch_ref.run.convert import load_record_state_dict, strip_compile_prefix
+from torch_ref.run.convert import load_record_state_dict, read_checkpoint, strip_compile_prefix
 from torch_ref.schedules import window_blocks
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -213,7 +213,7 @@ def test_steps_0_validates_and_exits(small_run, tmp_path, capsys, one_thread):
     step_lines = [line for line in captured.out.splitlines() if line.startswith("step:")]
     assert len(step_lines) == 1 and step_lines[0].startswith("step:0/0 val_loss:6.9315 ")  # zero head: ln(1024)
     assert "writes no checkpoint" not in captured.err
-    assert ckpt_lib.read_checkpoint(tmp_path / "init.pt")["step"] == 0
+    assert read_checkpoint(tmp_path / "init.pt")["step"] == 0
 
 
 @pytest.mark.slow
@@ -243,8 +243,8 @@ def test_interrupted_and_resumed_run_is_bit_exact(small_run, tmp_path, capsys, m
     resumed = capsys.readouterr()
     assert "writes no checkpoint" not in resumed.err
     assert sorted(p.name for p in folder.iterdir()) == ["2.pt", "3.pt", "4.pt"]
-    final = ckpt_lib.read_checkpoint(tmp_path / "c.pt")
-    same_state(final, ckpt_lib.read_checkpoint(tmp_path / "a.pt"))
+    final = read_checkpoint(tmp_path / "c.pt")
+    same_state(final, read_checkpoint(tmp_path / "a.pt"))
     assert final["step"] == 4 and final["data_position"] == {"shard_index": 0, "pos": 4 * seq_len, "batches": 4}
     # The final val line (fp32, same ops on the same state) is the same string.
     assert _val_lines(resumed.out)[-1].group(1, 2, 3) == _val_lines(straight)[-1].group(1, 2, 3)
@@ -279,7 +279,7 @@ def test_a_diverging_train_loss_stops_the_run_before_any_later_save(small_run, t
     assert ("error: train loss is nan at step 3/4; the run stopped without saving any later state. The newest complete "
             f"checkpoint is step 2 in {folder}") in err, err
     assert sorted(p.name for p in folder.iterdir()) == ["2.pt"]
-    state = ckpt_lib.read_checkpoint(folder / "2.pt")
+    state = read_checkpoint(folder / "2.pt")
     assert all(torch.isfinite(value).all() for value in state["model"].values())
 
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from jaxgpt.testing import free_port, start_children, wait_children
-from torch_ref.run import checkpoint as ckpt_lib
 from torch_ref.run import peers
 from torch_ref import train as train_lib
+from torch_ref.run.convert import read_checkpoint
 from torch_ref.run.interrupt import TEST_SIGNAL_AT_STEP
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -83,7 +83,7 @@ def test_sigterm_at_different_steps_stops_both_ranks_at_one_step_and_resumes_bit
         tmp_path / "resumed", two_rank_args(small_run, out, "--run-id", "r", "--resume", str(folder),
                                             "--save-checkpoint", str(tmp_path / "final.pt"))))
     assert codes == [0, 0], outputs
-    same_state(ckpt_lib.read_checkpoint(tmp_path / "final.pt"), ckpt_lib.read_checkpoint(straight / "final.pt"))
+    same_state(read_checkpoint(tmp_path / "final.pt"), read_checkpoint(straight / "final.pt"))
 
 
 @pytest.mark.slow
@@ -108,7 +108,7 @@ def test_a_killed_rank_ends_the_other_with_its_name_within_the_bound(small_run, 
     errors = [line for line in outputs[0].splitlines() if "error: " in line]
     assert len(errors) == 1 and "rank 1 of this 2-rank run is gone (no answer within 10 s)" in errors[0], outputs[0]
     assert f"The newest complete checkpoint is step 1 in {folder}" in errors[0] and "Traceback" not in outputs[0]
-    assert ckpt_lib.read_checkpoint(folder / "1.pt")["step"] == 1
+    assert read_checkpoint(folder / "1.pt")["step"] == 1
 
 
 def losses(metrics: Path) -> tuple[float, float]:

@@ -27,6 +27,8 @@ from torch import nn
 import torch_ref.config as cfg
 from torch_ref.run.cli import RunOptions
 from torch_ref.muon import Muon
+from torch_ref.run.convert import read_checkpoint, strip_compile_prefix
+from torch_ref.run.saved_state import RESTORE_ERRORS
 
 STEP_FILE = re.compile(r"^(\d+)\.pt$")
 TMP_MARKER = ".tmp-"  # `.<name>.tmp-<pid>`: a write that never finished (the process was killed)
@@ -47,23 +49,6 @@ def write_atomically(payload: dict[str, Any], path: str | os.PathLike) -> Path:
     finally:
         tmp.unlink(missing_ok=True)
     return path
-
-
-def read_checkpoint(path: str | os.PathLike, what: str = "checkpoint") -> dict[str, Any]:
-    """A torch_ref / record-format checkpoint dict, read on the CPU; ValueError in one line
-    naming the file and what was expected when it is not one (FileNotFoundError when absent)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{what} not found: {path}")
-    try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # noqa: BLE001 - unpickling raises many unrelated types
-        first_line = (str(error).strip().splitlines() or [""])[0][:200]
-        raise ValueError(f"{what} {path} is not a readable torch checkpoint ({type(error).__name__}: {first_line}); "
-                         "expected a torch file holding {'model': state_dict, ...}") from None
-    if not isinstance(checkpoint, dict) or "model" not in checkpoint:
-        raise ValueError(f"{what} {path} is not a record-format checkpoint (a dict with a 'model' state dict)")
-    return checkpoint
 
 
 # ---------------------------------------------------------------------------------------------
@@ -269,3 +254,22 @@ def is_due(step: int, start_step: int, train: cfg.TrainConfig, save_final: bool)
     if step == train.steps:
         return train.checkpoint_every > 0 or save_final
     return train.checkpoint_every > 0 and step % train.checkpoint_every == 0
+
+
+def restore(model: nn.Module, optimizers: tuple, schedulers: list, payload: dict[str, Any],
+            path: Path | None) -> tuple[int, tuple[int, int], int]:
+    """Load a --resume payload into the run's model, optimizers and LR schedulers; returns (step,
+    (shard_index, pos), batches served). One ValueError naming `path` when it does not fit."""
+    try:
+        model.load_state_dict(strip_compile_prefix(payload["model"]))
+        load_optimizer_states(optimizers, payload["optimizers"])
+        if len(payload["schedulers"]) != len(schedulers):
+            raise ValueError(f"{len(payload['schedulers'])} LR schedulers saved, the run has {len(schedulers)}")
+        for scheduler, state in zip(schedulers, payload["schedulers"], strict=True):
+            scheduler.load_state_dict(state)
+    except RESTORE_ERRORS as error:
+        first_line = (str(error).strip().splitlines() or [""])[0][:200]
+        raise ValueError(f"--resume checkpoint {path} does not restore into this run ({type(error).__name__}: "
+                         f"{first_line})") from None
+    position = payload["data_position"]
+    return int(payload["step"]), (int(position["shard_index"]), int(position["pos"])), int(position.get("batches", 0))

@@ -18,6 +18,7 @@ from typing import Literal
 import torch
 
 import torch_ref.config as cfg
+from torch_ref.run import names
 
 PROG = "python -m torch_ref.train"
 
@@ -36,6 +37,7 @@ class RunOptions:
     profile: tuple[int, int] | None = None  # trace steps START..STOP (train-line numbers) with torch.profiler
     tensorboard: str | None = None  # also write the metrics as TensorBoard events into <tensorboard>/<run id>
     allow_nonfinite_loss: bool = False  # train on through a NaN / inf loss instead of stopping with exit 1
+    debug: bool = False  # show tracebacks instead of one-line errors
     overridden: tuple[str, ...] = ()  # checkpoint_every / keep_checkpoints when given on the command line
 
 
@@ -119,7 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--keep-checkpoints", type=int, metavar="K", help="keep only the newest K step files (default 3)")
     parser.add_argument("--resume", metavar="DIR|FILE", help="continue exactly from the newest checkpoint in DIR (new ones go there too) or from FILE; the config must be the same")
     parser.add_argument("--save-checkpoint", metavar="PATH", help="after training (or on SIGINT/SIGTERM), save {'model', 'optimizers', 'step', ...} here; --resume PATH continues from it")
-    parser.add_argument("--run-id", help="names the log files and the checkpoint folder (default: a random uuid)")
+    parser.add_argument("--run-id", type=names.argparse_name("--run-id"), metavar="NAME",
+                        help="names the log files and the checkpoint folder, a plain name (default: a random uuid)")
+    parser.add_argument("--debug", action="store_true", help="on an error, show the full traceback instead of one line")
     parser.add_argument("--log-dir", help="where rank 0 writes <run id>.txt and .jsonl (default: <out-dir>/logs)")
     parser.add_argument("--tensorboard", metavar="DIR", help="also write the metrics JSONL's numbers as TensorBoard "
                         "events into DIR/RUN_ID (tensorboard --logdir DIR shows every run there)")
@@ -182,12 +186,16 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[cfg.Preset, RunOption
     options = RunOptions(
         device=device, init_from=args.init_from, head_dim=args.head_dim, save_checkpoint=args.save_checkpoint,
         log_dir=args.log_dir, resume=args.resume, run_id=args.run_id, profile=args.profile,
-        tensorboard=args.tensorboard, allow_nonfinite_loss=args.allow_nonfinite_loss,
+        tensorboard=args.tensorboard, allow_nonfinite_loss=args.allow_nonfinite_loss, debug=args.debug,
         overridden=tuple(name for name in ("checkpoint_every", "keep_checkpoints") if getattr(args, name) is not None),
     )
     return dataclasses.replace(preset, model=model, train=train), options
 
 
 def with_run_id(options: RunOptions) -> RunOptions:
-    """`options` with a fresh uuid4 as the run id when none was given."""
-    return options if options.run_id is not None else dataclasses.replace(options, run_id=str(uuid.uuid4()))
+    """`options` with a fresh uuid4 as the run id when none was given; ValueError when the one
+    given is not a plain name (torch_ref.run.names)."""
+    if options.run_id is not None:
+        names.plain_name(options.run_id)  # a Python caller's name: the command line checked its own
+        return options
+    return dataclasses.replace(options, run_id=str(uuid.uuid4()))

@@ -9,17 +9,60 @@ torch_ref's, `load_record_state_dict` loads the result into a GPT of either QKV 
 
 from __future__ import annotations
 
+import os
 import re
+import zipfile
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 import torch
 from torch import Tensor, nn
 
 from torch_ref.config import ModelConfig, next_multiple
 from torch_ref.config import replace as replace_config
-from torch_ref.model import QKV_LAYOUTS, SEPARATE_QKV_NAMES, CausalSelfAttention
-from torch_ref.run.checkpoint import read_checkpoint
+from torch_ref.model import GPT, QKV_LAYOUTS, SEPARATE_QKV_NAMES, CausalSelfAttention
+
+
+def zip_damage(path: Path) -> str | None:
+    """What is wrong with a torch file's zip container, or None (jaxgpt.run.convert.zip_damage's rule):
+    every member is read once and its CRC-32 checked (torch.load does not check them, so a flipped
+    bit in a tensor would load as a silently different weight); members written without a CRC
+    (0) are not checked; a file that is not a zip is torch.load's to judge."""
+    if not zipfile.is_zipfile(path):
+        return None
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = [info for info in archive.infolist() if info.CRC != 0 or info.file_size == 0]
+            if any(info.compress_type != zipfile.ZIP_STORED for info in members):
+                return "a compressed member: torch writes its members stored"
+            for info in members:
+                with archive.open(info) as member:  # the CRC is compared once the member is read
+                    while member.read(1 << 24):
+                        pass
+    except Exception as error:  # noqa: BLE001 - zipfile raises BadZipFile, EOFError, ValueError, ... on damage
+        return f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:150]}"
+    return None
+
+
+def read_checkpoint(path: str | os.PathLike, what: str = "checkpoint") -> dict[str, Any]:
+    """A torch_ref / record-format checkpoint dict, read on the CPU; ValueError in one line
+    naming the file and what was expected when it is not one (FileNotFoundError when absent)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{what} not found: {path}")
+    if (damage := zip_damage(path)) is not None:
+        raise ValueError(f"{what} {path} is damaged ({damage}); expected a torch file holding {{'model': state_dict, ...}}")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # noqa: BLE001 - unpickling raises many unrelated types
+        first_line = (str(error).strip().splitlines() or [""])[0][:200]
+        raise ValueError(f"{what} {path} is not a readable torch checkpoint ({type(error).__name__}: {first_line}); "
+                         "expected a torch file holding {'model': state_dict, ...}") from None
+    if not isinstance(checkpoint, dict) or "model" not in checkpoint:
+        raise ValueError(f"{what} {path} is not a record-format checkpoint (a dict with a 'model' state dict)")
+    if (problem := state_dict_problem(checkpoint["model"])) is not None:
+        raise ValueError(f"{what} {path} is not a record-format checkpoint: its 'model' state dict {problem}")
+    return checkpoint
 
 
 def load_checkpoint_state(path: str | Path) -> dict[str, Tensor]:
@@ -97,8 +140,8 @@ def qkv_layout_of(model: nn.Module) -> str:
     return layouts.pop() if len(layouts) == 1 else "merged"
 
 
-def load_record_state_dict(model: nn.Module, state_dict: Mapping[str, Tensor]) -> nn.Module:
-    """Load a record-format state dict into `model`, in place.
+def load_record_state_dict(model: nn.Module, state_dict: Mapping[str, Tensor], *, shapes_only: bool = False) -> nn.Module:
+    """Load a record-format state dict into `model`, in place (`shapes_only`: check, load nothing).
 
     Strips torch.compile's `_orig_mod.` prefixes, converts the QKV weights to the model's
     qkv_layout (`to_qkv_layout`) and casts each tensor to the dtype and device of the model's
@@ -122,6 +165,8 @@ def load_record_state_dict(model: nn.Module, state_dict: Mapping[str, Tensor]) -
         if misshaped:
             problems.append(f"mis-shaped keys: {misshaped}")
         raise ValueError("state dict does not match the model; " + "; ".join(problems))
+    if shapes_only:
+        return model
     converted = {k: v.detach().to(dtype=own[k].dtype, device=own[k].device) for k, v in renamed.items()}
     model.load_state_dict(converted, strict=True)
     return model
@@ -137,11 +182,16 @@ def model_config_from_state_dict(base: ModelConfig, state_dict: dict[str, Tensor
     state_dict = to_model_names(state_dict)
     if "embed.weight" not in state_dict:
         raise ValueError("checkpoint state dict has no 'embed.weight'; not a record-format model")
+    if state_dict["embed.weight"].dim() != 2:
+        raise ValueError(f"embed.weight has shape {tuple(state_dict['embed.weight'].shape)}; expected (vocabulary, width)")
     rows, model_dim = state_dict["embed.weight"].shape
     # #8-#18 pad their embeddings as their head: the base's vocabulary when its padded rows fit.
     padded_rows = next_multiple(base.vocab_size, 128) if base.embed_rows == "padded" else base.vocab_size
     vocab_size = base.vocab_size if rows == padded_rows else rows
-    layers = sorted({int(key.split(".")[1]) for key in state_dict if key.startswith("blocks.")})
+    block_names = {key.split(".")[1] for key in state_dict if key.startswith("blocks.")}
+    if not all(name.isdigit() and name.isascii() for name in block_names):
+        raise ValueError(f"checkpoint block names are not numbers: {sorted(block_names)[:5]}")
+    layers = sorted({int(name) for name in block_names})
     if not layers or layers != list(range(len(layers))):
         raise ValueError(f"checkpoint blocks are not numbered 0..n-1: {layers}")
     if model_dim % head_dim:
@@ -158,3 +208,30 @@ def model_config_from_state_dict(base: ModelConfig, state_dict: dict[str, Tensor
         num_heads=int(model_dim) // head_dim,
         attention_free_layers=attention_free,
     )
+
+
+def check_record_shapes(config: ModelConfig, state_dict: Mapping[str, Tensor]) -> None:
+    """ValueError listing the missing, unexpected and mis-shaped keys of `state_dict` for
+    GPT.from_config(config), found on the meta device: nothing is allocated before a state dict
+    is known to fit (its dims could otherwise ask for any size)."""
+    with torch.device("meta"):
+        load_record_state_dict(GPT.from_config(config), state_dict, shapes_only=True)
+
+
+def state_dict_problem(state_dict: object) -> str | None:
+    """What makes a loaded 'model' item unusable as a state dict, or None (jaxgpt.run.convert's rule):
+    str keys to floating-point tensors, each backed by as many bytes as it holds (a tensor expanded
+    from a small storage would claim an absurd size that a copy then allocates)."""
+    if not isinstance(state_dict, dict):
+        return f"is a {type(state_dict).__name__}, not a dict"
+    for key, value in state_dict.items():
+        if not isinstance(key, str):
+            return f"has a key that is not a name: {key!r:.80}"
+        if not isinstance(value, Tensor):
+            return f"holds a {type(value).__name__} at {key!r:.80}, not a tensor"
+        if not value.is_floating_point():
+            return f"holds {key!r:.80} of dtype {value.dtype}, not a floating-point tensor"
+        if value.numel() * value.element_size() > value.untyped_storage().nbytes():
+            return (f"holds {key!r:.80} of shape {tuple(value.shape)} over a storage of "
+                    f"{value.untyped_storage().nbytes()} bytes (an expanded tensor)")
+    return None

@@ -26,8 +26,9 @@ from torch_ref.run import checkpoint as ckpt
 from torch_ref.run import convert, profiling
 from torch_ref.run.cli import RunOptions, torchrun_world_size
 from torch_ref.data import batches_available, check_holds_one_batch, list_shards, read_shard, read_shard_header
-from torch_ref.run.convert import model_config_from_state_dict
+from torch_ref.run.convert import check_record_shapes, model_config_from_state_dict
 from torch_ref.run.runlog import log_directory
+from torch_ref.run.saved_state import resume_problem
 
 
 def run_preset(preset: cfg.Preset, options: RunOptions, init_state: dict[str, Tensor] | None,
@@ -37,12 +38,16 @@ def run_preset(preset: cfg.Preset, options: RunOptions, init_state: dict[str, Te
     from the saved one is refused, listing the fields."""
     if init_state is not None:
         head_dim = options.head_dim or preset.model.head_dim
-        preset = dataclasses.replace(preset, model=model_config_from_state_dict(preset.model, init_state, head_dim))
+        try:  # the dims, then every shape (on the meta device: nothing allocated before it fits)
+            model = model_config_from_state_dict(preset.model, init_state, head_dim)
+            check_record_shapes(model, init_state)
+        except ValueError as error:
+            raise ValueError(f"--init-from checkpoint {options.init_from}: {error}") from None
+        preset = dataclasses.replace(preset, model=model)
     if resumed is not None:
-        for key in ("config", "step", "optimizers", "schedulers", "data_position"):
-            if key not in resumed:
-                raise ValueError(f"{resume_path} holds no {key!r}: it has weights only (written by the record or an "
-                                 "older torch_ref); start from it with --init-from instead of --resume")
+        if (problem := resume_problem(resumed)) is not None:
+            raise ValueError(f"{resume_path} {problem}" + ("; start from it with --init-from instead of --resume"
+                                                          if "weights only" in problem else ""))
         preset = ckpt.keep_saved_cadence(preset, resumed["config"], options.overridden)
         ckpt.refuse_config_change(resumed["config"], ckpt.config_dict(preset), resume_path)
     return preset
@@ -132,6 +137,7 @@ def start_run(preset: cfg.Preset, options: RunOptions) -> None:
     `options` carries the run id (cli.with_run_id)."""
     init_state = convert.load_checkpoint_state(options.init_from) if options.init_from else None
     resumed, resume_path = ckpt.read_resume(options)
+    run_config = run_preset(preset, options, init_state, resumed, resume_path)  # refuses a damaged --resume file
     start_step, position, served = 0, (0, 0), 0
     if resumed is not None:
         start_step = int(resumed.get("step", 0))
@@ -141,7 +147,6 @@ def start_run(preset: cfg.Preset, options: RunOptions) -> None:
         for leftover in ckpt.leftover_tmp_files(resume_path.parent) if Path(options.resume).is_dir() else ():
             print(f"warning: ignoring {leftover}: an unfinished save of a run that was killed (never restored; "
                   "delete it to reclaim the space)", file=sys.stderr)
-    run_config = run_preset(preset, options, init_state, resumed, resume_path)
     del init_state, resumed
     check_run(run_config, options, start_step, position, served)
     profiling.check_window(options.profile, start_step, run_config.train.steps)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from torch_ref.run import checkpoint as ckpt
-from torch_ref.run import cli, preflight
+from torch_ref.run import cli, convert, preflight
 from torch_ref.model import GPT
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -83,4 +83,4 @@ def test_a_failed_save_stops_the_run_and_keeps_the_previous_checkpoint(small_run
     assert (f"error: saving the checkpoint of step 3 to {folder / '3.pt'} failed (OSError: [Errno 28] No space left on "
             f"device: '{folder}/.3.pt.tmp-{os.getpid()}'). The newest complete checkpoint is step 2 in {folder}") in err, err
     assert sorted(p.name for p in folder.iterdir()) == ["2.pt"]
-    assert ckpt.read_checkpoint(folder / "2.pt")["step"] == 2
+    assert convert.read_checkpoint(folder / "2.pt")["step"] == 2

@@ -1,0 +1,310 @@
+"""jaxgpt.run.lock: a run owns its folders (docs/RELIABILITY.md, "Two runs, one folder").
+
+The lock itself in this process and in child processes (a holder killed with SIGKILL, a
+file system without flock), then the trainer: a second run on the folders of a running one is
+refused at once with one line naming the holder (the first stopped with SIGSTOP while the
+second tries, so nothing depends on timing), a resume of its checkpoint folder likewise, the
+first finishes unharmed with a JSONL of its own records only and every path it wrote inside
+--out-dir; a real trainer killed with SIGKILL leaves a lock the next run takes over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jaxgpt import data
+from jaxgpt.run import lock
+from jaxgpt import train as train_lib
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def place(folder: Path, name: str = "r") -> lock.Place:
+    return lock.name_place(folder / name, f"the logs of run {name!r}", "pass another --run-id")
+
+
+def hold_in_child(lock_file: Path) -> subprocess.Popen:
+    """A child process that takes the lock of `lock_file`'s place and sleeps; returns once the
+    lock holds its holder."""
+    code = textwrap.dedent(f"""
+        import time
+        from pathlib import Path
+        from jaxgpt.run import lock
+        lock.RunLock([lock.Place(Path({str(lock_file)!r}), "the place", "wait")]).acquire()
+        time.sleep(600)
+    """)
+    child = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(REPO)})
+    wait_for_holder(lock_file, child)
+    return child
+
+
+def wait_for_holder(lock_file: Path, process: subprocess.Popen, timeout_s: float = 300) -> lock.Holder:
+    """The holder of `lock_file` once `process` has written itself there (it must not exit first)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        holder = lock.read_holder(lock_file) if lock_file.exists() else None
+        if holder is not None and holder.pid == process.pid:
+            return holder
+        assert process.poll() is None, f"the process ended ({process.returncode}) before it held {lock_file}"
+        time.sleep(0.05)
+    raise AssertionError(f"{lock_file} was not taken within {timeout_s} s")
+
+
+def test_a_second_lock_is_refused_naming_the_holder(tmp_path):
+    first = lock.RunLock([place(tmp_path)]).acquire()
+    with pytest.raises(lock.FolderInUseError) as refused:
+        lock.RunLock([place(tmp_path)]).acquire()
+    message = str(refused.value)
+    assert "\n" not in message
+    assert f"pid {os.getpid()} on host " in message and "started " in message and "pass another --run-id" in message
+    assert str(tmp_path / "r.lock") in message
+    first.release()
+    assert not (tmp_path / "r.lock").exists()  # a clean release leaves no file
+    lock.RunLock([place(tmp_path)]).acquire().release()  # free again
+
+
+def test_all_or_none_and_released_on_an_exception(tmp_path):
+    held = lock.RunLock([place(tmp_path, "b")]).acquire()
+    both = lock.RunLock([place(tmp_path, "a"), place(tmp_path, "b")])
+    with pytest.raises(lock.FolderInUseError):
+        both.acquire()
+    assert not (tmp_path / "a.lock").exists()  # the first one, taken, was given back
+    held.release()
+    with pytest.raises(RuntimeError), lock.RunLock([place(tmp_path, "a")]).acquire():
+        raise RuntimeError("the run failed")
+    lock.RunLock([place(tmp_path, "a")]).acquire().release()  # the failed run released it
+
+
+def test_a_folder_lock_lives_inside_the_folder(tmp_path):
+    folder = tmp_path / "checkpoints" / "r"
+    taken = lock.RunLock([lock.folder_place(folder, "the checkpoint folder", "wait")]).acquire()
+    assert (folder / lock.FOLDER_LOCK).is_file()
+    with pytest.raises(lock.FolderInUseError, match="the checkpoint folder is in use"):
+        lock.RunLock([lock.folder_place(tmp_path / "checkpoints" / "." / "r", "the checkpoint folder", "wait")]).acquire()
+    taken.release()
+
+
+def test_a_lock_left_by_a_process_killed_with_sigkill_is_taken_over_with_a_note(tmp_path):
+    lock_file = tmp_path / "r.lock"
+    child = hold_in_child(lock_file)
+    with pytest.raises(lock.FolderInUseError, match=f"pid {child.pid} "):
+        lock.RunLock([place(tmp_path)]).acquire()
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert lock.read_holder(lock_file).pid == child.pid  # the file stays; the kernel dropped the flock
+    taken = lock.RunLock([place(tmp_path)]).acquire()
+    assert len(taken.notes) == 1 and f"pid {child.pid} " in taken.notes[0] and "no longer running" in taken.notes[0]
+    assert lock.read_holder(lock_file).pid == os.getpid()
+    taken.release()
+
+
+def test_without_flock_a_dead_pid_on_this_host_is_stale_and_a_live_one_holds(tmp_path, monkeypatch):
+    monkeypatch.setattr(lock, "fcntl", None)  # a file system without flock: the file is the lock
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    dead = lock.Holder(child.pid, lock.this_holder().host, "then", "python -m jaxgpt.train")
+    (tmp_path / "r.lock").write_text(json.dumps(dead.__dict__))
+    taken = lock.RunLock([place(tmp_path)]).acquire()
+    assert f"pid {child.pid} " in taken.notes[0]
+    with pytest.raises(lock.FolderInUseError, match=f"pid {os.getpid()} "):  # this live process holds it now
+        lock.RunLock([place(tmp_path)]).acquire()
+    taken.release()
+    elsewhere = lock.Holder(child.pid, "another-host", "then", "python -m jaxgpt.train")
+    (tmp_path / "r.lock").write_text(json.dumps(elsewhere.__dict__))
+    with pytest.raises(lock.FolderInUseError, match="on host another-host"):  # cannot be checked from here
+        lock.RunLock([place(tmp_path)]).acquire()
+
+
+# The trainer ---------------------------------------------------------------------------------
+
+
+VOCAB = 1024  # with 64-wide layers and 128-token batches: the run compiles in well under a minute
+
+
+def shards(folder: Path) -> tuple[str, str]:
+    """Train and val shards in `folder`, marked complete."""
+    rng = np.random.default_rng(0)
+    folder.mkdir()
+    (folder / data.COMPLETE_MARKER).write_text("")
+    data.write_shard(folder / "t_train_000001.bin", rng.integers(0, VOCAB, 20_000))
+    data.write_shard(folder / "t_val_000000.bin", rng.integers(0, VOCAB, 5_000))
+    return str(folder / "t_train_*.bin"), str(folder / "t_val_*.bin")
+
+
+def run_args(shard_globs: tuple[str, str], out: Path, *extra: str) -> list[str]:
+    return ["--preset", "tiny", "--train-files", shard_globs[0], "--val-files", shard_globs[1], "--vocab-size",
+            str(VOCAB), "--eot-id", "0", "--model-dim", "64", "--num-heads", "1", "--seq-len", "128", "--batch-tokens",
+            "128", "--val-tokens", "128", "--window-max-tokens", "128", "--steps", "4", "--val-every", "100", "--devices",
+            "1", "--out-dir", str(out), "--no-progress", *extra]
+
+
+def tree(root: Path) -> set[Path]:
+    return {path for path in root.rglob("*")}
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    """Run A (a subprocess: 4 steps, a checkpoint every 2) stopped with SIGSTOP once it holds
+    its folders; while it is stopped, run B (the same command) and a resume of A's checkpoint
+    folder, both in this process; then A continues and ends. Returns what each left."""
+    root = tmp_path_factory.mktemp("two_runs")
+    shard_globs = shards(root / "data")
+    work = root / "work"
+    work.mkdir()
+    out = work / "out"
+    before = tree(root)
+    args = run_args(shard_globs, out, "--checkpoint-every", "2", "--run-id", "same", "--val-every", "2")
+    first = subprocess.Popen([sys.executable, "-m", "jaxgpt.train", *args], cwd=work, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    holder = wait_for_holder(out / "logs" / "same.lock", first)
+    first.send_signal(signal.SIGSTOP)  # holds its locks, writes nothing, while the others try
+    try:
+        refusals = {}
+        resume = run_args(shard_globs, out, "--resume", str(out / "checkpoints" / "same"))
+        for name, argv in (("second", args), ("resume", resume)):
+            with contextlib.redirect_stderr(io.StringIO()) as err:
+                code = train_lib.main(argv)
+            refusals[name] = (code, err.getvalue())
+    finally:
+        first.send_signal(signal.SIGCONT)
+    stdout, stderr = first.communicate(timeout=600)
+    return dict(first=(first.returncode, stdout, stderr), holder=holder, refusals=refusals, out=out, root=root,
+                before=before)
+
+
+def refusal(two_runs, name: str) -> str:
+    """The one line of a refused run (exit 1, no traceback)."""
+    code, err = two_runs["refusals"][name]
+    assert code == 1, err
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    return err.strip()
+
+
+@pytest.mark.slow
+def test_a_second_run_on_the_same_folders_is_refused_with_one_line(two_runs):
+    holder = two_runs["holder"]
+    assert holder.command.split()[1:3] == ["-m", "jaxgpt.train"]
+    line = refusal(two_runs, "second")
+    assert line.startswith(f"error: the logs of run 'same' in {two_runs['out'] / 'logs'} is in use by another run: "
+                           f"pid {holder.pid} on host {holder.host}, started {holder.started} ({holder.command})")
+    assert line.endswith("Wait for that run to end or stop it, or pass another --run-id")
+
+
+@pytest.mark.slow
+def test_a_resume_of_the_running_folder_is_refused(two_runs):
+    line = refusal(two_runs, "resume")
+    folder = two_runs["out"] / "checkpoints" / "same"
+    assert f"error: the checkpoint folder {folder} is in use by another run: pid {two_runs['holder'].pid} " in line
+    assert line.endswith("or resume from it once that run has ended")
+
+
+@pytest.mark.slow
+def test_the_first_run_is_unharmed_and_its_jsonl_is_its_own(two_runs):
+    code, stdout, stderr = two_runs["first"]
+    assert code == 0, stderr
+    out = two_runs["out"]
+    records = [json.loads(line) for line in (out / "logs" / "same.jsonl").read_text().splitlines()]
+    assert [(r["kind"], r["step"]) for r in records] == [("val", 0), ("train", 1), ("train", 2), ("val", 2),
+                                                          ("train", 3), ("train", 4), ("val", 4)]
+    assert {r["run_id"] for r in records} == {"same"} and {r["framework"] for r in records} == {"jaxgpt"}
+    assert (out / "logs" / "same.txt").read_text().count("config: ") == 1  # one run's header
+    assert sorted(p.name for p in (out / "checkpoints" / "same").iterdir()) == ["2", "4"]  # lock file gone
+
+
+@pytest.mark.slow
+def test_every_path_the_runs_wrote_is_inside_out_dir(two_runs):
+    out = two_runs["out"]
+    written = tree(two_runs["root"]) - two_runs["before"]
+    assert written and all(path == out or out in path.parents for path in written), sorted(written)
+    assert not [path for path in written if path.name.endswith(".lock")]  # released on exit
+
+
+def test_a_killed_trainer_leaves_a_lock_that_the_next_run_takes_over(tmp_path, capsys):
+    shard_globs = shards(tmp_path / "data")
+    out = tmp_path / "out"
+    args = run_args(shard_globs, out, "--run-id", "k", "--checkpoint-every", "2")
+    killed = subprocess.Popen([sys.executable, "-m", "jaxgpt.train", *args], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(REPO)})
+    wait_for_holder(out / "checkpoints" / "k" / lock.FOLDER_LOCK, killed)  # the last of its two locks
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    # The next run takes both locks over, then stops at its first check (--steps beyond the data).
+    assert train_lib.main([*args, "--steps", "1000000"]) == 1
+    err = capsys.readouterr().err
+    notes = [line for line in err.splitlines() if line.startswith("note: taking over the lock")]
+    assert len(notes) == 2 and all(f"pid {killed.pid} " in note for note in notes), err
+    assert "error: training data exhausted" in err
+    assert not (out / "logs" / "k.lock").exists() and not (out / "checkpoints" / "k" / ".lock").exists()
+
+
+class FakeKeyValueStore:
+    """jax.distributed's key-value client, as the processes of one run share it."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+
+    def key_value_set(self, key: str, value: str) -> None:
+        self.values[key] = value
+
+    def blocking_key_value_get(self, key: str, timeout_ms: int) -> str:
+        if key not in self.values:
+            raise TimeoutError(f"no {key} within {timeout_ms} ms")
+        return self.values[key]
+
+
+@pytest.mark.parametrize("free", [True, False])
+def test_one_owner_among_the_processes_of_a_run(tmp_path, monkeypatch, free):
+    """Process 0 takes the locks and says so; process 1 takes none and follows its answer."""
+    from jaxgpt import compat  # noqa: PLC0415
+
+    store = FakeKeyValueStore()
+    monkeypatch.setattr(compat, "distributed_client", lambda: store)
+
+    def take(process_index):
+        # Each process numbers its runs from 0; here one process plays both, so restart the count.
+        monkeypatch.setattr(lock, "_RUNS", itertools.count())
+        return lock.take_for_processes([place(tmp_path)], process_index=process_index, process_count=2)
+
+    held = None if free else lock.RunLock([place(tmp_path)]).acquire()  # another run holds the folder
+    if free:
+        owner = take(0)
+        assert isinstance(owner, lock.RunLock) and (tmp_path / "r.lock").exists()
+        assert isinstance(take(1), lock.NoLock)
+        owner.release()
+        return
+    with pytest.raises(lock.FolderInUseError):
+        take(0)
+    with pytest.raises(lock.FolderInUseError, match="process 0 could not take the run's locks: the logs of run 'r' is"):
+        take(1)
+    held.release()
+
+
+def test_a_process_that_never_hears_from_process_0_stops(tmp_path, monkeypatch):
+    from jaxgpt import compat  # noqa: PLC0415
+
+    monkeypatch.setattr(compat, "distributed_client", lambda: FakeKeyValueStore())
+    with pytest.raises(lock.FolderInUseError, match="process 0 did not say within 60 s"):
+        lock.take_for_processes([place(tmp_path)], process_index=1, process_count=2)
+
+
+@pytest.mark.parametrize("content", ["", "{}", "[1, 2]", '{"pid": "x"}', "\xff\xfe"])
+def test_a_lock_file_without_a_readable_holder_says_what_to_do(tmp_path, monkeypatch, content):
+    """(Without flock the file is the lock: one that names no holder is refused, never guessed.)"""
+    monkeypatch.setattr(lock, "fcntl", None)
+    (tmp_path / "r.lock").write_text(content, encoding="latin-1")
+    with pytest.raises(lock.FolderInUseError, match="has not written its name into the lock file yet "
+                                                    r"\(if no run is using it, delete the file\)"):
+        lock.RunLock([place(tmp_path)]).acquire()

@@ -1,0 +1,103 @@
+"""torch_ref.run.lock and torch_ref.run.names through `python -m torch_ref.train` (jaxgpt's twins:
+tests/test_lock.py, tests/test_names.py). A run stopped with SIGSTOP once it holds its folders;
+meanwhile the same command and a resume of its folder are refused with one line; it then ends
+unharmed, with a JSONL of its own records only and every path it wrote inside --out-dir. A run
+killed with SIGKILL leaves a lock the next run takes over with a note."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from torch_ref.run import lock
+from torch_ref import train as train_lib
+
+REPO = Path(__file__).resolve().parents[3]
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def wait_for_holder(lock_file: Path, process: subprocess.Popen, timeout_s: float = 300) -> lock.Holder:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        holder = lock.read_holder(lock_file) if lock_file.exists() else None
+        if holder is not None and holder.pid == process.pid:
+            return holder
+        assert process.poll() is None, f"the process ended ({process.returncode}) before it held {lock_file}"
+        time.sleep(0.05)
+    raise AssertionError(f"{lock_file} was not taken within {timeout_s} s")
+
+
+def start(args: list[str], cwd: Path, **streams) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen([sys.executable, "-m", "torch_ref.train", *args], cwd=cwd, env=env, text=True, **streams)
+
+
+def refused(argv: list[str]) -> str:
+    """main(argv) returns 1 with one line and no traceback; returns that line."""
+    with contextlib.redirect_stderr(io.StringIO()) as err:
+        assert train_lib.main(argv) == 1, err.getvalue()
+    assert len(err.getvalue().splitlines()) == 1 and "Traceback" not in err.getvalue(), err.getvalue()
+    return err.getvalue().strip()
+
+
+def test_a_second_run_and_a_resume_are_refused_and_the_first_is_unharmed(small_run, tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    out = work / "out"
+    before = set(tmp_path.rglob("*"))
+    args = small_run.args(out, "--checkpoint-every", "2", "--run-id", "same", "--val-every", "2")
+    first = start(args, work, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    holder = wait_for_holder(out / "checkpoints" / "same" / lock.FOLDER_LOCK, first)  # the last of its locks
+    first.send_signal(signal.SIGSTOP)
+    try:
+        second = refused(args)
+        resume = refused(small_run.args(out, "--resume", str(out / "checkpoints" / "same")))
+    finally:
+        first.send_signal(signal.SIGCONT)
+    _, stderr = first.communicate(timeout=600)
+    assert first.returncode == 0, stderr
+    assert second.startswith(f"torch_ref.train: error: the logs of run 'same' in {out / 'logs'} is in use by another "
+                             f"run: pid {holder.pid} on host {holder.host}, started {holder.started} ({holder.command})")
+    assert holder.command.split()[1:3] == ["-m", "torch_ref.train"] and second.endswith("or pass another --run-id")
+    assert f"the checkpoint folder {out / 'checkpoints' / 'same'} is in use by another run: pid {holder.pid} " in resume
+    records = [json.loads(line) for line in (out / "logs" / "same.jsonl").read_text().splitlines()]
+    assert sorted((r["kind"], r["step"]) for r in records) == [("train", 1), ("train", 2), ("train", 3), ("train", 4),
+                                                                ("val", 0), ("val", 2), ("val", 4)]
+    assert {r["run_id"] for r in records} == {"same"}
+    assert sorted(p.name for p in (out / "checkpoints" / "same").iterdir()) == ["2.pt", "4.pt"]  # lock file gone
+    written = set(tmp_path.rglob("*")) - before
+    assert written and all(path == out or out in path.parents for path in written), sorted(written)
+
+
+def test_a_killed_run_leaves_a_lock_that_the_next_run_takes_over(small_run, tmp_path, capsys):
+    args = small_run.args(tmp_path / "out", "--run-id", "k", "--checkpoint-every", "2")
+    killed = start(args, tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for_holder(tmp_path / "out" / "checkpoints" / "k" / lock.FOLDER_LOCK, killed)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    assert train_lib.main([*args, "--steps", "1000"]) == 1  # takes both locks over, then stops at a check
+    err = capsys.readouterr().err
+    notes = [line for line in err.splitlines() if line.startswith("note: taking over the lock")]
+    assert len(notes) == 2 and all(f"pid {killed.pid} " in note for note in notes), err
+    assert "1000 steps need 1000" in err
+    assert not list(tmp_path.rglob("*.lock")) and not list(tmp_path.rglob(lock.FOLDER_LOCK))
+
+
+@pytest.mark.parametrize("text", ["../../escape", ".hidden", "a/b", "tab\there", ".."])
+def test_a_run_id_that_is_not_a_plain_name_is_a_usage_error(small_run, tmp_path, capsys, text):
+    with pytest.raises(SystemExit) as exited:
+        train_lib.main(small_run.args(tmp_path / "out", "--run-id", text))
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --run-id: --run-id " in err and "is not a plain name" in err
+    assert not (tmp_path / "out").exists()
+
