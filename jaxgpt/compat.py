@@ -27,7 +27,7 @@ Same HLO all-gather; its transpose is a dynamic slice instead of a reduce-scatte
 
 # jax 0.10 and 0.11 name it CompilerParams, older releases TritonCompilerParams. Without Triton
 # compiler params a GPU pallas_call is lowered through Mosaic GPU instead.
-_TritonParams = getattr(pallas_triton, "CompilerParams", None) or getattr(pallas_triton, "TritonCompilerParams")
+_TritonParams = getattr(pallas_triton, "CompilerParams", None) or pallas_triton.TritonCompilerParams
 
 
 def triton_params(num_warps: int, num_stages: int) -> Any:

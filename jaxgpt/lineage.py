@@ -15,7 +15,8 @@ Every choice is a pure function of the ModelConfig; the record preset takes the 
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -103,8 +104,8 @@ def no_value_mixing(attn: Any, v: jax.Array, ve: jax.Array | None, v_first: jax.
 
 
 class ValueMixing(NamedTuple):
-    first_value: Callable[[Any, jax.Array, "jax.Array | None"], "jax.Array | None"]
-    mix: Callable[[Any, jax.Array, "jax.Array | None", "jax.Array | None"], jax.Array]
+    first_value: Callable[[Any, jax.Array, jax.Array | None], jax.Array | None]
+    mix: Callable[[Any, jax.Array, jax.Array | None, jax.Array | None], jax.Array]
 
 
 VALUE_MIXINGS = {"value_embedding": ValueMixing(keep_first_value, mix_value_embedding),

@@ -15,6 +15,7 @@ from jaxgpt import fp8
 from jaxgpt.config import RECORD_FP8_GRAD_SCALE
 from jaxgpt.layers import linear, round_to
 
+
 def soft_cap(logits: jax.Array, cap: float, temperature: float, kind: str = "sigmoid",
              rounding: str = "once", round_dtype: Any = None) -> jax.Array:
     """The soft-capped logits in fp32, any shape.

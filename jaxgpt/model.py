@@ -33,7 +33,8 @@ are given in their docstrings, carry none; of the other modules only fp8.py uses
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -45,8 +46,17 @@ from jaxgpt import lineage
 from jaxgpt.attention import AttentionWindow
 from jaxgpt.config import AttentionBackend, ModelConfig
 from jaxgpt.kernels.block_lists import KernelBlockLists, kernel_block_lists
-from jaxgpt.layers import Embedding, Linear, compute_dtype, linear, norm, relu_squared, scalar_dtype, stream_dtype
-from jaxgpt.layers import uniform_init
+from jaxgpt.layers import (
+    Embedding,
+    Linear,
+    compute_dtype,
+    linear,
+    norm,
+    relu_squared,
+    scalar_dtype,
+    stream_dtype,
+    uniform_init,
+)
 from jaxgpt.loss import head_logits, head_loss
 from jaxgpt.masks import WindowBlocks
 from jaxgpt.rotary import apply_rotary, rotary_tables

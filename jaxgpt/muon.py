@@ -18,7 +18,8 @@ How the record's Muon differs from `optax.contrib.muon`: docs/MUON_VS_OPTAX.md.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Literal, NamedTuple, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+
 def _bf16(values: np.ndarray) -> np.ndarray:
     """fp32 numpy values rounded to bf16 (nearest even), returned as fp32."""
     import ml_dtypes  # numpy's bf16, as used by jax

@@ -20,18 +20,19 @@ import argparse
 import functools
 import glob
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
+from jaxgpt import config as cfg
 from jaxgpt import decode, schedules
+from jaxgpt import loss as loss_lib
 from jaxgpt.corpus import build as corpus
 from jaxgpt.corpus import tokenizer
 from jaxgpt.run import checkpoint, convert, quiet, saved_state
-from jaxgpt import config as cfg
-from jaxgpt import loss as loss_lib
 
 RECORD_FINAL_WINDOW_BLOCKS = schedules.window_blocks(1393, 1393)[0]  # 14: the record's last validation
 

@@ -34,15 +34,15 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxgpt import data, optim, schedules
-from jaxgpt.run import checkpoint, convert, interrupt, peers, preflight, profiling, quiet, runlog
 from jaxgpt import config as cfg
-from jaxgpt import model as model_lib
+from jaxgpt import data, optim, schedules
 from jaxgpt import layers as layers_lib
+from jaxgpt import model as model_lib
 from jaxgpt import params as params_lib
-from jaxgpt.run.cli import RunOptions, parse_args
 from jaxgpt.kernels.flash_attention import default_interpret
 from jaxgpt.muon import Collective
+from jaxgpt.run import checkpoint, convert, interrupt, peers, preflight, profiling, quiet, runlog
+from jaxgpt.run.cli import RunOptions, parse_args
 
 AXIS = "data"  # the mesh axis: data parallel, device index = the record's rank
 

@@ -27,10 +27,10 @@ HEADER_BYTES = 256 * 4
 
 __all__ = [
     "NoShardsError",
-    "batches_available",
-    "check_holds_one_batch",
     "ShardStream",
     "ShardsExhaustedError",
+    "batches_available",
+    "check_holds_one_batch",
     "distributed_data_generator",
     "list_shards",
     "read_shard",

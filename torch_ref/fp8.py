@@ -20,7 +20,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-__all__ = ["X_SCALE", "W_SCALE", "GRAD_SCALE", "FP8Backend", "quantize", "fp8_matmul", "lm_head_fp8"]
+__all__ = ["GRAD_SCALE", "W_SCALE", "X_SCALE", "FP8Backend", "fp8_matmul", "lm_head_fp8", "quantize"]
 
 X_SCALE = 2.0
 W_SCALE = 32.0

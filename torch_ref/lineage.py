@@ -5,7 +5,8 @@ a block's input (the record's x <- l0 x + l1 x0; as it is before #9)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from torch import Tensor
 
@@ -38,8 +39,8 @@ def no_value_mixing(attn: Any, v: Tensor, ve: Tensor | None, v_first: Tensor | N
 
 
 class ValueMixing(NamedTuple):
-    first_value: Callable[[Any, Tensor, "Tensor | None"], "Tensor | None"]
-    mix: Callable[[Any, Tensor, "Tensor | None", "Tensor | None"], Tensor]
+    first_value: Callable[[Any, Tensor, Tensor | None], Tensor | None]
+    mix: Callable[[Any, Tensor, Tensor | None, Tensor | None], Tensor]
 
 
 VALUE_MIXINGS = {"value_embedding": ValueMixing(keep_first_value, mix_value_embedding),

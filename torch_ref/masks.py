@@ -16,7 +16,8 @@ On the CPU, eager flex_attention ignores the block lists (and so the window) and
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -25,15 +26,15 @@ from torch_ref.config import BLOCK_SIZE, EOT_ID
 
 __all__ = [
     "BlockLists",
-    "document_ids",
-    "document_causal_mask_mod",
-    "dense_to_ordered",
-    "block_lists",
-    "truncate_to_window",
-    "clamp_counts",
-    "window_block_lists",
-    "build_block_mask",
     "allowed_mask_from_block_lists",
+    "block_lists",
+    "build_block_mask",
+    "clamp_counts",
+    "dense_to_ordered",
+    "document_causal_mask_mod",
+    "document_ids",
+    "truncate_to_window",
+    "window_block_lists",
 ]
 
 

@@ -25,16 +25,17 @@ Parameter names stay this module's; each record's own state-dict names are mappe
 
 from __future__ import annotations
 
-from typing import Iterable, Literal, TypeVar, cast
+from collections.abc import Iterable
+from typing import Literal, TypeVar, cast
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from torch_ref.config import BLOCK_SIZE, EOT_ID, ModelConfig, next_multiple
 from torch_ref import lineage as variants  # the lineage's variants (`lineage` here is a ModelConfig)
 from torch_ref import masks as masks_lib
 from torch_ref.attention import CAUSAL, attend
+from torch_ref.config import BLOCK_SIZE, EOT_ID, ModelConfig, next_multiple
 from torch_ref.fp8 import GRAD_SCALE, FP8Backend, lm_head_fp8
 from torch_ref.layers import CastedLinear, linear_init_bound, norm
 from torch_ref.loss import soft_cap

@@ -7,7 +7,6 @@ over the hidden matrices, each with a LambdaLR applying `lr_multiplier`.
 
 from __future__ import annotations
 
-
 import torch
 from torch import nn
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+
 def rotary_tables(head_dim: int, max_len: int, device: torch.device | str | None = None,
                   kind: str = "half_truncated", as_written: bool = True) -> tuple[Tensor, Tensor]:
     """Rotary tables: (cos, sin), each (max_len, head_dim // 2) fp32.

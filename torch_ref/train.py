@@ -53,7 +53,6 @@ from torch_ref.run.interrupt import Interrupted, StopRequest, agree, interrupted
 from torch_ref.schedules import window_value
 
 
-
 @dataclass(frozen=True)
 class RunResult:
     """What rank 0's run hands back to Python callers (tests, parity checks)."""

@@ -25,7 +25,8 @@ import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 
-from jaxgpt.corpus import build as corpus, tokenizer
+from jaxgpt.corpus import build as corpus
+from jaxgpt.corpus import tokenizer
 
 PREFIX = "sample"
 VAL_SHARD_TOKENS = 2**17  # the tiny preset's 64 Ki val tokens need >= 65,538 (advance rule)

@@ -251,7 +251,8 @@ def tokenizer_for(name: str) -> Tokenizer:
 
 def tokenizer_from_meta(meta_path: str | os.PathLike) -> Tokenizer:
     """The tokenizer named by the "encoding" field of a shard folder's meta.json."""
-    from jaxgpt.corpus import build as corpus  # corpus needs no tokenizer; imported here to keep tokenizer's imports minimal
+    # corpus needs no tokenizer; imported here to keep tokenizer's imports minimal
+    from jaxgpt.corpus import build as corpus
 
     meta = corpus.read_meta(meta_path)
     if "encoding" not in meta:

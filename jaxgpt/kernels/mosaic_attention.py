@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -47,8 +48,8 @@ from jax.experimental.pallas import mosaic_gpu as plgpu
 from jaxgpt import compat
 from jaxgpt.config import BLOCK_SIZE
 from jaxgpt.kernels.block_lists import KernelBlockLists, check_kernel_lists, kernel_block_lists
-from jaxgpt.kernels.mosaic_ops import Compiled, Interpreted
 from jaxgpt.kernels.flash_attention import default_interpret, kernel_attention_vjp, softmax_backward_rows
+from jaxgpt.kernels.mosaic_ops import Compiled, Interpreted
 from jaxgpt.masks import check_attention_inputs
 
 # Multiples of 64 (128-byte rows of 16-bit values for the 128-byte swizzle); 256 would not fit 2 stages.

@@ -16,7 +16,6 @@ from jax.experimental.pallas import mosaic_gpu as plgpu
 from jaxgpt import compat
 
 
-
 class Compiled:
     """wgmma with fp32 register accumulators; register layouts of wgmma's fragments."""
 

@@ -23,9 +23,9 @@ import jax
 import orbax.checkpoint as ocp
 
 from jaxgpt import compat
-from jaxgpt.run import convert, saved_state
 from jaxgpt.config import Preset, TrainConfig, config_to_json, replace
 from jaxgpt.data import DataPosition
+from jaxgpt.run import convert, saved_state
 
 # Fields that may differ between the saved run and the resumed one: where and how often output
 # is written, and how many devices share the global batch (the batches, the optimizer state and

@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, get_args
 
-from jaxgpt.run import compile_cache, names
 from jaxgpt import config as cfg
+from jaxgpt.run import compile_cache, names
 
 PROG = "python -m jaxgpt.train"
 

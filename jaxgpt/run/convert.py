@@ -13,8 +13,9 @@ from __future__ import annotations
 import functools
 import re
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp

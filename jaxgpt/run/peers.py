@@ -32,8 +32,8 @@ from pathlib import Path
 
 import jax
 
-from jaxgpt.run import checkpoint
 from jaxgpt import compat
+from jaxgpt.run import checkpoint
 
 HEARTBEAT_TIMEOUT_S = 60  # jax.distributed's bound for a silent process (JAX's default: 100 s)
 BEAT_S = 2.0  # how often each process bumps its counter

@@ -19,12 +19,12 @@ from typing import Any
 
 import jax
 
+from jaxgpt import config as cfg
 from jaxgpt import data
+from jaxgpt.data import DataPosition
 from jaxgpt.run import checkpoint, compile_cache, convert, names, peers, profiling
 from jaxgpt.run import lock as run_lock
-from jaxgpt import config as cfg
 from jaxgpt.run.cli import RunOptions
-from jaxgpt.data import DataPosition
 
 
 def check_geometry(preset: cfg.Preset, num_devices: int, process_count: int) -> None:

@@ -16,8 +16,9 @@ import platform
 import shlex
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import flax
 import jax

@@ -17,7 +17,8 @@ backward's five block GEMMs against the forward's two).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -92,8 +93,8 @@ def flex_times(tokens: np.ndarray, windows: list[int], repeats: int) -> dict[int
     q, k, v (1, HEADS, SEQ_LEN, HEAD_DIM), the record's BlockMask of `tokens` (SEQ_LEN,) int32."""
     import torch
 
-    from torch_ref import masks as torch_masks
     from torch_ref import attention as torch_attention
+    from torch_ref import masks as torch_masks
 
     device = torch.device("cuda")
     generator = torch.Generator(device=device).manual_seed(1)

@@ -10,7 +10,7 @@ wall-clock speedup; on N real accelerators the per-device time is the one that c
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from jaxgpt_tools.common.timing import time_calls
 
@@ -57,7 +57,7 @@ def bench_newton_schulz(
     from jax.sharding import Mesh
     from jax.sharding import PartitionSpec as P
 
-    from jaxgpt.muon import orthogonalize_local, orthogonalize_split, ns_shape, newton_schulz
+    from jaxgpt.muon import newton_schulz, ns_shape, orthogonalize_local, orthogonalize_split
 
     ns_dtype = {"bf16": jnp.bfloat16, "fp32": jnp.float32}[dtype]
     available = jax.devices()

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from jaxgpt_tools.common import machine
 from jaxgpt_tools.common.timing import timed

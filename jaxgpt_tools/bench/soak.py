@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 
 
-
 def host_rss_mib() -> float:
     """This process's resident set size in MiB (Linux /proc; ru_maxrss elsewhere, a peak)."""
     status = Path("/proc/self/status")

@@ -13,8 +13,9 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from jaxgpt_tools.common import child
 from jaxgpt_tools.common.log import logger

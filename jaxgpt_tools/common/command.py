@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 # What a command turns into its one-line error: bad or missing files, bad values, failed children.
 RUNTIME_ERRORS: tuple[type[BaseException], ...] = (OSError, ValueError, RuntimeError)

@@ -11,8 +11,9 @@ committed results and finds every sentence in the page.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 COMPILER_NAMES = {"xla": "XLA", "inductor": "Inductor"}
 DEVICE_NAMES = {"cpu": "CPU", "h100-compile-only": "H100 (compiled without a GPU, no autotuning)", "h100": "H100"}

@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from jaxgpt_tools.common.artifacts import REPO_ROOT, repo_relative_paths
 

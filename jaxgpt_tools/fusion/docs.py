@@ -12,9 +12,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from jaxgpt_tools.common.artifacts import REPO_ROOT, generated_header
 from jaxgpt_tools.fusion import claims as claims_lib
 from jaxgpt_tools.fusion import reasons as reasons_lib
-from jaxgpt_tools.common.artifacts import REPO_ROOT, generated_header
 from jaxgpt_tools.fusion.claims import MODE_NAMES, PART_NAMES, find, label, need, rows
 
 LAYOUTS = ("merged", "separate")

@@ -92,8 +92,8 @@ def torch_cuda_version() -> str | None:
 def _patch_torch_cuda(torch) -> None:
     """torch.cuda's device queries (and Dynamo's CudaInterface, which copied them at import)
     answer for one H100; nothing initialises the CUDA runtime."""
-    from torch._dynamo.device_interface import CudaInterface
     import torch.cuda.random as cuda_random
+    from torch._dynamo.device_interface import CudaInterface
 
     props = namedtuple("FakeDeviceProperties", list(H100))(**H100)
     cuda = torch.cuda

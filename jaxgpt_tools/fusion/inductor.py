@@ -27,8 +27,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from jaxgpt_tools.fusion.artifacts import stored
 from jaxgpt_tools.common.timing import timed
+from jaxgpt_tools.fusion.artifacts import stored
 from jaxgpt_tools.fusion.xla import LAYOUTS, MODES, PARTS, Compiled, Shape, Timing, program_name, run_programs
 
 TORCH_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "bool": 1, "int64": 8, "int32": 4, "uint8": 1,

@@ -17,9 +17,9 @@ import functools
 from pathlib import Path
 from typing import Any
 
+from jaxgpt_tools.common.timing import timed
 from jaxgpt_tools.fusion.inductor import build_module, inductor_record
 from jaxgpt_tools.fusion.xla import COMPILE_ONLY, LAYOUTS, MODES, PARTS, Compiled, Shape, program_name, run_programs
-from jaxgpt_tools.common.timing import timed
 
 # Non-default Inductor settings of every compile-only program, recorded with it.
 COMPILE_ONLY_CONFIG = {"max_autotune": False, "coordinate_descent_tuning": False, "compile_threads": 1,

@@ -10,8 +10,19 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from jaxgpt_tools.fusion.claims import (Claim, _count, _gemm_rows, _gemms, _kernels, _mb, _pair, _shape, find,
-                                        kernel_stages, need)
+from jaxgpt_tools.fusion.claims import (
+    Claim,
+    _count,
+    _gemm_rows,
+    _gemms,
+    _kernels,
+    _mb,
+    _pair,
+    _shape,
+    find,
+    kernel_stages,
+    need,
+)
 from jaxgpt_tools.fusion.xla import COMPILE_ONLY
 
 GPU = COMPILE_ONLY

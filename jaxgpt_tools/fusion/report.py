@@ -20,15 +20,16 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from jaxgpt_tools.gpu.compile_plan import CAVEAT
 from jaxgpt_tools.common.artifacts import REPO_ROOT, repo_relative_paths
+from jaxgpt_tools.common.machine import cpu_flags, torch_threads
 from jaxgpt_tools.fusion.compile_only import FREEZING_ON_GPU, INDUCTOR_CPU_ABLATIONS, inductor_leg, xla_leg
 from jaxgpt_tools.fusion.xla import COMPILE_ONLY, MODES, PARTS, SHAPES, Timing
-from jaxgpt_tools.common.machine import cpu_flags, torch_threads
+from jaxgpt_tools.gpu.compile_plan import CAVEAT
 
 # Inductor settings every CPU program is compiled with that differ from Inductor's defaults (its
 # trace to read the output code; no cache, whose hits write no trace) and AOTAutograd's.
@@ -224,7 +225,8 @@ def record_key(record: dict[str, Any]) -> tuple:
 
 def write_outputs(study: dict[str, Any], *, docs_dir: Path, artifacts_dir: Path, command: str, plot: bool = True) -> Path:
     """artifacts/fusion/ (curated programs, results.json, plots) and docs/FUSION.md."""
-    from jaxgpt_tools.fusion import artifacts as fusion_artifacts, docs as fusion_docs
+    from jaxgpt_tools.fusion import artifacts as fusion_artifacts
+    from jaxgpt_tools.fusion import docs as fusion_docs
 
     study = fusion_artifacts.curate(study, artifacts_dir, command)
     if plot:

@@ -17,8 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from jaxgpt_tools.common.hlo import parse_module, shape_bytes
 from jaxgpt_tools.common.artifacts import REPO_ROOT
+from jaxgpt_tools.common.hlo import parse_module, shape_bytes
 
 # Powers of two from 256 to the record's 65,536, and the multiples of 128 either side of where the
 # rule puts the switch for 32 and 64 MiB (10,538 and 21,461 at D 768).

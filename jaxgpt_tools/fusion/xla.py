@@ -26,14 +26,15 @@ import os
 import re
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
-from jaxgpt_tools.fusion.artifacts import stored
-from jaxgpt_tools.common.hlo import hlo_counts, kernel_table, kernels, parse_module
 from jaxgpt_tools.common.artifacts import repo_relative_paths
+from jaxgpt_tools.common.hlo import hlo_counts, kernel_table, kernels, parse_module
 from jaxgpt_tools.common.timing import timed
+from jaxgpt_tools.fusion.artifacts import stored
 
 PARTS = ("qkv", "block")
 MODES = ("fwd", "fwdbwd")
@@ -250,7 +251,8 @@ def compile_program(part: str, mode: str, layout: str, shape: Shape, *, device: 
     with compiled_kernels() if device is not None else contextlib.nullcontext():
         fn, args, concrete, backend = build_program(part, mode, layout, shape)
         if device is not None:
-            from jax.sharding import NamedSharding, PartitionSpec as P
+            from jax.sharding import NamedSharding
+            from jax.sharding import PartitionSpec as P
 
             from jaxgpt_tools.gpu import compile_plan as gpu_plan
 

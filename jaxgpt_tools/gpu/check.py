@@ -33,16 +33,17 @@ import statistics
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from jaxgpt_tools.reports import plot_runs
 from jaxgpt_tools import upstream_record
 from jaxgpt_tools.common.artifacts import REPO_ROOT, repo_relative_paths
 from jaxgpt_tools.common.log import logger
 from jaxgpt_tools.common.machine import describe
 from jaxgpt_tools.common.subprocesses import Launch, log_tail, run_streamed
+from jaxgpt_tools.reports import plot_runs
 
 STEP_LINE = re.compile(r"^step:(\d+)/(\d+) train_time:(\d+)ms")
 VAL_LINE = re.compile(r"^step:(\d+)/(\d+) val_loss:([0-9.naninf]+)")
@@ -131,8 +132,8 @@ def parity(sizes: Sizes, val_glob: str) -> dict[str, Any]:
     import torch
 
     from jaxgpt import config as cfg
-    from jaxgpt.run import convert
     from jaxgpt.data import read_shard
+    from jaxgpt.run import convert
     from jaxgpt_tools.parity import compare_checkpoint as compare
     from torch_ref import model as torch_model
 

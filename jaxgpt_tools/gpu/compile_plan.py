@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jaxgpt_tools.common import hlo as hlo_lib
 from jaxgpt.kernels.flash_attention import compiled_kernels
 from jaxgpt.muon import Collective
+from jaxgpt_tools.common import hlo as hlo_lib
 
 DEVICES_DIR = Path(__file__).parent / "devices"
 CAVEAT = "compiled without a GPU, no autotuning"
@@ -135,7 +135,8 @@ def plan_train_step(preset: Any, device: str = "h100", num_devices: int = 1,
     import jax
     import jax.numpy as jnp
     from flax import nnx
-    from jax.sharding import NamedSharding, PartitionSpec as P
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     from jaxgpt import model as model_lib
     from jaxgpt import params as params_lib
@@ -188,10 +189,10 @@ def plan_part(preset: Any, part: str, device: str = "h100", compiler_options: di
     from jax.sharding import SingleDeviceSharding
 
     from jaxgpt import attention as attention_lib
-    from jaxgpt import masks
-    from jaxgpt import model as model_lib
     from jaxgpt import layers as layers_lib
     from jaxgpt import loss as loss_lib
+    from jaxgpt import masks
+    from jaxgpt import model as model_lib
     from jaxgpt import rotary as rotary_lib
     from jaxgpt import train as train_lib
 

@@ -36,14 +36,16 @@ import subprocess
 import sys
 import tarfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from jaxgpt_tools.gpu import check as gpu_check, trace_kernels
 from jaxgpt_tools import upstream_record
 from jaxgpt_tools.common.artifacts import REPO_ROOT, repo_relative_paths
 from jaxgpt_tools.common.subprocesses import Launch, log_tail, run_streamed
+from jaxgpt_tools.gpu import check as gpu_check
+from jaxgpt_tools.gpu import trace_kernels
 
 # What comes back from the device tool: these names, flat, and nothing else (8 at most).
 SUMMARY_JSON, SUMMARY_MD, ARCHIVE = "summary.json", "summary.md", "rest.tar.gz"

@@ -22,9 +22,10 @@ import shutil
 import subprocess
 import sys
 import traceback
+from collections.abc import Callable
 from glob import glob
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from jaxgpt_tools import upstream_record
 

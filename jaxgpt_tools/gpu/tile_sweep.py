@@ -20,8 +20,9 @@ from __future__ import annotations
 import itertools
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 KERNELS = ("forward", "dq", "dkdv")
 IMPLEMENTATIONS = ("pallas", "mosaic")
@@ -60,9 +61,9 @@ def sweep(*, kernels: list[str], windows: list[int], seq_len: int, repeats: int,
 
     from jaxgpt import masks
     from jaxgpt.kernels.flash_attention import compiled_kernels
-    from jaxgpt_tools.gpu import compile_plan as gpu_plan
     from jaxgpt_tools.bench.attention_gpu import document_tokens
     from jaxgpt_tools.common.timing import time_calls
+    from jaxgpt_tools.gpu import compile_plan as gpu_plan
 
     launch_type, tiles_type, attend = _kernel_api(implementation)
     shape = (1, seq_len, 6, 128)

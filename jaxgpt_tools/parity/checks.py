@@ -17,13 +17,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from jaxgpt.config import NSDType
-
 import numpy as np
 
+from jaxgpt.config import NSDType
 from jaxgpt_tools.common.machine import cpu_flags, torch_threads
-from jaxgpt_tools.parity.measures import (NS_SHAPES, Result, gradient_gaps, lineage_model_config, perturb_parameters,
-                                          rel_norm, torch_forward, torch_model_config, torch_preset)
+from jaxgpt_tools.parity.measures import (
+    NS_SHAPES,
+    Result,
+    gradient_gaps,
+    lineage_model_config,
+    perturb_parameters,
+    rel_norm,
+    torch_forward,
+    torch_model_config,
+    torch_preset,
+)
 
 
 def has_native_bf16() -> bool:
@@ -181,10 +189,10 @@ def check_record_shape_fp32() -> Result:
     import torch
     from flax import nnx
 
-    from jaxgpt.run import convert
     from jaxgpt import model as jax_model
     from jaxgpt import params as params_lib
     from jaxgpt.config import get_preset, replace
+    from jaxgpt.run import convert
     from jaxgpt.testing import document_layout
     from torch_ref import train as torch_train
 
@@ -499,9 +507,9 @@ def _lineage_pair(config):
     import torch
     from flax import nnx
 
-    from jaxgpt.run import convert
     from jaxgpt import model as jax_model
     from jaxgpt import params as params_lib
+    from jaxgpt.run import convert
     from torch_ref import model as torch_model
 
     torch.manual_seed(0)

@@ -34,7 +34,6 @@ import numpy as np
 
 from jaxgpt.config import BLOCK_SIZE
 
-
 RECORD_VAL_SEQ_LEN = 65536  # tokens of one validation sequence per rank in the record
 
 
@@ -100,8 +99,8 @@ class TorchModel:
 
     def __init__(self, state_dict: dict, config, window: int, device: str = "cpu") -> None:
         from torch_ref import model as torch_model
-
         from torch_ref.run import convert as torch_convert
+
         self.window = window
         self.gpt = torch_model.GPT.from_config(config, fp8_head=False)
         torch_model.apply_dtype_policy(self.gpt, config.dtype_policy)
@@ -132,8 +131,8 @@ class JaxModel:
     def __init__(self, state_dict: dict, config, window: int) -> None:
         from flax import nnx
 
-        from jaxgpt.run import convert
         from jaxgpt import model as jax_model
+        from jaxgpt.run import convert
 
         self.model = jax_model.GPT(config, rngs=nnx.Rngs(0))
         convert.load_params(self.model, convert.torch_state_dict_to_params(state_dict, config))
@@ -209,8 +208,8 @@ def compare(checkpoint: Path, tokens_path: Path, *, window_blocks: int | None = 
     record's model with the dims of the checkpoint.
     Raises ValueError (bad input) or FileNotFoundError naming the problem, before any model runs."""
     from jaxgpt import config as cfg
-    from jaxgpt.run import convert
     from jaxgpt.data import read_shard
+    from jaxgpt.run import convert
 
     base = cfg.get_preset(preset or "record")
     window, window_cap = model_window(base.model.attention_mask, window_blocks, window_tokens)

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from jaxgpt_tools.parity import record_code as rc
 from jaxgpt_tools.common.machine import torch_threads
+from jaxgpt_tools.parity import record_code as rc
 
 EOT = 999
 LAYERS = {"untie-embed": 4, "shortcuts": 4, "unet-value-embeds": 4, "softcap": 12, "record": 12}
@@ -106,8 +106,8 @@ def record_batch(name: str, inputs: np.ndarray, targets: np.ndarray) -> tuple[np
 def torch_ref_model(name: str, state: dict):
     """torch_ref's GPT of the preset (fp32, SDPA, eval mode) holding `state` (record names)."""
     from torch_ref import model as torch_model
-
     from torch_ref.run import convert as torch_convert
+
     gpt = torch_model.GPT.from_config(model_config(name), attention="sdpa", fp8_head=False)
     torch_convert.load_record_state_dict(gpt, state)
     return gpt.eval()
@@ -131,8 +131,8 @@ def jax_loss_logits_grads(name: str):
     import jax
     from flax import nnx
 
-    from jaxgpt import model as jax_model
     from jaxgpt import loss as loss_lib
+    from jaxgpt import model as jax_model
     from jaxgpt import params as params_lib
 
     config = model_config(name)

@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 
 from jaxgpt.config import NSDType
-
 from jaxgpt_tools.parity import checks
 
 

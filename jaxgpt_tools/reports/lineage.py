@@ -22,9 +22,10 @@ import re
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from jaxgpt_tools.common import child
 from jaxgpt_tools.common.artifacts import REPO_ROOT, generated_header, repo_relative_paths

@@ -25,8 +25,8 @@ import torch.distributed as dist
 from torch import nn
 
 import torch_ref.config as cfg
-from torch_ref.run.cli import RunOptions
 from torch_ref.muon import Muon
+from torch_ref.run.cli import RunOptions
 from torch_ref.run.convert import read_checkpoint, strip_compile_prefix
 from torch_ref.run.saved_state import RESTORE_ERRORS
 

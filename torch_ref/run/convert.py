@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 import re
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 from torch import Tensor, nn

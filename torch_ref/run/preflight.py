@@ -22,10 +22,10 @@ import torch
 from torch import Tensor
 
 import torch_ref.config as cfg
+from torch_ref.data import batches_available, check_holds_one_batch, list_shards, read_shard, read_shard_header
 from torch_ref.run import checkpoint as ckpt
 from torch_ref.run import convert, profiling
 from torch_ref.run.cli import RunOptions, torchrun_world_size
-from torch_ref.data import batches_available, check_holds_one_batch, list_shards, read_shard, read_shard_header
 from torch_ref.run.convert import check_record_shapes, model_config_from_state_dict
 from torch_ref.run.runlog import log_directory
 from torch_ref.run.saved_state import resume_problem
