@@ -63,8 +63,8 @@ def one_document(input_ids: jax.Array, eot_id: int) -> jax.Array:
     return jnp.zeros(input_ids.shape, jnp.int32)
 
 
-DOCUMENT_IDS: dict[str, Callable[[jax.Array, int], jax.Array]] = {"document_blocks": masks.document_ids, "document_tokens": masks.document_ids,
-                "causal": one_document}
+DOCUMENT_IDS: dict[str, Callable[[jax.Array, int], jax.Array]] = {
+    "document_blocks": masks.document_ids, "document_tokens": masks.document_ids, "causal": one_document}
 
 # ---------------------------------------------------------------------------------------------
 # Value mixing. `first_value(attn, h, v_first) -> v_first`: #9's layer-0 raw value (B, T, H, Dh),

@@ -141,7 +141,7 @@ class CausalSelfAttention(nnx.Module):
         """The raw value projection (B, T, H, Dh) in the matmul dtype (#9's v_first in layer 0):
         the same op as `project`'s value matmul in the separate layout, which XLA merges with it."""
         config = self.config
-        batch, seq, dim = h_BTD.shape
+        batch, seq, _ = h_BTD.shape
         weight = self.qkv_w[...][2] if config.qkv_layout == "merged" else self.v_w[...]
         return linear(h_BTD.astype(compute_dtype(config)), weight).reshape(batch, seq, config.num_heads, config.head_dim)
 

@@ -250,8 +250,10 @@ def initial_state(start: preflight.RunStart, options: RunOptions) -> tuple[cfg.P
     return preset, compiled, params, opt_state
 
 
-def train(preset: cfg.Preset, options: RunOptions = RunOptions()) -> RunResult:
-    """Run (or resume) training as configured; returns the losses and final parameters."""
+def train(preset: cfg.Preset, options: RunOptions | None = None) -> RunResult:
+    """Run (or resume) training as configured (`options` None: the defaults); returns the losses
+    and final parameters."""
+    options = RunOptions() if options is None else options
     start = preflight.start_run(preset, options)
     with start.lock:  # the run's folders are its own until it returns or raises (jaxgpt.run.lock)
         return train_from(start, options)

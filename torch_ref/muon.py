@@ -190,5 +190,5 @@ def _apply_gathered(pending: tuple[dist.Work, list[Tensor]] | None, gathered: Te
     handle, chunk = pending
     handle.wait()
     slots = gathered.view(-1, chunk[0].numel())
-    for p, update in zip(chunk, slots):
+    for p, update in zip(chunk, slots, strict=False):  # the last chunk may be shorter: placeholder slots
         p.add_(update.view_as(p), alpha=-lr * update_scale(p.shape))

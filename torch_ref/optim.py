@@ -109,7 +109,7 @@ def optimizer_step(model: nn.Module, optimizers: tuple[torch.optim.Optimizer, Mu
     Muon's momentum for this step, every optimizer then its LR scheduler, gradients set to None.
     `optimizers` is build_optimizers' (adam, muon) pair; `schedulers` build_lr_schedulers' list."""
     set_muon_momentum(optimizers[1], step, optim_config)
-    for opt, sched in zip(optimizers, schedulers):
+    for opt, sched in zip(optimizers, schedulers, strict=True):
         opt.step()
         sched.step()
     model.zero_grad(set_to_none=True)

@@ -102,7 +102,7 @@ def forward_backward(model: nn.Module, inputs: Tensor, targets: Tensor, seq_len:
     Returns the mean loss as a detached fp32 scalar (no host sync, as the record's loop)."""
     num_seqs = inputs.numel() // seq_len
     total = torch.zeros((), device=inputs.device)
-    for input_seq, target_seq in zip(inputs.split(seq_len), targets.split(seq_len)):
+    for input_seq, target_seq in zip(inputs.split(seq_len), targets.split(seq_len), strict=True):
         loss = model(input_seq, target_seq, window)
         (loss / num_seqs).backward()
         total += loss.detach()

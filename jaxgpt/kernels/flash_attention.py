@@ -157,7 +157,7 @@ def _forward_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, qdoc_re
 
     def visit(masked):
         def step(start, carry):
-            m, l, acc = carry
+            m, row_sum, acc = carry
             _, v, s = _key_tile(q, q_pos, q_doc, k_ref, v_ref, kdoc_ref, start, block_k, scale, masked)
             m_new = jnp.maximum(m, jnp.max(s, axis=1))
             # A row that has seen only masked keys keeps m = -inf: shift by 0 so exp gives 0, not NaN.
@@ -165,7 +165,7 @@ def _forward_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, qdoc_re
             alpha = jnp.exp(m - shift)
             p = jnp.exp(s - shift[:, None])
             pv = jnp.dot(p.astype(v.dtype), v, preferred_element_type=jnp.float32)
-            return m_new, alpha * l + jnp.sum(p, axis=1), alpha[:, None] * acc + pv
+            return m_new, alpha * row_sum + jnp.sum(p, axis=1), alpha[:, None] * acc + pv
 
         return step
 
@@ -173,9 +173,9 @@ def _forward_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, qdoc_re
              jnp.zeros((block_q, v_ref.shape[-1]), jnp.float32))
     tiles = mask_block // block_k
     carry = _walk(pc_ref, pi_ref, row, tiles, block_k, mask_block, visit(True), carry)
-    m, l, acc = _walk(fc_ref, fi_ref, row, tiles, block_k, mask_block, visit(False), carry)
-    o_ref[...] = (acc / l[:, None]).astype(o_ref.dtype)  # every query sees itself: l > 0
-    lse_ref[...] = m + jnp.log(l)
+    m, row_sum, acc = _walk(fc_ref, fi_ref, row, tiles, block_k, mask_block, visit(False), carry)
+    o_ref[...] = (acc / row_sum[:, None]).astype(o_ref.dtype)  # every query sees itself: row_sum > 0
+    lse_ref[...] = m + jnp.log(row_sum)
 
 
 def _dq_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, qdoc_ref, kdoc_ref,

@@ -263,7 +263,7 @@ def _forward_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, start_r
         doc_start = ops.load_rows(start_tile)
 
         def step(masked, i, carry):
-            acc, m, l = carry
+            acc, m, row_sum = carry
             slot = lax.rem(i, launch.stages)
             plgpu.barrier_wait(k_ready.at[slot])
             s = ops.mma(None, q_tile, k_smem.at[slot], transpose_b=True)
@@ -274,19 +274,19 @@ def _forward_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, start_r
             shift = jnp.maximum(m_new, NO_KEYS_YET)
             alpha = jnp.exp2(m - shift)
             p = jnp.exp2(s * c - lax.broadcast_in_dim(shift, shape, [0]))
-            l = l * alpha + p.sum(axis=1)
+            row_sum = row_sum * alpha + p.sum(axis=1)
             acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
             plgpu.barrier_wait(v_ready.at[slot])
             acc = ops.mma(acc, p.astype(v_ref.dtype), v_smem.at[slot])
             ops.release(v_free.at[slot], loaded=False)
-            return acc, m_new, l
+            return acc, m_new, row_sum
 
         carry = (ops.zeros((WARPGROUP_ROWS, v_ref.shape[-1])), ops.row_vector(-jnp.inf, WARPGROUP_ROWS),
                  ops.row_vector(0.0, WARPGROUP_ROWS))
-        acc, m, l = _consume(walk, step, carry)
-        # Every query sees itself, so l > 0. Q's buffer is free once the last QK^T has been read.
-        q_tile[...] = (acc / lax.broadcast_in_dim(l, acc.shape, [0])).astype(o_ref.dtype)
-        lse_tile[...] = m + jnp.log(l) * LOG2E
+        acc, m, row_sum = _consume(walk, step, carry)
+        # Every query sees itself, so row_sum > 0. Q's buffer is free once the last QK^T has been read.
+        q_tile[...] = (acc / lax.broadcast_in_dim(row_sum, acc.shape, [0])).astype(o_ref.dtype)
+        lse_tile[...] = m + jnp.log(row_sum) * LOG2E
         _store_own([(q_tile, o_ref.at[batch, rows, head]), (lse_tile, lse_ref.at[batch, head, rows])])
 
     streams = [_token_stream(k_ref, batch, head, launch.step, k_smem, k_ready, k_free),

@@ -198,11 +198,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--preset", choices=sorted(cfg.PRESETS), default="record",
                         help="starting config (default: record, alias sub3min); the lineage: "
                         + ", ".join(f"{name} (#{number} {record})" for name, (number, record, _) in cfg.LINEAGE_PRESETS.items()))
-    parser.add_argument("--init-from", metavar="CKPT.pt", help="start from this record-format torch checkpoint {'model': state_dict}; model dims are inferred from it")
-    parser.add_argument("--resume", metavar="DIR", help="continue the run whose checkpoints are in DIR (same config required); new checkpoints go there too")
+    parser.add_argument("--init-from", metavar="CKPT.pt",
+                        help="start from this record-format torch checkpoint {'model': state_dict}; model dims are inferred from it")
+    parser.add_argument("--resume", metavar="DIR",
+                        help="continue the run whose checkpoints are in DIR (same config required); new checkpoints go there too")
     parser.add_argument("--export-torch", metavar="PATH", help="after training, write the params as a record-format torch checkpoint")
     parser.add_argument("--save-checkpoint", action="store_true", help="save the final state even when --checkpoint-every is 0")
-    parser.add_argument("--head-dim", type=int, help="with --init-from: head width used to infer the number of heads (default: the preset's)")
+    parser.add_argument("--head-dim", type=int,
+                        help="with --init-from: head width used to infer the number of heads (default: the preset's)")
     parser.add_argument("--run-id", type=names.argparse_name("--run-id"), metavar="NAME",
                         help="name of this run's log files and checkpoint folder, a plain name (default: a random uuid)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (it is only shown on a terminal anyway)")

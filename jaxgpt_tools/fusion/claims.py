@@ -400,7 +400,8 @@ def _cpu_run_text(run: dict[str, Any], mine: list[dict[str, Any]]) -> str:
             f"{env.get('commit', 'unknown')} with {versions}, on {env.get('cpu_model', 'an unnamed CPU')} "
             f"({env.get('cpu_count')} cores; vector ISA {' '.join(env.get('isa', [])) or 'unknown'}; torch's CPU capability "
             f"{flags.get('torch_cpu_capability', 'unknown')}); non-default compiler settings: XLA_FLAGS "
-            f"`{flags.get('XLA_FLAGS') or '(unset)'}` (JAX_PLATFORMS `{flags.get('JAX_PLATFORMS') or '(unset)'}`), Inductor and AOTAutograd "
+            f"`{flags.get('XLA_FLAGS') or '(unset)'}` (JAX_PLATFORMS `{flags.get('JAX_PLATFORMS') or '(unset)'}`), "
+            "Inductor and AOTAutograd "
             + ", ".join(f"`{k}={v}`" for k, v in flags.get("inductor_cpu", {}).items()))
     times = [r["time"] for r in mine if r.get("time")]
     if not times:
@@ -503,7 +504,7 @@ def gap_claims(records: list[dict[str, Any]], part: str) -> list[Claim]:
             if device not in largest or seq > largest[device][0]:
                 largest[device] = (seq, shape, found)
     made = []
-    for device, (_, shape, found) in sorted(largest.items()):
+    for device, (_, _, found) in sorted(largest.items()):
         xla, ind = found["xla"], found["inductor"]
         ratio = ind["time"]["median_ms"] / xla["time"]["median_ms"]
         (xla_top, xla_share), (ind_top, ind_share) = _top(xla), _top(ind)

@@ -28,8 +28,9 @@ XLA_ABLATIONS = {"dot_merger_256": {DOT_MERGER_FLAG: 256}}
 # is_linear_node_can_be_fused): tried on the path as it is, (1, T, D), and flattened to (T, D).
 BATCH_LINEAR = {"pre_grad_fusion_options": {"batch_linear_lhs": {"min_fuse_set_size": 3}}}
 # variant: (Inductor config, flattened input, modes)
-INDUCTOR_GPU_ABLATIONS: dict[str, tuple[dict[str, Any], bool, tuple[str, ...]]] = {"batch_linear_lhs": (BATCH_LINEAR, False, ("fwd", "fwdbwd")),
-                          "batch_linear_lhs_2d": (BATCH_LINEAR, True, ("fwd", "fwdbwd"))}
+INDUCTOR_GPU_ABLATIONS: dict[str, tuple[dict[str, Any], bool, tuple[str, ...]]] = {
+    "batch_linear_lhs": (BATCH_LINEAR, False, ("fwd", "fwdbwd")),
+    "batch_linear_lhs_2d": (BATCH_LINEAR, True, ("fwd", "fwdbwd"))}
 # On the CPU also the concat-linear pattern of freezing (inference only): it folds the frozen
 # weights' concatenation, i.e. runs on the parameters' values, which a compile-only H100 does not
 # have: on the H100 it needs a GPU.
@@ -64,8 +65,8 @@ def run_child(python: str, leg: str, out: Path, *, args: list[str], timeout_s: f
 
 def versions(python: str, packages: tuple[str, ...]) -> dict[str, str]:
     """The versions of `packages` installed in another venv (those it has)."""
-    code = ("import importlib.metadata as m, json; out = {}\nfor p in %r:\n try: out[p] = m.version(p)\n"
-            " except m.PackageNotFoundError: pass\nprint(json.dumps(out))") % (packages,)
+    code = (f"import importlib.metadata as m, json; out = {{}}\nfor p in {packages!r}:\n try: out[p] = m.version(p)\n"
+            " except m.PackageNotFoundError: pass\nprint(json.dumps(out))")
     done = subprocess.run([python, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT)
     return json.loads(done.stdout) if done.returncode == 0 else {}
 

@@ -40,7 +40,7 @@ def xla_check(model_dim: int, num_heads: int, seq_len: int) -> dict[str, Any]:
         cos, sin = rotary_lib.rotary_tables(config.head_dim, seq_len)
         rotary = (jnp.asarray(cos), jnp.asarray(sin))
         outputs.append(jax.jit(lambda a, x, e: a.project(x, e, rotary))(attn, h, ve))
-    diff = max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(*outputs))
+    diff = max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(*outputs, strict=True))
     return _verdict(diff, max(float(jnp.max(jnp.abs(a))) for a in outputs[0]))
 
 
@@ -67,7 +67,7 @@ def inductor_check(model_dim: int, num_heads: int, seq_len: int) -> dict[str, An
     torch._dynamo.reset()
     with torch.no_grad():
         outs = [torch.compile(attn.project)(h, ve) for attn in (merged.attn, separate.attn)]
-    diff = max(float((a - b).abs().max()) for a, b in zip(*outs))
+    diff = max(float((a - b).abs().max()) for a, b in zip(*outs, strict=True))
     return _verdict(diff, max(float(a.abs().max()) for a in outs[0]))
 
 

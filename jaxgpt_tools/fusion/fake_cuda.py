@@ -84,7 +84,7 @@ def torch_cuda_version() -> str | None:
     spec = importlib.util.find_spec("torch")
     if spec is None or not spec.submodule_search_locations:
         return None
-    text = (Path(list(spec.submodule_search_locations)[0]) / "version.py").read_text()
+    text = (Path(next(iter(spec.submodule_search_locations))) / "version.py").read_text()
     found = re.search(r"^cuda(?:: [^=]+)? = '([^']+)'", text, re.MULTILINE)
     return found.group(1) if found else None
 

@@ -188,7 +188,8 @@ def _launch(line: str, sources: dict[str, str], moved) -> dict[str, Any] | None:
         gemm = bool(re.search(r"\.(mm|bmm|addmm|matmul|linear|_linear_pointwise)\b", name))
     elif target in sources:
         kind, name = _kernel_kind(target, sources[target]), target
-        roles_of = list(zip(positional, _pointer_roles(sources[target])))
+        # not strict: a Triton kernel's trailing constexpr parameters (XBLOCK...) take no argument
+        roles_of = list(zip(positional, _pointer_roles(sources[target]), strict=False))
         reads = [a for a, role in roles_of if role in ("read", "both")]
         writes = [a for a, role in roles_of if role in ("written", "both")]
         gemm = kind == "template"

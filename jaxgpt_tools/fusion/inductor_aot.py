@@ -71,7 +71,7 @@ def compile_program(part: str, mode: str, layout: str, shape: Shape, *, out_dir:
         raise ValueError("compile-only Inductor programs: the QKV path only (the block's flex attention builds its "
                          "BlockMask by running kernels on the device)")
     name = program_name(part, mode, layout, shape, variant)
-    fn, module, inputs = build_module(part, layout, shape, "cpu", flat)
+    fn, _, inputs = build_module(part, layout, shape, "cpu", flat)
     if mode == "fwdbwd":
         inputs = tuple(x.requires_grad_(True) for x in inputs)
     gm, example = capture_graph(fn, inputs, mode)

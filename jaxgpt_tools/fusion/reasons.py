@@ -314,7 +314,8 @@ def inductor_reasons(records: list[dict[str, Any]], device: str) -> list[Claim]:
         return [k for k in record["kernel_table"] if k["kind"] not in ("extern", "fallback") and kernel_stages(record, k)]
 
     casts = {r["layout"]: weight_casts(r) for r in (merged, separate)}
-    shared = {layout: [k for k in found if kernel_stages(r, k)] for (layout, found), r in zip(casts.items(), (merged, separate))}
+    shared = {layout: [k for k in found if kernel_stages(r, k)]
+              for (layout, found), r in zip(casts.items(), (merged, separate), strict=True)}
     text = (f"{label('inductor', device)} leaves every GEMM to {extern} ({len(_gemm_rows(merged))} merged, "
             f"{len(_gemm_rows(separate))} separate, at {_shape(separate)} forward), so nothing is fused into a GEMM "
             f"({template}); it casts the fp32 weights to bf16 in {_count(len(casts['merged']), 'kernel')} merged "
@@ -421,7 +422,7 @@ def wgrad_bytes(dots: list[dict[str, Any]], seq_len: int, dim: int) -> list[floa
     partials per split instead)."""
     out: list[float] = []
     for d in dots:
-        dtype, count = elements(d["result"])
+        _, count = elements(d["result"])
         operand_counts = [elements(t)[1] for t in d["operands"]]
         if count % (dim * dim) == 0 and operand_counts == [seq_len * dim] * 2:
             out.append(2 * dim * dim + sum(2 * n for n in operand_counts))
@@ -447,7 +448,8 @@ def sweep_backward(sweep: list[dict[str, Any]]) -> list[Claim]:
             f"{min(r['gemm_kernels'] for r in bwd)} up to T {last:,} and leaves all {unmerged[first]['gemm_kernels'] if first else 0} "
             f"from T {first:,}: the three weight-gradient dots share h too and merge into one by the same rule, each "
             f"weighing its two bf16 (T, D) operands and its bf16 (D, D) result, "
-            + (f"{_mb(weights[last][0])} at T {last:,} and {_mb(weights[first][0])} at T {first:,}" if weights.get(last) and weights.get(first) else "")
+            + (f"{_mb(weights[last][0])} at T {last:,} and {_mb(weights[first][0])} at T {first:,}"
+               if weights.get(last) and weights.get(first) else "")
             + f" (the threshold: {guess[0]} MiB); the three input-gradient dots share no operand and stay apart.")
 
     def check(bwd=bwd, weights=weights, mb=guess[0]):

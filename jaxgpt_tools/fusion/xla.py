@@ -114,7 +114,7 @@ def measure(runs: list[Callable[[], Any]], timing: Timing) -> list[dict[str, Any
     repeats = max(timing.min_repeats, min(timing.max_repeats, math.ceil(timing.target_s / max(probe, 1e-6))))
     runs_ms: list[list[float]] = [[] for _ in runs]
     for _ in range(repeats):
-        for run, times in zip(runs, runs_ms):
+        for run, times in zip(runs, runs_ms, strict=True):
             times.append(1e3 * timed(run)[0])
     load_after = os.getloadavg()[0]
     out = []
@@ -134,7 +134,7 @@ def kernel_rows(hlo: str) -> list[dict[str, Any]]:
     shapes = module.shapes()
     bare = lambda shape: re.sub(r"\{[^}]*\}", "", shape)  # noqa: E731
     rows = kernel_table(hlo)
-    for row, (_, inst, _) in zip(rows, kernels(module)):
+    for row, (_, inst, _) in zip(rows, kernels(module), strict=True):
         row["operands"] = [bare(shapes.get(name, "")) for name in dict.fromkeys(inst.operands)]
         row["result"] = bare(inst.shape)
     return rows
@@ -308,7 +308,7 @@ def run_programs(compile_one: Callable[..., Compiled], shapes: list[Shape], *, t
                 pair = [compile_one(part, mode, layout, shape) for layout in layouts]
                 runs = [c.run for c in pair if c.run is not None]
                 if timing is not None and len(runs) == len(pair):
-                    for compiled, measured in zip(pair, measure(runs, timing)):
+                    for compiled, measured in zip(pair, measure(runs, timing), strict=True):
                         compiled.record["time"] = measured
                 for compiled in pair:
                     record = compiled.record

@@ -171,7 +171,7 @@ def agreement(tokens, backend: str, reference: str, window: int) -> dict[str, fl
     got, want = outputs(backend), outputs(reference)
     names = ("out", "dq", "dk", "dv")
     return {name: float(jnp.linalg.norm((a - b).astype(jnp.float32)) / jnp.linalg.norm(b.astype(jnp.float32)))
-            for name, a, b in zip(names, got, want)}
+            for name, a, b in zip(names, got, want, strict=True)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -605,7 +605,7 @@ def _device_gradients(loaded: LoadedRecord, model, inputs, targets, window) -> t
     import torch
 
     model.zero_grad(set_to_none=True)
-    chunks = [(inputs, targets)] if loaded.name in ROWS else list(zip(inputs, targets))
+    chunks = [(inputs, targets)] if loaded.name in ROWS else list(zip(inputs, targets, strict=True))
     losses = []
     for chunk_inputs, chunk_targets in chunks:
         loss = _call(loaded.name, model, chunk_inputs, chunk_targets, window)
@@ -621,7 +621,7 @@ def _mean_loss(loaded: LoadedRecord, model, inputs, targets, window) -> float:
     import torch
 
     with torch.no_grad():
-        chunks = [(inputs, targets)] if loaded.name in ROWS else list(zip(inputs, targets))
+        chunks = [(inputs, targets)] if loaded.name in ROWS else list(zip(inputs, targets, strict=True))
         return sum(float(_call(loaded.name, model, x, y, window)) for x, y in chunks) / len(chunks)
 
 

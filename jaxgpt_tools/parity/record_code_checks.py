@@ -313,7 +313,7 @@ def torch_ref_run(name: str) -> rc.Trajectory:
             losses.append(float(forward_backward(gpt, *flat, SEQ_LEN, windows[step])))
             torch_optim.optimizer_step(gpt, optimizers, schedulers, step, optim)
         with torch.no_grad():
-            final = [float(gpt(torch.from_numpy(x), torch.from_numpy(y).long(), windows[-1])) for x, y in zip(*batches[0])]
+            final = [float(gpt(torch.from_numpy(x), torch.from_numpy(y).long(), windows[-1])) for x, y in zip(*batches[0], strict=True)]
     params = {key: p.detach().float().numpy().copy() for key, p in gpt.named_parameters()}
     return rc.Trajectory(np.array([*losses, np.mean(final)]), params, windows)
 
@@ -339,7 +339,7 @@ def jaxgpt_run(name: str) -> rc.Trajectory:
         return optax.apply_updates(params, updates), opt_state
 
     def mean_loss_and_grads(inputs, targets, window):
-        outs = [run(params, jnp.asarray(x)[None], jnp.asarray(y)[None], jnp.int32(window)) for x, y in zip(inputs, targets)]
+        outs = [run(params, jnp.asarray(x)[None], jnp.asarray(y)[None], jnp.int32(window)) for x, y in zip(inputs, targets, strict=True)]
         grads = jax.tree.map(lambda *g: sum(g) / len(outs), *[out[2] for out in outs])
         return float(np.mean([float(out[0]) for out in outs])), grads
 

@@ -31,7 +31,7 @@ def write_plot(results: dict[str, Result], path: Path) -> None:
     fig, axes = plt.subplots(rows, columns, figsize=(5.5 * columns, 4 * rows), squeeze=False)
     for ax in axes.flat[len(runs):]:
         ax.set_visible(False)
-    for ax, (key, result) in zip(axes.flat, runs):
+    for ax, (_, result) in zip(axes.flat, runs, strict=False):  # the grid's spare cells are hidden above
         ax.plot(result.extra["torch"], "o-", label="torch_ref", markersize=4)
         ax.plot(result.extra["jax"], "x--", label="jaxgpt (2 devices)", markersize=5)
         ax.set(xlabel="step", ylabel="val loss")

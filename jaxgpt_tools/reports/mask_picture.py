@@ -49,7 +49,7 @@ def document_blocks(tokens: np.ndarray, *, block_size: int = BLOCK_SIZE, eot_id:
     doc_ids = np.cumsum(tokens == eot_id)
     starts = np.flatnonzero(np.diff(doc_ids, prepend=doc_ids[0] - 1))
     ends = np.append(starts[1:] - 1, len(tokens) - 1)
-    return [(int(start) // block_size, int(end) // block_size) for start, end in zip(starts, ends)]
+    return [(int(start) // block_size, int(end) // block_size) for start, end in zip(starts, ends, strict=True)]
 
 
 def mask_panels(tokens: np.ndarray, long_window_blocks: int, *, view_blocks: int | None = None,
@@ -82,7 +82,7 @@ def draw(panels: list[MaskPanel], out: Path, *, suptitle: str) -> Path:
 
     colors = ["#ffffff", "#f4a259", "#2a6f97"]  # not visited, partial, full
     figure, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 6.6), squeeze=False)
-    for axis, panel in zip(axes[0], panels):
+    for axis, panel in zip(axes[0], panels, strict=True):
         size = panel.grid.shape[0]
         axis.imshow(panel.grid, cmap=ListedColormap(colors), vmin=0, vmax=2, interpolation="nearest")
         for first, last in panel.documents:  # a document's own square on the diagonal

@@ -238,7 +238,7 @@ def load_optimizer_states(optimizers: tuple[torch.optim.Optimizer, ...], states:
     """Inverse of `optimizer_states`; each rank keeps Muon state only for the matrices it updates."""
     if len(states) != len(optimizers):
         raise ValueError(f"the checkpoint holds {len(states)} optimizer states, the run has {len(optimizers)}")
-    for opt, state in zip(optimizers, states):
+    for opt, state in zip(optimizers, states, strict=True):
         opt.load_state_dict(state)
         if isinstance(opt, Muon) and opt.world_size > 1:
             owned = {id(param) for _, param in _owned(opt)}

@@ -102,8 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available, else cpu")
     parser.add_argument("--devices", type=int, help="processes (one per device); default: torchrun's WORLD_SIZE, else 1")
     parser.add_argument("--seed", type=int, help="torch seed of the fresh init (the record has none); ignored with --init-from")
-    parser.add_argument("--init-from", metavar="CKPT.pt", help="start from a record-format checkpoint {'model': state_dict}; dims inferred from it")
-    parser.add_argument("--head-dim", type=int, help="with --init-from: heads = model_dim // head_dim (default: the preset's, 128 for record)")
+    parser.add_argument("--init-from", metavar="CKPT.pt",
+                        help="start from a record-format checkpoint {'model': state_dict}; dims inferred from it")
+    parser.add_argument("--head-dim", type=int,
+                        help="with --init-from: heads = model_dim // head_dim (default: the preset's, 128 for record)")
     parser.add_argument("--train-files", help="glob of training shards")
     parser.add_argument("--val-files", help="glob of validation shards")
     parser.add_argument("--steps", type=int, help="training steps; the LR cooldown and window warm-up follow it")
@@ -117,10 +119,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dtype", choices=cfg.DTYPE_POLICIES, help="record: bf16 + FP8 head; fp32: all fp32, plain head "
                         "(NS stays bf16); bf16_model (#15), autocast (#8/#9)")
     parser.add_argument("--out-dir", help="where logs/ and checkpoints/<run id>/ go (default: runs)")
-    parser.add_argument("--checkpoint-every", type=int, metavar="K", help="save <out-dir>/checkpoints/<run id>/<step>.pt every K steps and at the end (default 0: never)")
+    parser.add_argument("--checkpoint-every", type=int, metavar="K",
+                        help="save <out-dir>/checkpoints/<run id>/<step>.pt every K steps and at the end (default 0: never)")
     parser.add_argument("--keep-checkpoints", type=int, metavar="K", help="keep only the newest K step files (default 3)")
-    parser.add_argument("--resume", metavar="DIR|FILE", help="continue exactly from the newest checkpoint in DIR (new ones go there too) or from FILE; the config must be the same")
-    parser.add_argument("--save-checkpoint", metavar="PATH", help="after training (or on SIGINT/SIGTERM), save {'model', 'optimizers', 'step', ...} here; --resume PATH continues from it")
+    parser.add_argument("--resume", metavar="DIR|FILE",
+                        help="continue exactly from the newest checkpoint in DIR (new ones go there too) or from FILE; "
+                             "the config must be the same")
+    parser.add_argument("--save-checkpoint", metavar="PATH",
+                        help="after training (or on SIGINT/SIGTERM), save {'model', 'optimizers', 'step', ...} here; "
+                             "--resume PATH continues from it")
     parser.add_argument("--run-id", type=names.argparse_name("--run-id"), metavar="NAME",
                         help="names the log files and the checkpoint folder, a plain name (default: a random uuid)")
     parser.add_argument("--debug", action="store_true", help="on an error, show the full traceback instead of one line")

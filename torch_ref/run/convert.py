@@ -123,7 +123,7 @@ def to_qkv_layout(state_dict: Mapping[str, Tensor], layout: str) -> dict[str, Te
     for key, value in state_dict.items():
         prefix, _, name = key.rpartition(".")
         if name == "qkv_w" and layout == "separate":
-            out.update({f"{prefix}.{part}": w for part, w in zip(SEPARATE_QKV_NAMES, value.unbind(0))})
+            out.update({f"{prefix}.{part}": w for part, w in zip(SEPARATE_QKV_NAMES, value.unbind(0), strict=True)})
         elif name in SEPARATE_QKV_NAMES and layout == "merged":
             parts = [f"{prefix}.{part}" for part in SEPARATE_QKV_NAMES]
             if not all(part in state_dict for part in parts):

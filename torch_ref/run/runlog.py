@@ -182,7 +182,7 @@ class RunLog:
 def environment_lines(device: torch.device) -> list[str]:
     lines = [f"Running Python {sys.version}", f"Running PyTorch {torch.__version__} compiled for CUDA {torch.version.cuda}"]
     if device.type == "cuda":
-        smi = subprocess.run(["nvidia-smi"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        smi = subprocess.run(["nvidia-smi"], capture_output=True, text=True)
         lines.append(smi.stdout)
     else:
         lines.append(f"CPU run: {os.cpu_count()} cores visible, {torch.get_num_threads()} torch threads per process")
@@ -198,7 +198,7 @@ def write_train_metrics(log: RunLog, pending: list[tuple[int, Tensor, float, int
     losses = torch.stack([loss for _, loss, _, _ in pending])
     if world_size > 1:
         dist.all_reduce(losses, op=dist.ReduceOp.AVG)
-    for (step, _, train_time_ms, window), loss in zip(pending, losses.tolist()):
+    for (step, _, train_time_ms, window), loss in zip(pending, losses.tolist(), strict=True):
         log.metrics(kind="train", step=step + 1, train_loss=loss, train_time_ms=train_time_ms,
                     step_avg_ms=train_step_avg_ms(step, train_time_ms), window_blocks=window)
     pending.clear()
