@@ -25,9 +25,10 @@ Invariant), so it can leave a shard_map with out_specs P() under the default che
 Same HLO all-gather; its transpose is a dynamic slice instead of a reduce-scatter."""
 
 
-# jax 0.10 and 0.11 name it CompilerParams, older releases TritonCompilerParams. Without Triton
-# compiler params a GPU pallas_call is lowered through Mosaic GPU instead.
-_TritonParams = getattr(pallas_triton, "CompilerParams", None) or pallas_triton.TritonCompilerParams
+# jax 0.10 and 0.11 name it CompilerParams, older releases TritonCompilerParams (by getattr: the
+# jax that mypy checks against has no such attribute). Without Triton compiler params a GPU
+# pallas_call is lowered through Mosaic GPU instead.
+_TritonParams = getattr(pallas_triton, "CompilerParams", None) or getattr(pallas_triton, "TritonCompilerParams")  # noqa: B009
 
 
 def triton_params(num_warps: int, num_stages: int) -> Any:

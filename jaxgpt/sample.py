@@ -77,8 +77,8 @@ def choose_tokenizer(loaded: LoadedModel, name: str | None, shards_meta: str | N
     GPT-2 BPE. ValueError when the model's vocabulary cannot hold the tokenizer's ids."""
     if name is not None:
         chosen = tokenizer.tokenizer_for(name)
-    elif shards_meta is not None or loaded.shards_meta is not None:
-        chosen = tokenizer.tokenizer_from_meta(shards_meta or loaded.shards_meta)
+    elif (meta := shards_meta or loaded.shards_meta) is not None:
+        chosen = tokenizer.tokenizer_from_meta(meta)
     else:
         chosen = tokenizer.tokenizer_for(tokenizer.BPE_NAME)
     if loaded.config.vocab_size < cfg.GPT2_VOCAB_SIZE:
@@ -109,7 +109,8 @@ class Sampler:
             raise ValueError(f"--top-k must be >= 1, got {top_k}")
         model = convert.model_from_params(params, config)
         decode.init_cache(model, batch=1, max_len=max_len)
-        self.graphdef, self.params, self.cache = nnx.split(model, nnx.Param, nnx.Cache)
+        self.graphdef, self.params, *caches = nnx.split(model, nnx.Param, nnx.Cache)
+        (self.cache,) = caches  # two filters: the params, then the cache
         self.max_len, self.length = max_len, 0
         self.config, self.window = config, np.int32(window_blocks)
         self.temperature, self.top_k = temperature, top_k

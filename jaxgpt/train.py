@@ -70,6 +70,7 @@ def build_model(preset: cfg.Preset, options: RunOptions, *, num_devices: int = 1
         graph, params = params_lib.ModelGraph.split(model)
         return preset, graph, {name: np.asarray(value) for name, value in params.items()}
     preset, state_dict = convert.init_preset(preset, options.init_from, options.head_dim, state_dict)
+    assert state_dict is not None  # init_preset reads the --init-from file it is given
     loaded = convert.torch_state_dict_to_params(state_dict, preset.model)
     model = nnx.eval_shape(lambda: model_lib.GPT(device_model_config(preset, num_devices), rngs=nnx.Rngs(0)))
     graph, abstract = params_lib.ModelGraph.split(model)
@@ -237,6 +238,7 @@ def initial_state(start: preflight.RunStart, options: RunOptions) -> tuple[cfg.P
     preset, graph, host_params = build_model(start.preset, options, num_devices=len(start.devices),
                                              state_dict=start.init_state)
     if start.saved_meta is not None:  # refused before anything compiles
+        assert start.checkpointer is not None  # a resumed run saves into its --resume folder
         checkpoint.refuse_config_change(start.saved_meta, cfg.config_to_json(preset), start.checkpointer.directory)
     # Pallas's interpreters (the kernel backends on a CPU) cannot carry shard_map's varying-axes
     # types through their grid loops; the compiled GPU kernels can, and keep the check.
@@ -244,6 +246,7 @@ def initial_state(start: preflight.RunStart, options: RunOptions) -> tuple[cfg.P
     optimizer, compiled = prepare_steps(preset, Mesh(np.array(start.devices), (AXIS,)), graph, check_vma=not interpreted)
     params, opt_state = place_state(host_params, optimizer, compiled)
     if start.saved_meta is not None:
+        assert start.checkpointer is not None  # a resumed run saves into its --resume folder
         state, _ = start.checkpointer.restore({"params": params, "opt_state": opt_state}, config=None,
                                               step=start.step)
         params, opt_state = state["params"], state["opt_state"]
@@ -270,7 +273,9 @@ def train_from(start: preflight.RunStart, options: RunOptions) -> RunResult:
     log = runlog.RunLog(train_cfg.out_dir, start.run_id, total_steps=total_steps, start_step=start.step,
                         progress=options.progress, enabled=jax.process_index() == 0, tensorboard_dir=options.tensorboard)
     runlog.write_header(log, preset, options, start.devices, start.step)
-    val_losses, train_losses, clock = {}, {}, runlog.TrainClock()
+    val_losses: dict[int, float] = {}
+    train_losses: dict[int, float] = {}
+    clock = runlog.TrainClock()
     trace = profiling.StepTrace(options.profile, profiling.trace_folder(
         train_cfg.out_dir, start.run_id, jax.process_index(), jax.process_count()))
     # (step, loss, agreed stop flag, window) of steps dispatched, not yet logged
@@ -287,9 +292,9 @@ def train_from(start: preflight.RunStart, options: RunOptions) -> RunResult:
         while in_flight:
             step, loss, agreed, window = in_flight.pop(0)
             with watch.waiting():  # a lost process ends this one here rather than hang it
-                train_losses[step], agreed = float(loss), int(agreed)
+                train_losses[step], stop_flag = float(loss), int(agreed)
             log.train(step, train_losses[step], clock.elapsed_ms(), window)
-            stop.agree(agreed)
+            stop.agree(stop_flag)
             if not (options.allow_nonfinite_loss or math.isfinite(train_losses[step])):
                 raise runlog.nonfinite_loss("train", step + 1, total_steps, train_losses[step], where_to_resume())
 
@@ -298,6 +303,7 @@ def train_from(start: preflight.RunStart, options: RunOptions) -> RunResult:
         if not (options.allow_nonfinite_loss or bool(all_finite(state))):
             raise runlog.NonFiniteError(f"the state after step {step} holds NaN or infinite values although every loss "
                                         f"before it was finite; the run stopped without saving it. {where_to_resume()}")
+        assert checkpointer is not None  # called only when the run saves
         checkpointer.save(step, state, data_position=loader.position.to_dict(), config=cfg.config_to_json(preset))
 
     watch = peers.PeerWatch(directory)
@@ -318,8 +324,8 @@ def train_from(start: preflight.RunStart, options: RunOptions) -> RunResult:
                     if checkpointer is not None and step != start.step:
                         save(step)
                         checkpointer.close()
-                    on_disk = checkpointer is not None and step in checkpointer.all_steps()
-                    raise interrupt.interrupted(stop.agreed, step, runlog.shown_path(directory) if on_disk else None)
+                    on_disk = directory if checkpointer is not None and step in checkpointer.all_steps() else None
+                    raise interrupt.interrupted(stop.agreed, step, runlog.shown_path(on_disk) if on_disk is not None else None)
                 if step == log.clock_reset_step:
                     clock.reset()
                 window = np.int32(schedules.window_value(step, max(total_steps, 1), train_cfg.window_max_tokens,
@@ -354,6 +360,7 @@ def train_from(start: preflight.RunStart, options: RunOptions) -> RunResult:
                 if options.sync or trace.ends_after(step):
                     log_in_flight()
                 if trace.ends_after(step):
+                    assert options.profile is not None  # a trace ends only in --profile's window
                     log.write(f"profile of steps {options.profile[0]}..{options.profile[1]}: "
                               f"{runlog.shown_path(trace.stop())}")
     except BaseException as error:

@@ -139,6 +139,7 @@ def evaluate(model: nn.Module, train_cfg: cfg.TrainConfig, window: int | Tensor,
 def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: int = 1) -> RunResult:
     """One rank's whole run; torch.distributed must already be initialised when world_size > 1."""
     options = with_run_id(options)
+    assert options.run_id is not None  # with_run_id set it
     device = _rank_device(options.device, rank)
     control = _control_group(options.device, world_size)
     init_state = convert.load_checkpoint_state(options.init_from) if options.init_from else None
@@ -163,11 +164,13 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
         del resumed
     runlog.write_header(log, preset, options, device)
 
-    steps, val_losses, pending_metrics = train_cfg.steps, {}, []
+    steps = train_cfg.steps
+    val_losses: dict[int, float] = {}
+    pending_metrics: list[tuple[int, Tensor, float, int]] = []  # (step, loss, train_time_ms, window) not yet logged
     directory = ckpt.checkpoint_directory(preset, options)
     stream_args = (train_cfg.train_files, train_cfg.batch_tokens, rank, world_size)
-    stream_kwargs = dict(cycle=train_cfg.cycle_data, device=device, shard_switch=train_cfg.shard_switch,
-                         data_ranks=train_cfg.data_ranks)
+    stream_kwargs: dict[str, Any] = dict(cycle=train_cfg.cycle_data, device=device, shard_switch=train_cfg.shard_switch,
+                                         data_ranks=train_cfg.data_ranks)
     train_batches = distributed_data_generator(*stream_args, **stream_kwargs, position=position, batches=served)
     # #8/#9 fetch their first batch, then reset the loader: steps 0 and 1 both train on it.
     repeated = next(distributed_data_generator(*stream_args, **stream_kwargs)) \
@@ -176,8 +179,9 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
     def save(step: int, *, to_folder: bool, to_path: bool) -> list[Path]:
         """Write the state after `step` updates (every rank joins; rank 0 writes). A NaN or
         infinite state is never written (NonFiniteError), a failed write stops every rank."""
-        to_folder, to_path = to_folder and directory is not None, to_path and options.save_checkpoint is not None
-        if not (to_folder or to_path):
+        folder = directory if to_folder else None  # <step>.pt goes there
+        target = Path(options.save_checkpoint) if to_path and options.save_checkpoint is not None else None
+        if folder is None and target is None:
             return []
         if not (options.allow_nonfinite_loss or ckpt.state_is_finite(raw_model, optimizers, control)):
             raise runlog.NonFiniteError(f"the state after step {step} holds NaN or infinite values although every loss "
@@ -185,12 +189,12 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
                                         f"{ckpt.where_to_resume(directory)}")
         payload = ckpt.checkpoint_payload(raw_model, optimizers, schedulers, step, train_batches.position, preset, control,
                                           batches=train_batches.batches)
-        written, failure = [], None
+        written: list[Path] = []
+        failure = None
         if rank == 0:
             try:
-                written = [ckpt.save_step(directory, step, payload, train_cfg.keep_checkpoints)] if to_folder else []
-                if to_path:
-                    target = Path(options.save_checkpoint)
+                written = [ckpt.save_step(folder, step, payload, train_cfg.keep_checkpoints)] if folder is not None else []
+                if target is not None:
                     try:
                         written.append(ckpt.write_atomically(payload, target))
                     except (OSError, RuntimeError) as error:
@@ -198,9 +202,9 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
             except ckpt.CheckpointSaveError as error:
                 failure = error
         if not ckpt.all_saved(failure is None, control):  # every rank stops; rank 0 says why
-            raise failure or ckpt.CheckpointSaveError(
-                step, directory / f"{step}.pt" if to_folder else Path(options.save_checkpoint),
-                RuntimeError("rank 0 could not write it"))
+            unwritten = folder / f"{step}.pt" if folder is not None else target
+            assert unwritten is not None  # one of the two is set (returned above otherwise)
+            raise failure or ckpt.CheckpointSaveError(step, unwritten, RuntimeError("rank 0 could not write it"))
         return written
 
     clock = runlog.TrainClock(device)
@@ -256,6 +260,7 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
                 log.write(runlog.train_line(step, steps, train_time_ms), console=True)
                 pending_metrics.append((step, loss, train_time_ms, blocks))
                 if (trace_written := trace.after(step)) is not None:
+                    assert options.profile is not None  # a trace is written only for --profile's window
                     log.write(f"profile of steps {options.profile[0]}..{options.profile[1]}: {trace_written}",
                               console=True)
     except RuntimeError as error:
@@ -351,6 +356,7 @@ def run(preset: cfg.Preset, options: RunOptions) -> RunResult | None:
     Returns rank 0's result when it ran in this process, else None.
     """
     options = with_run_id(options)
+    assert options.run_id is not None  # with_run_id set it
     preflight.check_outputs(preset, options)  # the folders exist and are writable before they are locked
     places = run_lock.run_places(runlog.log_directory(preset, options), options.run_id,
                                  ckpt.checkpoint_directory(preset, options), resume=options.resume,
@@ -363,6 +369,7 @@ def launch(preset: cfg.Preset, options: RunOptions) -> RunResult | None:
     """`run` once the run holds its folders: the start-up checks, then the ranks."""
     preflight.start_run(preset, options)
     world_size = preset.train.devices
+    assert world_size is not None  # start_run checked the run with it (parse_args: --devices, torchrun's, else 1)
     if torchrun_world_size() is not None:
         rank = int(os.environ["RANK"])
         _init_process_group(options.device, rank, world_size, None)

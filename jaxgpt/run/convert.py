@@ -349,7 +349,7 @@ def params_to_torch_state_dict(params: Mapping[str, Any]) -> dict[str, Any]:
     return state_dict
 
 
-def load_params(model: nnx.Module, params: Mapping[str, Any]) -> None:
+def load_params(model: model_lib.GPT, params: Mapping[str, Any]) -> None:
     """Write `params` (record names, any float dtype) into an NNX GPT, cast to its dtypes.
 
     QKV weights in either layout are converted to the model's (`to_qkv_layout`). Raises

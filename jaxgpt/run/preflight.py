@@ -139,8 +139,8 @@ def distributed_arguments(options: RunOptions, environ: Mapping[str, str] = os.e
     launcher = cluster_launcher(environ)
     if options.coordinator is None and options.num_processes is None and not from_env and launcher is None:
         return None
-    kwargs = {"coordinator_address": options.coordinator, "num_processes": options.num_processes,
-              "process_id": options.process_id}
+    kwargs: dict[str, Any] = {"coordinator_address": options.coordinator, "num_processes": options.num_processes,
+                              "process_id": options.process_id}
     if launcher == "ompi" and "OMPI_MCA_orte_hnp_uri" not in environ:
         # Open MPI 5 sets no ORTE URI, from which JAX's detection reads the coordinator.
         if options.coordinator is None and not environ.get("JAX_COORDINATOR_ADDRESS"):

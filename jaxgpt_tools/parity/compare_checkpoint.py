@@ -80,7 +80,7 @@ def choose_head_dim(state_dict: dict, payload: dict, requested: int | None) -> t
     saved_model = saved.get("model") if isinstance(saved, dict) else None
     saved_heads = saved_model.get("num_heads") if isinstance(saved_model, dict) else None
     if (type(saved_heads) is int and saved_heads > 0 and width % saved_heads == 0
-            and saved_model.get("model_dim") == width):
+            and isinstance(saved_model, dict) and saved_model.get("model_dim") == width):
         return width // saved_heads, "the checkpoint's saved config"
     widths = {name: build().model for name, build in PRESETS.items()}
     matches = sorted({model.head_dim for model in widths.values() if model.model_dim == width})

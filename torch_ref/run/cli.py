@@ -13,7 +13,7 @@ import os
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 
@@ -178,7 +178,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[cfg.Preset, RunOption
         "cycle_data": args.cycle_data,
     }
     train = cfg.replace(preset.train, devices=devices, **{k: v for k, v in train_overrides.items() if v is not None})
-    switches = {"model": {}, "optim": {}, "train": {}}
+    switches: dict[str, dict[str, Any]] = {"model": {}, "optim": {}, "train": {}}
     for section, name, *_ in LINEAGE_FLAGS:
         if (value := getattr(args, f"{section}.{name}")) is not None:
             switches[section][name] = value
@@ -187,7 +187,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[cfg.Preset, RunOption
     model = cfg.replace(preset.model, **switches["model"])
     train = cfg.replace(train, **switches["train"])
     preset = cfg.replace(preset, optim=cfg.replace(preset.optim, **switches["optim"]))
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device: Literal["cpu", "cuda"] = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda was asked for but torch sees no CUDA device")
     options = RunOptions(

@@ -49,6 +49,7 @@ def run_preset(preset: cfg.Preset, options: RunOptions, init_state: dict[str, Te
             raise ValueError(f"{resume_path} {problem}" + ("; start from it with --init-from instead of --resume"
                                                           if "weights only" in problem else ""))
         preset = ckpt.keep_saved_cadence(preset, resumed["config"], options.overridden)
+        assert resume_path is not None  # read_resume returns a checkpoint with its file
         ckpt.refuse_config_change(resumed["config"], ckpt.config_dict(preset), resume_path)
     return preset
 
@@ -59,6 +60,7 @@ def check_run(preset: cfg.Preset, options: RunOptions, start_step: int = 0,
     is the run's own (model dims from --init-from, cadence from --resume applied)."""
     train = preset.train
     world = train.devices
+    assert world is not None  # a run names its device count (parse_args: --devices, torchrun's WORLD_SIZE, else 1)
     if train.batch_tokens % (world * train.seq_len):
         raise ValueError(
             f"--batch-tokens {train.batch_tokens} is not divisible by devices * seq_len = {world} * {train.seq_len}"
@@ -144,6 +146,7 @@ def start_run(preset: cfg.Preset, options: RunOptions) -> None:
         saved_position = resumed.get("data_position", {})
         position = (int(saved_position.get("shard_index", 0)), int(saved_position.get("pos", 0)))
         served = int(saved_position.get("batches", 0))
+        assert resume_path is not None and options.resume is not None  # read_resume read --resume's file
         for leftover in ckpt.leftover_tmp_files(resume_path.parent) if Path(options.resume).is_dir() else ():
             print(f"warning: ignoring {leftover}: an unfinished save of a run that was killed (never restored; "
                   "delete it to reclaim the space)", file=sys.stderr)
