@@ -29,7 +29,7 @@ TORCH_CUDA_VENV ?= .venv-torch-cuda
 TORCH_CUDA_SPEC ?= torch==2.14.1
 TORCH_CUDA_STAMP := $(TORCH_CUDA_VENV)/.installed
 
-.PHONY: train test test-compat setup sample clean gpu-plan gpu-aot torch-cuda fusion fusion-quick
+.PHONY: train test lint test-compat setup sample clean gpu-plan gpu-aot torch-cuda fusion fusion-quick
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,16 @@ TEST_WORKERS ?= 2
 
 test: $(SAMPLE)
 	$(PY) -m pytest tests parity_tests -m "not gpu" -n $(TEST_WORKERS) --dist loadfile --durations=25
+
+# ruff (the rules in pyproject.toml; `ruff format` is not applied: the hanging-indent style is kept)
+# and mypy over the three packages; both pinned by the lint extra, installed into .venv once.
+$(VENV)/.lint-installed: pyproject.toml $(VENV)/.installed
+	$(PY) -m pip install --quiet -e ".[lint]"
+	touch $@
+
+lint: $(VENV)/.lint-installed
+	$(VENV)/bin/ruff check jaxgpt torch_ref jaxgpt_tools
+	$(VENV)/bin/mypy
 
 $(COMPAT_VENV)/.installed: pyproject.toml
 	PYENV_VERSION=3.12.1 $(COMPAT_PYTHON) -m venv $(COMPAT_VENV)
