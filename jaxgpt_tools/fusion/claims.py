@@ -425,7 +425,7 @@ def _gpu_run_text(run: dict[str, Any]) -> str:
         return head + (" (jax's CUDA plugin, compile-only devices): GEMM tiles are XLA's defaults, nothing is timed, and "
                        "no compiler option is changed except the dot-merger threshold where a program says so.")
     config = env.get("compiler_flags", {}).get("inductor_compile_only", {})
-    return head + (" (a CPU-only process made to look like one H100 to torch and Triton, jaxgpt_tools/fusion_"
+    return head + (" (a CPU-only process made to look like one H100 to torch and Triton, jaxgpt_tools/fusion/"
                    "fake_cuda.py; Dynamo traces on the CPU, Inductor compiles for `cuda` with FakeTensor inputs and "
                    "emits its output code and sm_90a cubins): Inductor's default GPU configuration except what a GPU "
                    "would decide by running kernels, left out rather than guessed: `max_autotune` (its autotuned Triton "
