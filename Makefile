@@ -61,7 +61,7 @@ $(VENV)/.lint-installed: pyproject.toml $(VENV)/.installed
 	touch $@
 
 lint: $(VENV)/.lint-installed
-	$(VENV)/bin/ruff check jaxgpt torch_ref jaxgpt_tools
+	$(VENV)/bin/ruff check jaxgpt torch_ref jaxgpt_tools scripts
 	$(VENV)/bin/mypy
 
 $(COMPAT_VENV)/.installed: pyproject.toml

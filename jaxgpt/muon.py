@@ -260,6 +260,16 @@ def momentum_directions(grads: list[jax.Array], buffers: list[jax.Array], m: Any
     return new_buffers, directions
 
 
+def _check_options(ns_steps: int, collective: str, momentum_form: str) -> None:
+    """ValueError naming the first of scale_by_muon's options that has no meaning."""
+    if ns_steps < 0:
+        raise ValueError(f"ns_steps must be >= 0, got {ns_steps}")
+    if collective not in ("psum", "all_gather"):
+        raise ValueError(f"collective must be 'psum' or 'all_gather', got {collective!r}")
+    if momentum_form not in ("ema", "sgd"):
+        raise ValueError(f"momentum_form must be 'ema' or 'sgd', got {momentum_form!r}")
+
+
 def scale_by_muon(
     momentum: ScalarOrSchedule = 0.95,
     nesterov: bool = True,
@@ -303,12 +313,7 @@ def scale_by_muon(
     ranks hold only their own parameters' buffers, only in memory, not in the numbers.
     The result equals the single-device transform (bitwise on CPU in our tests).
     """
-    if ns_steps < 0:
-        raise ValueError(f"ns_steps must be >= 0, got {ns_steps}")
-    if collective not in ("psum", "all_gather"):
-        raise ValueError(f"collective must be 'psum' or 'all_gather', got {collective!r}")
-    if momentum_form not in ("ema", "sgd"):
-        raise ValueError(f"momentum_form must be 'ema' or 'sgd', got {momentum_form!r}")
+    _check_options(ns_steps, collective, momentum_form)
 
     def ns(x: jax.Array) -> jax.Array:
         return newton_schulz(x, ns_steps, dtype=ns_dtype, iteration=ns_iteration)

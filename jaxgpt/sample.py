@@ -34,6 +34,7 @@ from jaxgpt.corpus import build as corpus
 from jaxgpt.corpus import tokenizer
 from jaxgpt.run import checkpoint, convert, quiet, saved_state
 
+PROG = "python -m jaxgpt.sample"
 RECORD_FINAL_WINDOW_BLOCKS = schedules.window_blocks(1393, 1393)[0]  # 14: the record's last validation
 
 
@@ -178,7 +179,7 @@ def generate(sampler: Sampler, prompt_ids: Sequence[int], max_new_tokens: int, s
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m jaxgpt.sample", description="Sample text from a jaxgpt checkpoint.")
+    parser = argparse.ArgumentParser(prog=PROG, description="Sample text from a jaxgpt checkpoint.")
     parser.add_argument("--checkpoint", required=True, metavar="PATH",
                         help="training checkpoint directory (orbax) or record-format .pt file")
     parser.add_argument("--prompt", default="", help="text to continue (encoded after an EOT, as a document; default empty)")
@@ -225,7 +226,7 @@ def sample_main(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError, RuntimeError) as error:
         if args.debug:
             raise
-        print(f"error: {error}", file=sys.stderr)
+        print(f"{PROG}: error: {error}", file=sys.stderr)
         return 1
     # Decoded as a whole (a character may span several tokens); an EOT ends the document.
     text = tok.decode([t for t in new_ids if t != cfg.EOT_ID])

@@ -23,7 +23,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import jax
 import jax.numpy as jnp
@@ -42,7 +42,7 @@ from jaxgpt import params as params_lib
 from jaxgpt.kernels.flash_attention import default_interpret
 from jaxgpt.muon import Collective
 from jaxgpt.run import checkpoint, convert, interrupt, peers, preflight, profiling, quiet, runlog
-from jaxgpt.run.cli import RunOptions, parse_args
+from jaxgpt.run.cli import RunOptions, parse_args, print_error
 
 AXIS = "data"  # the mesh axis: data parallel, device index = the record's rank
 
@@ -264,122 +264,166 @@ def train(preset: cfg.Preset, options: RunOptions | None = None) -> RunResult:
 
 def train_from(start: preflight.RunStart, options: RunOptions) -> RunResult:
     """The run that `start` opened (preflight.start_run): build, train, save, finish."""
-    preset, compiled, params, opt_state = initial_state(start, options)
-    train_cfg, total_steps, checkpointer = preset.train, preset.train.steps, start.checkpointer
-    loader = data.BatchLoader(train_cfg.train_files, train_cfg.batch_tokens, train_cfg.seq_len, position=start.position,
-                              process_index=jax.process_index(), process_count=jax.process_count(), cycle=train_cfg.cycle_data,
-                              repeat_first=train_cfg.repeat_first_batch and start.step == 0,
-                              shard_switch=train_cfg.shard_switch, data_ranks=train_cfg.data_ranks)
-    log = runlog.RunLog(train_cfg.out_dir, start.run_id, total_steps=total_steps, start_step=start.step,
-                        progress=options.progress, enabled=jax.process_index() == 0, tensorboard_dir=options.tensorboard)
-    runlog.write_header(log, preset, options, start.devices, start.step)
-    val_losses: dict[int, float] = {}
-    train_losses: dict[int, float] = {}
-    clock = runlog.TrainClock()
-    trace = profiling.StepTrace(options.profile, profiling.trace_folder(
-        train_cfg.out_dir, start.run_id, jax.process_index(), jax.process_count()))
-    # (step, loss, agreed stop flag, window) of steps dispatched, not yet logged
-    in_flight: list[tuple[int, jax.Array, jax.Array, int]] = []
-    directory = None if checkpointer is None else checkpointer.directory
-
-    def where_to_resume() -> str:  # the newest checkpoint, once the save in flight has ended
-        if checkpointer is not None:
-            with contextlib.suppress(checkpoint.CheckpointSaveError):
-                checkpointer.wait()
-        return checkpoint.where_to_resume(directory)
-
-    def log_in_flight() -> None:  # float() waits for the step: the record's synchronize before its clock
-        while in_flight:
-            step, loss, agreed, window = in_flight.pop(0)
-            with watch.waiting():  # a lost process ends this one here rather than hang it
-                train_losses[step], stop_flag = float(loss), int(agreed)
-            log.train(step, train_losses[step], clock.elapsed_ms(), window)
-            stop.agree(stop_flag)
-            if not (options.allow_nonfinite_loss or math.isfinite(train_losses[step])):
-                raise runlog.nonfinite_loss("train", step + 1, total_steps, train_losses[step], where_to_resume())
-
-    def save(step: int) -> None:  # params and opt_state hold `step` updates; the loader is at `step`'s batch
-        state = {"params": params, "opt_state": opt_state}
-        if not (options.allow_nonfinite_loss or bool(all_finite(state))):
-            raise runlog.NonFiniteError(f"the state after step {step} holds NaN or infinite values although every loss "
-                                        f"before it was finite; the run stopped without saving it. {where_to_resume()}")
-        assert checkpointer is not None  # called only when the run saves
-        checkpointer.save(step, state, data_position=loader.position.to_dict(), config=cfg.config_to_json(preset))
-
-    watch = peers.PeerWatch(directory)
+    loop = TrainLoop(start, options)
     try:
-        with loader, interrupt.StopRequest() as stop, watch:
-            flags = {}  # signal flag -> its device array (the same two arrays every step)
-            for step in range(start.step, total_steps + 1):
-                stop.starting(step)
-                val_due = train_cfg.val_tokens and (step == total_steps or step % train_cfg.val_every == 0)
-                save_due = checkpointer is not None and checkpoint.is_due(step, start.step, train_cfg, options.save_checkpoint)
-                # Every process takes the same branches here (a local signal changes nothing until
-                # a step has carried it to all), so they stop and save at the same step.
-                if val_due or save_due or step in (log.clock_reset_step, total_steps):
-                    log_in_flight()  # each reads the clock or the state, so the step in flight finishes first
-                if checkpointer is not None:
-                    checkpointer.poll()  # a failed asynchronous save stops the run at once
-                if stop.agreed is not None:  # params hold `step` updates: save them, then stop
-                    if checkpointer is not None and step != start.step:
-                        save(step)
-                        checkpointer.close()
-                    on_disk = directory if checkpointer is not None and step in checkpointer.all_steps() else None
-                    raise interrupt.interrupted(stop.agreed, step, runlog.shown_path(on_disk) if on_disk is not None else None)
-                if step == log.clock_reset_step:
-                    clock.reset()
-                window = np.int32(schedules.window_value(step, max(total_steps, 1), train_cfg.window_max_tokens,
-                                                     train_cfg.window_schedule))
-                if val_due:
-                    elapsed = clock.pause()
-                    with watch.waiting():
-                        val_losses[step] = evaluate(preset, compiled, params, window)
-                    log.val(step, val_losses[step], elapsed, int(window))
-                    if not (options.allow_nonfinite_loss or math.isfinite(val_losses[step])):
-                        raise runlog.nonfinite_loss("val", step, total_steps, val_losses[step], where_to_resume())
-                    clock.resume()
-                if save_due:
-                    clock.pause()
-                    save(step)
-                    clock.resume()
-                    stop.saved(step)
-                if step == total_steps:
-                    break
-                if trace.starts_before(step):
-                    log_in_flight()  # the trace holds the chosen steps only
-                    trace.start()
-                # Copied to the devices and dispatched while the previous step still runs there.
-                inputs, targets = data.to_global_arrays(next(loader), compiled.batch)
-                flag = stop.flag()
-                if flag not in flags:
-                    flags[flag] = stop_flags(flag, compiled.batch)
-                params, opt_state, loss, agreed = compiled.train_with_stop(params, opt_state, inputs, targets, window,
-                                                                           flags[flag])
-                log_in_flight()  # the previous step's line, while this one is queued behind it
-                in_flight.append((step, loss, agreed, int(window)))
-                if options.sync or trace.ends_after(step):
-                    log_in_flight()
-                if trace.ends_after(step):
-                    assert options.profile is not None  # a trace ends only in --profile's window
-                    log.write(f"profile of steps {options.profile[0]}..{options.profile[1]}: "
-                              f"{runlog.shown_path(trace.stop())}")
+        with loop.loader, interrupt.StopRequest() as stop, loop.watch:
+            loop.run(stop)
     except BaseException as error:
-        trace.abandon()
+        loop.abandon(error)
+        raise
+    return finish_run(loop.preset, options, log=loop.log, checkpointer=loop.checkpointer, compiled=loop.compiled,
+                      params=loop.params, val_losses=loop.val_losses, train_losses=loop.train_losses)
+
+
+class TrainLoop:
+    """One run's loop and the state it carries from step to step (`train_from` drives it): the
+    compiled steps, params and optimizer state, the batch stream, the log and clock, the steps
+    dispatched but not yet logged (each loss is read one step late, as the record logs it)."""
+
+    def __init__(self, start: preflight.RunStart, options: RunOptions) -> None:
+        self.start, self.options = start, options
+        self.preset, self.compiled, self.params, self.opt_state = initial_state(start, options)
+        train_cfg = self.train_cfg = self.preset.train
+        self.total_steps, self.checkpointer = train_cfg.steps, start.checkpointer
+        self.directory = None if self.checkpointer is None else self.checkpointer.directory
+        self.loader = data.BatchLoader(
+            train_cfg.train_files, train_cfg.batch_tokens, train_cfg.seq_len, position=start.position,
+            process_index=jax.process_index(), process_count=jax.process_count(), cycle=train_cfg.cycle_data,
+            repeat_first=train_cfg.repeat_first_batch and start.step == 0, shard_switch=train_cfg.shard_switch,
+            data_ranks=train_cfg.data_ranks)
+        self.log = runlog.RunLog(train_cfg.out_dir, start.run_id, total_steps=self.total_steps, start_step=start.step,
+                                 progress=options.progress, enabled=jax.process_index() == 0,
+                                 tensorboard_dir=options.tensorboard)
+        runlog.write_header(self.log, self.preset, options, start.devices, start.step)
+        self.val_losses: dict[int, float] = {}
+        self.train_losses: dict[int, float] = {}
+        self.clock = runlog.TrainClock()
+        self.trace = profiling.StepTrace(options.profile, profiling.trace_folder(
+            train_cfg.out_dir, start.run_id, jax.process_index(), jax.process_count()))
+        # (step, loss, agreed stop flag, window) of steps dispatched, not yet logged
+        self.in_flight: list[tuple[int, jax.Array, jax.Array, int]] = []
+        self.watch = peers.PeerWatch(self.directory)
+        self.stop: interrupt.StopRequest | None = None
+        self.flags: dict[int, Any] = {}  # signal flag -> its device array (the same two arrays every step)
+
+    def run(self, stop: interrupt.StopRequest) -> None:
+        """Steps start.step..total_steps: validate and save where due, stop where agreed, train."""
+        self.stop, train_cfg, checkpointer = stop, self.train_cfg, self.checkpointer
+        for step in range(self.start.step, self.total_steps + 1):
+            stop.starting(step)
+            val_due = train_cfg.val_tokens and (step == self.total_steps or step % train_cfg.val_every == 0)
+            save_due = checkpointer is not None and checkpoint.is_due(step, self.start.step, train_cfg,
+                                                                      self.options.save_checkpoint)
+            # Every process takes the same branches here (a local signal changes nothing until
+            # a step has carried it to all), so they stop and save at the same step.
+            if val_due or save_due or step in (self.log.clock_reset_step, self.total_steps):
+                self.log_in_flight()  # each reads the clock or the state, so the step in flight finishes first
+            if checkpointer is not None:
+                checkpointer.poll()  # a failed asynchronous save stops the run at once
+            if stop.agreed is not None:  # params hold `step` updates: save them, then stop
+                self.stop_at(step, stop.agreed)
+            if step == self.log.clock_reset_step:
+                self.clock.reset()
+            window = np.int32(schedules.window_value(step, max(self.total_steps, 1), train_cfg.window_max_tokens,
+                                                     train_cfg.window_schedule))
+            if val_due:
+                self.validate(step, window)
+            if save_due:
+                self.clock.pause()
+                self.save(step)
+                self.clock.resume()
+                stop.saved(step)
+            if step == self.total_steps:
+                break
+            self.train_step(step, window)
+
+    def train_step(self, step: int, window: np.int32) -> None:
+        """Dispatch step `step`, then log the one before it while this one is queued behind it."""
+        assert self.stop is not None  # run() set it
+        if self.trace.starts_before(step):
+            self.log_in_flight()  # the trace holds the chosen steps only
+            self.trace.start()
+        # Copied to the devices and dispatched while the previous step still runs there.
+        inputs, targets = data.to_global_arrays(next(self.loader), self.compiled.batch)
+        flag = self.stop.flag()
+        if flag not in self.flags:
+            self.flags[flag] = stop_flags(flag, self.compiled.batch)
+        self.params, self.opt_state, loss, agreed = self.compiled.train_with_stop(
+            self.params, self.opt_state, inputs, targets, window, self.flags[flag])
+        self.log_in_flight()
+        self.in_flight.append((step, loss, agreed, int(window)))
+        if self.options.sync or self.trace.ends_after(step):
+            self.log_in_flight()
+        if self.trace.ends_after(step):
+            assert self.options.profile is not None  # a trace ends only in --profile's window
+            self.log.write(f"profile of steps {self.options.profile[0]}..{self.options.profile[1]}: "
+                           f"{runlog.shown_path(self.trace.stop())}")
+
+    def validate(self, step: int, window: np.int32) -> None:
+        elapsed = self.clock.pause()
+        with self.watch.waiting():
+            self.val_losses[step] = evaluate(self.preset, self.compiled, self.params, window)
+        self.log.val(step, self.val_losses[step], elapsed, int(window))
+        if not (self.options.allow_nonfinite_loss or math.isfinite(self.val_losses[step])):
+            raise runlog.nonfinite_loss("val", step, self.total_steps, self.val_losses[step], self.where_to_resume())
+        self.clock.resume()
+
+    def log_in_flight(self) -> None:
+        """Log the dispatched steps; float() waits for each: the record's synchronize before its clock."""
+        assert self.stop is not None  # run() set it
+        while self.in_flight:
+            step, loss, agreed, window = self.in_flight.pop(0)
+            with self.watch.waiting():  # a lost process ends this one here rather than hang it
+                self.train_losses[step], stop_flag = float(loss), int(agreed)
+            self.log.train(step, self.train_losses[step], self.clock.elapsed_ms(), window)
+            self.stop.agree(stop_flag)
+            if not (self.options.allow_nonfinite_loss or math.isfinite(self.train_losses[step])):
+                raise runlog.nonfinite_loss("train", step + 1, self.total_steps, self.train_losses[step],
+                                            self.where_to_resume())
+
+    def save(self, step: int) -> None:
+        """Save the state after `step` updates (the loader is at `step`'s batch); never a non-finite one."""
+        state = {"params": self.params, "opt_state": self.opt_state}
+        if not (self.options.allow_nonfinite_loss or bool(all_finite(state))):
+            raise runlog.NonFiniteError(f"the state after step {step} holds NaN or infinite values although every loss "
+                                        f"before it was finite; the run stopped without saving it. "
+                                        f"{self.where_to_resume()}")
+        assert self.checkpointer is not None  # called only when the run saves
+        self.checkpointer.save(step, state, data_position=self.loader.position.to_dict(),
+                               config=cfg.config_to_json(self.preset))
+
+    def stop_at(self, step: int, signal_number: int) -> NoReturn:
+        """The agreed stop: save the state after `step` updates (unless nothing was trained), raise."""
+        checkpointer = self.checkpointer
+        if checkpointer is not None and step != self.start.step:
+            self.save(step)
+            checkpointer.close()
+        on_disk = self.directory if checkpointer is not None and step in checkpointer.all_steps() else None
+        raise interrupt.interrupted(signal_number, step, runlog.shown_path(on_disk) if on_disk is not None else None)
+
+    def where_to_resume(self) -> str:
+        """The newest checkpoint, once the save in flight has ended."""
+        if self.checkpointer is not None:
+            with contextlib.suppress(checkpoint.CheckpointSaveError):
+                self.checkpointer.wait()
+        return checkpoint.where_to_resume(self.directory)
+
+    def abandon(self, error: BaseException) -> None:
+        """After `error` ended the loop: the trace dropped, the last finished step's line logged, the
+        save in flight finished (no *-tmp folder left), the log closed; a lost process named."""
+        self.trace.abandon()
         if peers.is_collective_failure(error):  # a lost process: its collectives and saves never finish
-            log.close()
-            raise watch.peer_lost(error) from error
+            self.log.close()
+            raise self.watch.peer_lost(error) from error
         with contextlib.suppress(Exception):  # the line of a step that finished before the error
-            log_in_flight()
-        if checkpointer is not None:  # finish the save in flight: no *-tmp directory is left behind
+            self.log_in_flight()
+        if self.checkpointer is not None:
             try:
-                checkpointer.close()
+                self.checkpointer.close()
             except checkpoint.CheckpointSaveError as save_error:  # besides the error that stopped the run
                 if not isinstance(error, checkpoint.CheckpointSaveError):
-                    print(f"error: {save_error}", file=sys.stderr)
-        log.close()
-        raise
-    return finish_run(preset, options, log=log, checkpointer=checkpointer, compiled=compiled, params=params,
-                      val_losses=val_losses, train_losses=train_losses)
+                    print_error(save_error)
+        self.log.close()
 
 
 def finish_run(preset: cfg.Preset, options: RunOptions, *, log: runlog.RunLog, checkpointer: checkpoint.Checkpointer | None,
@@ -410,14 +454,14 @@ def finish_run(preset: cfg.Preset, options: RunOptions, *, log: runlog.RunLog, c
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry. Exit codes (the same in torch_ref.train): 2 for a usage error (a bad flag or
-    an invalid config value, one `error: ...` line), 1 for a runtime error (missing, bad or
+    an invalid config value, one `PROG: error: ...` line), 1 for a runtime error (missing, bad or
     exhausted data, a mismatched or damaged checkpoint, an unwritable path, a failed save, a NaN
     or infinite loss, a lost process: one line, the traceback only with --debug), 128 + the
     signal for SIGINT (130) / SIGTERM (143)."""
     try:
         preset, options = parse_args(argv)
     except ValueError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print_error(error)
         return 2
     try:
         with quiet.third_party_errors(options.debug):  # orbax's own tracebacks only with --debug
@@ -426,7 +470,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(stopped, file=sys.stderr)
         return stopped.exit_code
     except peers.PeerLost as lost:
-        print(f"error: {lost}", file=sys.stderr, flush=True)
+        print_error(lost)
         sys.stdout.flush()
         # Not a normal exit: jax.distributed's shutdown barrier (and an unfinished asynchronous
         # save) would wait for the lost process until the heartbeat timeout, then abort.
@@ -434,7 +478,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, OSError, data.ShardsExhaustedError, checkpoint.CheckpointSaveError) as error:
         if options.debug:
             raise
-        print(f"error: {error}", file=sys.stderr)
+        print_error(error)
         return 1
     return 0
 

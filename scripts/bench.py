@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
-from jaxgpt_tools.bench.suites import HIDDEN_SUITES, SUITES, BenchOptions, parse_suites, run_benchmarks
 from jaxgpt_tools.bench.attention_gpu import require_gpu
+from jaxgpt_tools.bench.suites import HIDDEN_SUITES, SUITES, BenchOptions, parse_suites, run_benchmarks
 from jaxgpt_tools.common import command
 
 

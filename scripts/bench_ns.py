@@ -14,7 +14,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from jaxgpt_tools.bench.newton_schulz import bench_newton_schulz, scaled_record_shapes
 from jaxgpt_tools.common import command

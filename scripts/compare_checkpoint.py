@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from jaxgpt.config import EOT_ID, LINEAGE_PRESETS, PRESET_ALIASES
+from jaxgpt_tools.common import command
 from jaxgpt_tools.parity.compare_checkpoint import compare
 
 
@@ -50,24 +51,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
+
+    def run() -> None:
         result = compare(args.checkpoint, args.tokens, window_blocks=args.window_blocks, seq_len=args.seq_len,
                          head_dim=args.head_dim, eot_id=args.eot_id, attention_backend=args.attention_backend,
                          dtype=args.dtype, val_tokens=args.val_tokens, dump_logits=args.dump_logits,
                          preset=args.preset, window_tokens=args.window_tokens)
-    except (ValueError, FileNotFoundError) as err:
-        print(f"compare_checkpoint: error: {err}", file=sys.stderr)
-        return 1
-    if args.json:
-        print(json.dumps(result))
-    else:
+        if args.json:
+            print(json.dumps(result))
+            return
         window = result["window_tokens"] if result["window_tokens"] is not None else result["window_blocks"]
         print(f"{result['preset']} T={result['seq_len']} window={window} {args.dtype}: torch_loss {result['torch_loss']:.6f}  "
               f"jax_loss {result['jax_loss']:.6f}  max |logit diff| {result['max_abs_logit_diff']:.3g}")
         if "torch_val_loss" in result:
             print(f"val over {result['val_tokens']} tokens: torch_ref {result['torch_val_loss']:.6f}  "
                   f"jaxgpt {result['jax_val_loss']:.6f}")
-    return 0
+
+    return command.run("compare_checkpoint", run)
 
 
 if __name__ == "__main__":

@@ -19,9 +19,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from jaxgpt_tools.gpu import device_plan
 from jaxgpt_tools.common import command
 from jaxgpt_tools.common.log import progress
+from jaxgpt_tools.gpu import device_plan
 
 
 def main(argv: list[str] | None = None) -> int:

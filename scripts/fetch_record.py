@@ -17,8 +17,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from jaxgpt_tools.parity import record_code
 from jaxgpt_tools import upstream_record
+from jaxgpt_tools.common import command
+from jaxgpt_tools.parity import record_code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,21 +31,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lineage-logs", type=Path, metavar="DIR",
                         help="instead: download the five records' logs into DIR/<folder>/<file> (jaxgpt_tools.parity.record_code)")
     args = parser.parse_args(argv)
-    if args.lineage_logs is not None:
-        try:
+
+    def fetch() -> None:
+        if args.lineage_logs is not None:
             paths = record_code.download_logs(args.lineage_logs)
-        except OSError as error:
-            print(f"fetch_record: {error}", file=sys.stderr)
-            return 1
-        print(f"wrote {len(paths)} logs under {args.lineage_logs}; set {record_code.LOGS_ENV}={args.lineage_logs}")
-        return 0
-    try:
+            print(f"wrote {len(paths)} logs under {args.lineage_logs}; set {record_code.LOGS_ENV}={args.lineage_logs}")
+            return
         path = upstream_record.fetch(args.out, log=args.log, url=args.url, check=not args.no_check)
-    except (OSError, ValueError) as error:
-        print(f"fetch_record: {error}", file=sys.stderr)
-        return 1
-    print(f"wrote {path} (SHA-256 {upstream_record.sha256(path.read_text())})")
-    return 0
+        print(f"wrote {path} (SHA-256 {upstream_record.sha256(path.read_text())})")
+
+    return command.run("fetch_record", fetch)
 
 
 if __name__ == "__main__":

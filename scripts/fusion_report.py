@@ -21,6 +21,7 @@ import os
 import sys
 from pathlib import Path
 
+from jaxgpt_tools.common import command
 from jaxgpt_tools.fusion.report import REPO_ROOT, check_request, load_results, run_study, study_threads, write_outputs
 from jaxgpt_tools.fusion.xla import MODES, PARTS, SHAPES, Timing
 
@@ -60,24 +61,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    command = "python scripts/fusion_report.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    command_line = "python scripts/fusion_report.py " + " ".join(sys.argv[1:] if argv is None else argv)  # in the page
     if args.from_results is not None:
-        try:
-            study = load_results(args.from_results)
-        except (ValueError, OSError) as err:
-            raise SystemExit(f"fusion_report.py: {err}") from None
-        write_outputs(study, docs_dir=args.docs_dir, artifacts_dir=args.artifacts_dir, command=command)
-        return 0
+        return command.run("fusion_report", lambda: write_outputs(load_results(args.from_results), docs_dir=args.docs_dir,
+                                                                  artifacts_dir=args.artifacts_dir, command=command_line))
     shapes, gpu_shapes = args.shapes.split(",") if args.shapes else (["small"] if args.quick else ["small", "record_cpu"]), \
         args.gpu_shapes.split(",")
     compilers = [] if args.compilers == "none" else [c.strip() for c in args.compilers.split(",") if c.strip()]
-    parts = args.parts.split(",") if args.parts else (["qkv"] if args.quick else list(PARTS))
-    modes = args.modes.split(",")
+    parts, modes = args.parts.split(",") if args.parts else (["qkv"] if args.quick else list(PARTS)), args.modes.split(",")
     try:
         check_request(shapes + gpu_shapes, compilers, parts, modes, args.threads)
     except ValueError as err:
-        raise SystemExit(f"fusion_report.py: {err}") from None
+        command.usage_error(parser, err)
     if args.device == "cpu":
         os.environ["JAX_PLATFORMS"] = "cpu"  # before jax starts: XLA's CPU, even on a GPU machine
     else:  # jax and torch share the GPU: no preallocation of most of its memory by jax
@@ -85,15 +82,18 @@ def main(argv: list[str] | None = None) -> int:
     time_s, wait = (args.time_s if args.time_s is not None else (0.5 if args.quick else 3.0),
                     args.idle_wait_s if args.idle_wait_s is not None else (0.0 if args.quick else 60.0))
     profile = () if args.quick or args.profile_shapes == "none" else tuple(args.profile_shapes.split(","))
-    with study_threads(args.threads, torch_too="inductor" in compilers) as cores:
-        result = run_study(device=args.device, shapes=shapes, compilers=compilers, parts=parts, modes=modes,
-                           timing=Timing(target_s=time_s, idle_wait_s=wait) if time_s > 0 else None, threads=args.threads,
-                           cores=cores, gpu=args.gpu_aot if args.gpu_aot is not None else not args.quick,
-                           gpu_python=args.gpu_python, torch_cuda_python=args.torch_cuda_python, gpu_shapes=gpu_shapes,
-                           ablation=not args.quick, sweep=args.sweep and not args.quick, profile_shapes=profile, out=args.out,
-                           write_docs=args.write_docs, docs_dir=args.docs_dir, artifacts_dir=args.artifacts_dir, command=command)
-    print(json.dumps(result))
-    return 0
+    def study() -> None:
+        with study_threads(args.threads, torch_too="inductor" in compilers) as cores:
+            print(json.dumps(run_study(
+                device=args.device, shapes=shapes, compilers=compilers, parts=parts, modes=modes,
+                timing=Timing(target_s=time_s, idle_wait_s=wait) if time_s > 0 else None, threads=args.threads,
+                cores=cores, gpu=args.gpu_aot if args.gpu_aot is not None else not args.quick,
+                gpu_python=args.gpu_python, torch_cuda_python=args.torch_cuda_python, gpu_shapes=gpu_shapes,
+                ablation=not args.quick, sweep=args.sweep and not args.quick, profile_shapes=profile, out=args.out,
+                write_docs=args.write_docs, docs_dir=args.docs_dir, artifacts_dir=args.artifacts_dir,
+                command=command_line)))
+
+    return command.run("fusion_report", study)
 
 
 if __name__ == "__main__":

@@ -19,9 +19,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from jaxgpt_tools.gpu import check as gpu_check
 from jaxgpt_tools import upstream_record
 from jaxgpt_tools.common import command
+from jaxgpt_tools.gpu import check as gpu_check
 
 
 def build_parser() -> argparse.ArgumentParser:

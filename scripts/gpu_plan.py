@@ -16,11 +16,10 @@ import sys
 from pathlib import Path
 from typing import get_args
 
-from jaxgpt_tools.gpu import compile_plan as gpu_plan
-
 from jaxgpt import config as cfg
 from jaxgpt.muon import Collective
 from jaxgpt_tools.common import command
+from jaxgpt_tools.gpu import compile_plan as gpu_plan
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,9 +15,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from jaxgpt_tools.reports import lineage as report
 from jaxgpt_tools.common import command
-
+from jaxgpt_tools.reports import lineage as report
 
 
 def parse_args(argv: list[str] | None = None) -> report.ReportOptions:

@@ -14,8 +14,10 @@ import argparse
 import os
 import sys
 
-from jaxgpt.corpus import build as corpus, tokenizer
+from jaxgpt.corpus import build as corpus
+from jaxgpt.corpus import tokenizer
 from jaxgpt_tools.common import command
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

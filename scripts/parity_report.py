@@ -17,10 +17,10 @@ import argparse  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+from jaxgpt_tools.common import command
 from jaxgpt_tools.common.artifacts import REPO_ROOT  # noqa: E402
 from jaxgpt_tools.parity.checks import CHECKS  # noqa: E402
 from jaxgpt_tools.parity.report import run_report  # noqa: E402
-from jaxgpt_tools.common import command
 
 DOCS = REPO_ROOT / "docs"
 

@@ -15,8 +15,8 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")  
 import argparse  # noqa: E402
 import sys  # noqa: E402
 
-from jaxgpt_tools.parity.sensitivity import sensitivity_report  # noqa: E402
 from jaxgpt_tools.common import command
+from jaxgpt_tools.parity.sensitivity import sensitivity_report  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

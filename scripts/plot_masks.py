@@ -18,8 +18,8 @@ import numpy as np
 
 from jaxgpt import data
 from jaxgpt.config import BLOCK_SIZE
-from jaxgpt_tools.reports.mask_picture import draw, mask_panels
 from jaxgpt_tools.common import command
+from jaxgpt_tools.reports.mask_picture import draw, mask_panels
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from jaxgpt_tools.reports.plot_runs import plot_runs, read_run
 from jaxgpt_tools.common import command
+from jaxgpt_tools.reports.plot_runs import plot_runs, read_run
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,9 +17,8 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-from jaxgpt_tools.gpu import projection
 from jaxgpt_tools.common import command
-
+from jaxgpt_tools.gpu import projection
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,6 +15,7 @@ import json
 import sys
 
 from jaxgpt_tools.bench.refusal_time import TRAINERS, measure
+from jaxgpt_tools.common import command
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,15 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5, help="refused commands timed (default 5)")
     args = parser.parse_args(argv)
     if args.repeats < 1:
-        print("refusal_time.py: error: --repeats must be >= 1", file=sys.stderr)
-        return 2
-    try:
-        result = measure(args.trainer, args.repeats)
-    except RuntimeError as error:
-        print(f"refusal_time.py: error: {error}", file=sys.stderr)
-        return 1
-    print(json.dumps(result, indent=1))
-    return 0
+        parser.error("--repeats must be >= 1")
+    return command.run("refusal_time", lambda: print(json.dumps(measure(args.trainer, args.repeats), indent=1)))
 
 
 if __name__ == "__main__":

@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from jaxgpt_tools.parity.step_bisect import run
 from jaxgpt_tools.common import command
+from jaxgpt_tools.parity.step_bisect import run
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,8 +16,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from jaxgpt_tools.gpu.tile_sweep import IMPLEMENTATIONS, KERNELS, sweep
 from jaxgpt_tools.common import command
+from jaxgpt_tools.gpu.tile_sweep import IMPLEMENTATIONS, KERNELS, sweep
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

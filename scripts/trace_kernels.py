@@ -13,8 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from jaxgpt_tools.gpu.trace_kernels import format_ranking, rank
 from jaxgpt_tools.common import command
+from jaxgpt_tools.gpu.trace_kernels import format_ranking, rank
 
 
 def main(argv: list[str] | None = None) -> int:

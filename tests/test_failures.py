@@ -21,9 +21,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxgpt.run import checkpoint, cli, interrupt
 from jaxgpt import config, data
 from jaxgpt import train as train_lib
+from jaxgpt.run import checkpoint, cli, interrupt
+from jaxgpt.run.cli import PROG
 
 REPO = Path(__file__).resolve().parents[1]
 VOCAB = 1024  # a small model: the run below compiles in well under a minute
@@ -563,8 +564,8 @@ def test_a_failed_save_stops_the_run_and_keeps_the_previous_checkpoint(capsys, m
                                    "1", "--keep-checkpoints", "1", "--run-id", "f")) == 1
     captured = capsys.readouterr()
     directory = out / "checkpoints" / "f"
-    error = [line for line in captured.err.splitlines() if line.startswith("error: ")]
-    assert error == [f"error: saving the checkpoint of step 3 into {directory} failed (OSError: [Errno 28] No space left "
+    error = [line for line in captured.err.splitlines() if line.startswith(f"{PROG}: error: ")]
+    assert error == [f"{PROG}: error: saving the checkpoint of step 3 into {directory} failed (OSError: [Errno 28] No space left "
                      f"on device: '{directory}/3.orbax-checkpoint-tmp/meta.orbax-checkpoint-tmp/metadata'). The newest "
                      f"complete checkpoint is step 2 in {directory} (continue with --resume {directory})."], captured.err
     assert "step:5/6" not in captured.out  # stopped at the top of step 4, not carried on without saves

@@ -26,10 +26,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxgpt.run import checkpoint, interrupt, peers
 from jaxgpt import config as cfg
 from jaxgpt import data
 from jaxgpt import train as train_lib
+from jaxgpt.run import checkpoint, interrupt, peers
+from jaxgpt.run.cli import PROG
 from jaxgpt.testing import (SMALL_VOCAB, free_port, kill_children, log_tail, small_model_config, start_children,
                             synthetic_tokens, wait_children)
 
@@ -346,7 +347,7 @@ def test_a_killed_process_ends_the_other_with_its_name_within_the_bound(multi_ru
     directory = out / "checkpoints" / "k"
     steps = checkpoint.completed_steps(directory)
     assert steps and steps[-1] in (2, 4), steps
-    lines = [line for line in output.splitlines() if line.startswith("error: ")]
+    lines = [line for line in output.splitlines() if line.startswith(f"{PROG}: error: ")]
     assert lines == [line for line in lines if "process 1 of this 2-process run is gone (silent for 20 s)" in line
                      and f"The newest complete checkpoint is step {steps[-1]} in {directory}" in line], output
     assert len(lines) == 1 and "Traceback" not in output

@@ -47,7 +47,7 @@ from torch_ref.optim import build_lr_schedulers, build_optimizers, optimizer_ste
 from torch_ref.run import checkpoint as ckpt
 from torch_ref.run import convert, peers, preflight, profiling, runlog
 from torch_ref.run import lock as run_lock
-from torch_ref.run.cli import RunOptions, parse_args, torchrun_world_size, with_run_id
+from torch_ref.run.cli import RunOptions, parse_args, print_error, torchrun_world_size, with_run_id
 from torch_ref.run.convert import load_record_state_dict
 from torch_ref.run.interrupt import Interrupted, StopRequest, agree, interrupted
 from torch_ref.schedules import window_value
@@ -323,11 +323,11 @@ def _spawned_rank(rank: int, world_size: int, preset: cfg.Preset, options: RunOp
             print(stopped, file=sys.stderr, flush=True)
         sys.exit(stopped.exit_code)
     except peers.PeerLost as lost:  # every survivor says it: rank 0 may be the one lost
-        print(f"torch_ref.train: error: {lost}", file=sys.stderr, flush=True)
+        print_error(lost)
         sys.exit(1)
     except RUNTIME_ERRORS as err:
         if rank == 0:
-            print(f"torch_ref.train: error: {err}", file=sys.stderr, flush=True)
+            print_error(err)
         sys.exit(1)
     finally:
         dist.destroy_process_group()
@@ -394,7 +394,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         preset, options = parse_args(argv)
     except ValueError as err:
-        print(f"torch_ref.train: error: {err}", file=sys.stderr)
+        print_error(err)
         return 2
     try:
         run(preset, options)
@@ -404,13 +404,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return stopped.exit_code
     except mp.ProcessExitedException as exited:  # a spawned rank's code; the ranks printed why
         if exited.exit_code < 0:  # killed by a signal: nothing of its own was printed
-            print(f"torch_ref.train: error: rank {exited.error_index} was ended by {exited.signal_name}; the other "
-                  "ranks were stopped", file=sys.stderr)
+            print_error(f"rank {exited.error_index} was ended by {exited.signal_name}; the other ranks were stopped")
         return exited.exit_code if exited.exit_code > 0 else 1
     except (peers.PeerLost, *RUNTIME_ERRORS) as err:
         if options.debug:
             raise
-        print(f"torch_ref.train: error: {err}", file=sys.stderr)
+        print_error(err)
         return 1
     return 0
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, get_args
@@ -18,6 +19,12 @@ from jaxgpt import config as cfg
 from jaxgpt.run import compile_cache, names
 
 PROG = "python -m jaxgpt.train"
+
+
+def print_error(message: object) -> None:
+    """A runtime error's one line on stderr, `PROG: error: MESSAGE`, the form argparse gives a
+    usage error (every command of the project writes its errors so)."""
+    print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -33,7 +32,7 @@ from pathlib import Path
 import jax
 
 from jaxgpt import compat
-from jaxgpt.run import checkpoint
+from jaxgpt.run import checkpoint, cli
 
 HEARTBEAT_TIMEOUT_S = 60  # jax.distributed's bound for a silent process (JAX's default: 100 s)
 BEAT_S = 2.0  # how often each process bumps its counter
@@ -125,5 +124,5 @@ class PeerWatch:
             lost = self.stale()
             if lost and self._waiting and self._reported.acquire(blocking=False):
                 cause = "the training step waits for it"
-                print(f"error: {lost_message(lost, cause, self._directory)}", file=sys.stderr, flush=True)
+                cli.print_error(lost_message(lost, cause, self._directory))
                 os._exit(1)

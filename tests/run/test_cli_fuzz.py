@@ -18,9 +18,10 @@ import io
 import pytest
 from hypothesis import given, settings
 
-from jaxgpt.run import cli, preflight
 from jaxgpt import fuzzing
 from jaxgpt import train as train_lib
+from jaxgpt.run import cli, preflight
+from jaxgpt.run.cli import PROG
 
 pytestmark = pytest.mark.fuzz
 # --init-from reads a torch file: without torch (make test-compat) it is left out too.
@@ -63,7 +64,7 @@ def test_training_command_lines(paths, tmp_path, monkeypatch):
         assert "Traceback" not in text, text
         if code == 1:  # one error line; besides it only the run's notes and warnings
             lines = text.splitlines()
-            assert [line for line in lines if line.startswith("error: ")] == [lines[-1]], text
+            assert [line for line in lines if line.startswith(f"{PROG}: error: ")] == [lines[-1]], text
             assert all(line.startswith(("note: ", "warning: ")) for line in lines[:-1]), text
 
     property_holds()

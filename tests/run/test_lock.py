@@ -27,6 +27,7 @@ import pytest
 
 from jaxgpt import data
 from jaxgpt.run import lock
+from jaxgpt.run.cli import PROG
 from jaxgpt import train as train_lib
 
 REPO = Path(__file__).resolve().parents[2]
@@ -198,7 +199,7 @@ def test_a_second_run_on_the_same_folders_is_refused_with_one_line(two_runs):
     holder = two_runs["holder"]
     assert holder.command.split()[1:3] == ["-m", "jaxgpt.train"]
     line = refusal(two_runs, "second")
-    assert line.startswith(f"error: the logs of run 'same' in {two_runs['out'] / 'logs'} is in use by another run: "
+    assert line.startswith(f"{PROG}: error: the logs of run 'same' in {two_runs['out'] / 'logs'} is in use by another run: "
                            f"pid {holder.pid} on host {holder.host}, started {holder.started} ({holder.command})")
     assert line.endswith("Wait for that run to end or stop it, or pass another --run-id")
 

@@ -13,10 +13,11 @@ import jax
 import numpy as np
 import pytest
 
-from jaxgpt.run import checkpoint, preflight
 from jaxgpt import data
-from jaxgpt.config import config_to_json
 from jaxgpt import train as train_lib
+from jaxgpt.config import config_to_json
+from jaxgpt.run import checkpoint, preflight
+from jaxgpt.run.cli import PROG
 
 
 @pytest.fixture
@@ -32,7 +33,7 @@ def run_main(capsys, args: list[str], code: int = 1) -> str:
     assert train_lib.main(args) == code
     err = capsys.readouterr().err
     err = "".join(line for line in err.splitlines(keepends=True) if not line.startswith("note: "))
-    assert err.startswith("error: "), err
+    assert err.startswith(f"{PROG}: error: "), err
     assert "Traceback" not in err
     return err
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import sys
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,6 +22,12 @@ import torch_ref.config as cfg
 from torch_ref.run import names
 
 PROG = "python -m torch_ref.train"
+
+
+def print_error(message: object) -> None:
+    """A runtime error's one line on stderr, `PROG: error: MESSAGE`, the form argparse gives a
+    usage error (every command of the project writes its errors so)."""
+    print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)

@@ -142,12 +142,13 @@ def test_fusion_report_tiny_run(tmp_path, capsys):
                                "--artifacts-dir", str(tmp_path / "again-artifacts")]) == 0
 
 
-def test_unknown_names_are_refused_by_name():
+def test_unknown_names_are_refused_by_name(capsys):
     from jaxgpt_tools.fusion.report import unknown_names
     from scripts import fusion_report
 
     assert unknown_names(["small", "huge"], ["xla", "tvm"], ["qkv"], ["fwd"]) == ["huge", "tvm"]
-    with pytest.raises(SystemExit, match="fusion_report.py: unknown shape, compiler, part or mode: huge"):
-        fusion_report.main(["--shapes", "huge", "--no-gpu-aot"])
-    with pytest.raises(SystemExit, match="fusion_report.py: --threads 4096 but this process may use only"):
-        fusion_report.main(["--quick", "--threads", "4096", "--no-gpu-aot"])
+    for argv, message in ((["--shapes", "huge", "--no-gpu-aot"], "unknown shape, compiler, part or mode: huge"),
+                          (["--quick", "--threads", "4096", "--no-gpu-aot"], "--threads 4096 but this process may use only")):
+        with pytest.raises(SystemExit) as usage:  # a usage error: argparse's exit 2 and its line
+            fusion_report.main(argv)
+        assert usage.value.code == 2 and f": error: {message}" in capsys.readouterr().err

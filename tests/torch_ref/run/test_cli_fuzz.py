@@ -4,7 +4,7 @@ as jaxgpt's in tests/test_cli_fuzz.py: combinations of its flags with values of 
 locks, --init-from, --resume, the geometry and the shards: torch_ref.run.preflight.start_run); no
 rank is spawned and nothing trains.
 
-Property: exit 0, 1 (one `torch_ref.train: error:` line, after notes and warnings) or 2 (a usage
+Property: exit 0, 1 (one `python -m torch_ref.train: error:` line, after notes and warnings) or 2 (a usage
 error), never a traceback or any other exception, no hang. --debug is left out (its tracebacks
 are the point).
 """
@@ -18,8 +18,9 @@ import pytest
 from hypothesis import given, settings
 
 from jaxgpt import fuzzing
-from torch_ref.run import cli
 from torch_ref import train as train_lib
+from torch_ref.run import cli
+from torch_ref.run.cli import PROG
 
 pytestmark = [pytest.mark.fuzz, pytest.mark.usefixtures("one_thread")]
 
@@ -53,7 +54,7 @@ def test_training_command_lines(small_run, paths, tmp_path, monkeypatch):
         if code == 1:  # one error line; besides it only the run's notes and warnings
             lines = text.splitlines()
             assert [line for line in lines if "error: " in line] == [lines[-1]], text
-            assert lines[-1].startswith("torch_ref.train: error: "), text
+            assert lines[-1].startswith(f"{PROG}: error: "), text
             assert all(line.startswith(("note: ", "warning: ")) for line in lines[:-1]), text
 
     property_holds()

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from torch_ref.run import lock
 from torch_ref import train as train_lib
+from torch_ref.run import lock
+from torch_ref.run.cli import PROG
 
 REPO = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -65,7 +66,7 @@ def test_a_second_run_and_a_resume_are_refused_and_the_first_is_unharmed(small_r
         first.send_signal(signal.SIGCONT)
     _, stderr = first.communicate(timeout=600)
     assert first.returncode == 0, stderr
-    assert second.startswith(f"torch_ref.train: error: the logs of run 'same' in {out / 'logs'} is in use by another "
+    assert second.startswith(f"{PROG}: error: the logs of run 'same' in {out / 'logs'} is in use by another "
                              f"run: pid {holder.pid} on host {holder.host}, started {holder.started} ({holder.command})")
     assert holder.command.split()[1:3] == ["-m", "torch_ref.train"] and second.endswith("or pass another --run-id")
     assert f"the checkpoint folder {out / 'checkpoints' / 'same'} is in use by another run: pid {holder.pid} " in resume
