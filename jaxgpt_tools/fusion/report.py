@@ -25,6 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from jaxgpt_tools.common import machine
 from jaxgpt_tools.common.artifacts import REPO_ROOT, repo_relative_paths
 from jaxgpt_tools.common.machine import cpu_flags, torch_threads
 from jaxgpt_tools.fusion.compile_only import FREEZING_ON_GPU, INDUCTOR_CPU_ABLATIONS, inductor_leg, xla_leg
@@ -101,15 +102,9 @@ def git_commit() -> str:
 
 def cpu_model() -> str:
     """The CPU's model name (/proc/cpuinfo), or the platform's processor string."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
     import platform
 
-    return platform.processor() or platform.machine()
+    return machine.cpu_model() or platform.processor() or platform.machine()
 
 
 def environment() -> dict[str, Any]:
