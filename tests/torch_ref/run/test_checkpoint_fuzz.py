@@ -107,7 +107,7 @@ def read_resume(path) -> None:
     model, optimizers, schedulers = new_run()
     step, position, served = ckpt.restore(model, optimizers, schedulers, resumed, resume_path)
     file = stored(path)
-    assert (step, position[1], served) == (file["step"], file["data_position"]["pos"], file["data_position"]["batches"])
+    assert (step, position[1], served) == (file["step"], file["data_position"]["pos"], file["data_position"].get("batches", 0))
     for name, value in file["model"].items():
         torch.testing.assert_close(model.state_dict()[name], value, rtol=0, atol=0, equal_nan=True, msg=name)
 
