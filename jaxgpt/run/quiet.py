@@ -91,12 +91,15 @@ def third_party_errors(debug: bool) -> Iterator[None]:
     for logger in loggers:
         logger.addFilter(one_line)
     sys.unraisablehook, threading.excepthook = (lambda unraisable: None), thread_failed
+    failed = True
     try:
         with warnings.catch_warnings():  # a failed restore's coroutines, collected unawaited
             warnings.filterwarnings("ignore", message=r"coroutine '.*' was never awaited", category=RuntimeWarning)
             yield
+        failed = False
     finally:
-        gc.collect()  # a failed restore's coroutines are reported when collected: here, not at exit
+        if failed:  # a failed restore's coroutines are reported when collected: here, not at exit
+            gc.collect()  # (only then: a whole-heap collection costs a second in a large process)
         late = saved_unraisable if isinstance(saved_unraisable, LateLibraryFilter) else LateLibraryFilter(saved_unraisable)
         sys.unraisablehook, threading.excepthook = late, saved_thread_hook
         for logger in loggers:
