@@ -1,10 +1,13 @@
-"""The records' `.pt` state dicts in torch_ref: their names, QKV layout and dims (mirrors
-jaxgpt.run.convert, which also converts to and from jaxgpt's params).
+"""The records' `.pt` files in torch_ref: reading one safely, their names, QKV layout and dims
+(mirrors jaxgpt.run.convert, which also converts to and from jaxgpt's params).
 
-A record saves its compiled model (`_orig_mod.` key prefixes) under its own names (#8/#9/#15's
+`read_checkpoint` reads any torch_ref or record-format file (the zip's CRC-32 checked first, then
+the 'model' state dict's kinds); torch_ref's own step files go through it too. A record saves its
+compiled model (`_orig_mod.` key prefixes) under its own names (#8/#9/#15's
 `transformer.{wte,vte,h.i}`, #8-#18's c_q/c_k/c_v); `to_model_names` maps any of them to
-torch_ref's, `load_record_state_dict` loads the result into a GPT of either QKV layout and
-`model_config_from_state_dict` reads the model's dims off it.
+torch_ref's, `load_record_state_dict` loads the result into a GPT of either QKV layout,
+`model_config_from_state_dict` reads the model's dims off it and `check_record_shapes` checks
+every key and shape on the meta device before anything is allocated.
 """
 
 from __future__ import annotations
