@@ -170,7 +170,7 @@ def two_runs(tmp_path_factory):
     args = run_args(shard_globs, out, "--checkpoint-every", "2", "--run-id", "same", "--val-every", "2")
     first = subprocess.Popen([sys.executable, "-m", "jaxgpt.train", *args], cwd=work, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
-    holder = wait_for_holder(out / "logs" / "same.lock", first)
+    holder = wait_for_holder(out / "checkpoints" / "same" / lock.FOLDER_LOCK, first)  # the last of its locks
     first.send_signal(signal.SIGSTOP)  # holds its locks, writes nothing, while the others try
     try:
         refusals = {}
