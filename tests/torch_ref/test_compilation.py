@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 
 import pytest
 import torch
 import torch._inductor.config as inductor_config
 
+from jaxgpt_tools.parity import record_code
 from torch_ref import compilation
 
-RECORD_LOG = Path(__file__).resolve().parents[2].parent / "shared" / "upstream" / "2025-01-16_Sub3Min" / \
-    "1d3bd93b-a69e-4118-aeb8-8184239d7566.txt"
+# The Sub3Min log where the parity suite finds it ($JAXGPT_UPSTREAM_LOGS, else ../shared/upstream).
+RECORD_LOG = record_code.logs_root() / record_code.RECORD_LOGS["record"].folder / record_code.RECORD_LOGS["record"].file
 
 
 def test_compile_model_sets_the_records_inductor_settings_and_compiles():
@@ -36,7 +36,7 @@ def test_the_allocator_setting_leaves_a_users_own_value(monkeypatch):
 
 
 @pytest.mark.skipif(not RECORD_LOG.is_file(), reason="the records' logs are not beside this checkout "
-                    "(../shared/upstream; scripts/fetch_record.py fetches one)")
+                    "($JAXGPT_UPSTREAM_LOGS or ../shared/upstream; scripts/fetch_record.py fetches one)")
 def test_every_compile_setting_of_the_records_script_is_torch_refs():
     source = RECORD_LOG.read_text().split("\n" + "=" * 100 + "\n")[0]
     inductor = dict(re.findall(r"^torch\._inductor\.config\.(\w+) = (\w+)", source, flags=re.MULTILINE))
