@@ -29,6 +29,7 @@ import itertools
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -107,6 +108,21 @@ def read_holder(path: Path) -> Holder | None:
         if attempt < READ_TRIES - 1:
             time.sleep(READ_PAUSE_S)
     return None
+
+
+def wait_for_holder(lock_file: Path, process: subprocess.Popen, timeout_s: float = 300) -> Holder:
+    """The holder of `lock_file` once the run `process` has written itself there, for a caller
+    that starts a run and must know it holds its folders (the refusal benchmark, the lock tests;
+    torch_ref writes the same files). RuntimeError if the process ends first or `timeout_s` passes."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        holder = read_holder(lock_file) if lock_file.exists() else None
+        if holder is not None and holder.pid == process.pid:
+            return holder
+        if process.poll() is not None:
+            raise RuntimeError(f"the process ended ({process.returncode}) before it held {lock_file}")
+        time.sleep(0.05)
+    raise RuntimeError(f"{lock_file} was not taken within {timeout_s} s")
 
 
 def pid_alive(pid: int) -> bool:

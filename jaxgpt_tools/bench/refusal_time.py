@@ -46,18 +46,6 @@ def timed(command: list[str], env: dict[str, str]) -> tuple[float, subprocess.Co
     return time.perf_counter() - started, done
 
 
-def wait_for_holder(lock_file: Path, process: subprocess.Popen, timeout_s: float = 600) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        holder = lock.read_holder(lock_file) if lock_file.exists() else None
-        if holder is not None and holder.pid == process.pid:
-            return
-        if process.poll() is not None:
-            raise RuntimeError(f"the first run ended ({process.returncode}) before it held {lock_file}")
-        time.sleep(0.05)
-    raise RuntimeError(f"the first run did not take {lock_file} within {timeout_s} s")
-
-
 def measure(trainer: str, repeats: int = 5) -> dict:
     """{"trainer", "refused_s" (each refused command's wall time), "median_refused_s",
     "median_import_s" (importing the trainer's module alone), "median_in_process_s" (`main`
@@ -75,7 +63,7 @@ def measure(trainer: str, repeats: int = 5) -> dict:
         command = [sys.executable, "-m", module, *flags, *(arg.format(root=root) for arg in COMMON)]
         first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            wait_for_holder(root / "out" / "checkpoints" / "same" / lock.FOLDER_LOCK, first)
+            lock.wait_for_holder(root / "out" / "checkpoints" / "same" / lock.FOLDER_LOCK, first, timeout_s=600)
             first.send_signal(signal.SIGSTOP)
             refusals = [timed(command, env) for _ in range(repeats)]
             imports = [timed([sys.executable, "-c", f"import {module}"], env)[0] for _ in range(repeats)]

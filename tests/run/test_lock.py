@@ -19,7 +19,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
@@ -48,20 +47,8 @@ def hold_in_child(lock_file: Path) -> subprocess.Popen:
         time.sleep(600)
     """)
     child = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(REPO)})
-    wait_for_holder(lock_file, child)
+    lock.wait_for_holder(lock_file, child)
     return child
-
-
-def wait_for_holder(lock_file: Path, process: subprocess.Popen, timeout_s: float = 300) -> lock.Holder:
-    """The holder of `lock_file` once `process` has written itself there (it must not exit first)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        holder = lock.read_holder(lock_file) if lock_file.exists() else None
-        if holder is not None and holder.pid == process.pid:
-            return holder
-        assert process.poll() is None, f"the process ended ({process.returncode}) before it held {lock_file}"
-        time.sleep(0.05)
-    raise AssertionError(f"{lock_file} was not taken within {timeout_s} s")
 
 
 def test_a_second_lock_is_refused_naming_the_holder(tmp_path):
@@ -170,7 +157,7 @@ def two_runs(tmp_path_factory):
     args = run_args(shard_globs, out, "--checkpoint-every", "2", "--run-id", "same", "--val-every", "2")
     first = subprocess.Popen([sys.executable, "-m", "jaxgpt.train", *args], cwd=work, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
-    holder = wait_for_holder(out / "checkpoints" / "same" / lock.FOLDER_LOCK, first)  # the last of its locks
+    holder = lock.wait_for_holder(out / "checkpoints" / "same" / lock.FOLDER_LOCK, first)  # the last of its locks
     first.send_signal(signal.SIGSTOP)  # holds its locks, writes nothing, while the others try
     try:
         refusals = {}
@@ -239,7 +226,7 @@ def test_a_killed_trainer_leaves_a_lock_that_the_next_run_takes_over(tmp_path, c
     args = run_args(shard_globs, out, "--run-id", "k", "--checkpoint-every", "2")
     killed = subprocess.Popen([sys.executable, "-m", "jaxgpt.train", *args], cwd=tmp_path, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(REPO)})
-    wait_for_holder(out / "checkpoints" / "k" / lock.FOLDER_LOCK, killed)  # the last of its two locks
+    lock.wait_for_holder(out / "checkpoints" / "k" / lock.FOLDER_LOCK, killed)  # the last of its two locks
     killed.send_signal(signal.SIGKILL)
     killed.wait()
     # The next run takes both locks over, then stops at its first check (--steps beyond the data).

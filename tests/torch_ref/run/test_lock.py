@@ -13,28 +13,17 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from torch_ref import train as train_lib
+from jaxgpt.run.lock import wait_for_holder  # the same lock files (parity_tests/test_lock_parity.py)
 from torch_ref.run import lock
 from torch_ref.run.cli import PROG
 
 REPO = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-def wait_for_holder(lock_file: Path, process: subprocess.Popen, timeout_s: float = 300) -> lock.Holder:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        holder = lock.read_holder(lock_file) if lock_file.exists() else None
-        if holder is not None and holder.pid == process.pid:
-            return holder
-        assert process.poll() is None, f"the process ended ({process.returncode}) before it held {lock_file}"
-        time.sleep(0.05)
-    raise AssertionError(f"{lock_file} was not taken within {timeout_s} s")
 
 
 def start(args: list[str], cwd: Path, **streams) -> subprocess.Popen:
