@@ -17,6 +17,7 @@ import argparse
 import shlex
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from jaxgpt_tools.common import command
@@ -37,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="more flags for jaxgpt's run, one string (e.g. '--remat block'): an A/B test of one change")
     parser.add_argument("--record-script", type=Path, default=device_plan.PlanOptions.record_script,
                         help="the record's own script (default: where scripts/fetch_record.py writes it)")
+    parser.add_argument("--cap", action="append", default=[], metavar="STEP=SECONDS",
+                        help="another cap for one step (repeatable; defaults: jaxgpt_tools/gpu/device_plan.py DEFAULT_CAPS)")
     parser.add_argument("--cpu", action="store_true", help="CPU stand-ins of the GPU commands, to test the plan here")
     args = parser.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="device_plan_"))
@@ -44,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
                                           record_script=args.record_script, jaxgpt_args=tuple(shlex.split(args.jaxgpt_args)))
     if args.cpu:
         options = device_plan.cpu_stand_ins(options)
+    try:
+        options = replace(options, caps={**options.caps, **device_plan.parse_caps(args.cap, options.caps)})
+    except ValueError as error:
+        parser.error(str(error))
     steps = device_plan.record_steps(options)
     if args.only:
         wanted = [name.strip() for name in args.only.split(",") if name.strip()]

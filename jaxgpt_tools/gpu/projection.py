@@ -4,8 +4,8 @@ A projection, not a measurement: no 8-GPU machine has run jaxgpt. Inputs:
 - the one-device and 8-device compiled plans of the record step (compiled without a GPU, no
   autotuning), reduced by `hlo_schedule.collective_schedule` to each plan's compute estimate and,
   for the 8-device plan, each collective's bytes and the compute scheduled around it;
-- the newest measured one-device step on an H100 (`jax_step_ms` of the newest gpu_check.json that
-  has one; 195 ms when this was written, measured 2026-11-23 at f2ae30b);
+- the newest measured one-device step on an H100 (`jax_step_ms` of the newest H100 report that
+  has one, a device plan's summary.json or a gpu_check.json; 195 ms when this was written, measured 2026-11-23 at f2ae30b);
 - the link assumptions in `Assumptions`, each stated in the output.
 
 Model: each device of the 8 runs the measured one-device step, minus the compute the 8-way
@@ -113,11 +113,21 @@ MEASURED_STEPS = [str(REPO_ROOT / "artifacts" / "gpu" / "**" / "*.json"),
 SCHEDULES = REPO_ROOT / "artifacts" / "gpu" / "h100_plan_schedules.json"
 
 
+def report_gpu(report: dict[str, Any]) -> str | None:
+    """The GPU a report ran on: a device plan's preflight (`steps.preflight.results.gpu`) or a
+    gpu_check's `environment.gpu`; None where the report does not say."""
+    preflight = ((report.get("steps") or {}).get("preflight") or {}).get("results") or {}
+    return preflight.get("gpu") or (report.get("environment") or {}).get("gpu")
+
+
 def measured_step(report: dict[str, Any]) -> tuple[str, float] | None:
-    """(when, jax_step_ms) of a GPU run's report: a device plan's summary.json (`jax_step_ms` at
+    """(when, jax_step_ms) of an H100 run's report: a device plan's summary.json (`jax_step_ms` at
     its top, `started_utc`) or a gpu_check.json (`train.jax_step_ms`, `started`); None for a
-    dry run, CPU stand-ins or a report without the number."""
+    dry run, CPU stand-ins, another GPU (an H200's step is not an H100's) or a report without
+    the number. A report that names no GPU is taken as the H100 it was written for."""
     if report.get("dry_run") or report.get("cpu_stand_ins"):
+        return None
+    if "H100" not in (report_gpu(report) or "H100"):
         return None
     step = report.get("jax_step_ms") or (report.get("train") or {}).get("jax_step_ms")
     when = report.get("started_utc") or report.get("started") or ""

@@ -124,3 +124,12 @@ def test_the_whole_plan_with_cpu_stand_ins_ends_inside_its_deadline(tmp_path, st
     assert summary["steps"]["preflight"]["results"]["inputs"]["encoding"] in ("gpt2", "bytes")
     assert "CPU stand-ins" in (out / device_plan.SUMMARY_MD).read_text()
     assert "Median step ms over steps 12..13" in capsys.readouterr().out
+
+
+def test_caps_from_the_command_line_replace_one_step_and_refuse_nonsense():
+    caps = dict(device_plan.DEFAULT_CAPS)
+    assert device_plan.parse_caps(["torch_ref=300", "record=275.5"], caps) == {"torch_ref": 300.0, "record": 275.5}
+    for bad, said in [("torchref=3", "unknown step 'torchref'"), ("record=soon", "want STEP=SECONDS"),
+                      ("record", "want STEP=SECONDS"), ("jaxgpt=0", "positive")]:
+        with pytest.raises(ValueError, match=said):
+            device_plan.parse_caps([bad], caps)

@@ -133,7 +133,9 @@ def test_the_newest_gpu_report_gives_the_measured_step_device_plans_included(tmp
     reports = {"old_gpu_check.json": {"started": "2026-11-23 10:00:00", "train": {"jax_step_ms": 195}},
                "plan_summary.json": {"started_utc": "2026-11-28 09:00:00", "jax_step_ms": 150.5},
                "cpu_summary.json": {"started_utc": "2026-11-29 09:00:00", "jax_step_ms": 2400, "cpu_stand_ins": True},
-               "dry_gpu_check.json": {"started": "2026-11-30", "dry_run": True, "train": {"jax_step_ms": 9}}}
+               "dry_gpu_check.json": {"started": "2026-11-30", "dry_run": True, "train": {"jax_step_ms": 9}},
+               "h200_summary.json": {"started_utc": "2026-12-01 09:00:00", "jax_step_ms": 139.0,
+                                     "steps": {"preflight": {"results": {"gpu": "NVIDIA H200"}}}}}
     for name, report in reports.items():
         (tmp_path / name).write_text(json.dumps(report))
     step, source = projection.newest_measured_step([str(tmp_path / "*.json")])
