@@ -188,8 +188,9 @@ def publish(summary: dict[str, Any], options: PlanOptions, step_logs: dict[str, 
     copied.update({work / name: name for name in ("kernels.txt", "attention.json")})
     summary["left_out_of_archive"] = _archive(work, out / ARCHIVE, skip=set(copied))
     for source, name in copied.items():
-        if source.is_file():
-            _write_atomically(out / name, source.read_bytes())
+        if source.is_file():  # text with no machine's folders: the work folder as $WORK, packages as <site-packages>/
+            text = source.read_text(errors="replace").replace(str(work), "$WORK")
+            _write_atomically(out / name, repo_relative_paths(text).encode())
     # The summary last: once it names a step, that step's files are already in place.
     _write_atomically(out / SUMMARY_MD, repo_relative_paths(markdown(summary)).encode())
     _write_atomically(out / SUMMARY_JSON, (repo_relative_paths(json.dumps(summary, indent=1, default=str)) + "\n").encode())

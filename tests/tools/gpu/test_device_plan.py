@@ -116,6 +116,10 @@ def test_the_whole_plan_with_cpu_stand_ins_ends_inside_its_deadline(tmp_path, st
     assert "num_iterations = 18" in record["patches"] and record["step_ms_median"] == 10 and record["peak_mib"] == 123
     assert summary["record_step_ms"] == 10 and summary["ratio_jax_over_record"] > 0
     kernels = (out / "kernels.txt").read_text()
+    # The published text names no machine's folders (the lease's files are committed as they come).
+    logs = {name: (out / name).read_text() for name in ("jaxgpt.log", "torch_ref.log", "kernels.txt")}
+    assert "$WORK/jaxgpt/logs/jaxgpt.txt" in logs["jaxgpt.log"]
+    assert not [name for name, text in logs.items() if str(tmp_path) in text]
     assert "## jaxgpt: steps 15:16 traced" in kernels and "## torch_ref: steps 15:16 traced" in kernels
     attention = json.loads((out / "attention.json").read_text())
     assert set(attention["timings"]["blocked"]) == {"1", "4", "14"} and "skipped" in attention["timings"]["pallas"]
