@@ -7,7 +7,7 @@ short windows, the layer without attention, the U-net skips) is still exercised.
 
 The speedrun's lineage (docs/spec/LINEAGE.md: records #8 UntieEmbed, #9 ShortcutsTweaks,
 #15 UNetValueEmbedsTweaks, #18 SoftCap) is a set of switches of the same configs, grouped
-by what they change: model switches in ModelConfig, optimizer and LR/momentum schedule
+by what they change: model switches in their own object (ModelConfig.lineage, a ModelLineage), optimizer and LR/momentum schedule
 switches in OptimConfig, window schedule and data-stream switches in TrainConfig. Their
 defaults are Sub3Min's, so the `record` preset is unchanged by them; each lineage preset is a
 set of switch values (`LINEAGE_PRESETS`). Mixes that cannot mean anything are refused by
@@ -83,6 +83,60 @@ def fp8_grad_scale_for(tokens_per_mean: int, record_scale: float = RECORD_FP8_GR
 
 
 @dataclass(frozen=True)
+class ModelLineage:
+    """The model switches of the speedrun's lineage (LINEAGE.md sections 3-6): what #8-#18 did
+    differently from Sub3Min. Every default is Sub3Min's, so the record's model never sets one;
+    a lineage preset sets the ones its record needs (`ModelConfig(lineage=ModelLineage(...))`).
+    Which variant each switch picks is decided once, when a module is built (jaxgpt/lineage.py)."""
+
+    # Rows of the token and value embedding tables: the vocabulary (Sub3Min's 50257) or the
+    # head's padded 50304 (#8-#18); the padded rows are never read.
+    embed_rows: EmbedRows = "vocab"
+    # Linear init bound: "record" sqrt(3) * 0.5 / sqrt(fan_in) (#19 on); "torch_default"
+    # nn.Linear's 1 / sqrt(fan_in) (#8-#18).
+    linear_init: LinearInit = "record"
+    block_lambdas: bool = True  # x <- l0 x + l1 x0 before each block (#9 on); off: no `lambdas`, no x0
+    unet_skips: bool = True  # `skip_weights`: decoder layer j adds encoder output L/2-1-j (#11 on)
+    # value_embed_slots index separate (V, D) tables ("tables", #18/#20) or the D-wide chunks of
+    # one (V, k D) table ("chunks", #15's `vte` split in 6)
+    value_embed_layout: ValueEmbedLayout = "tables"
+    attn_value_lambdas: bool = True  # attn.lambdas (2,): v = l0 v (+ l1 ve) (#15 on)
+    # #9's value residual: attn.lamb () in every layer, v = (1 - lamb) v + lamb v_0 with v_0
+    # layer 0's raw value projection.
+    value_residual: bool = False
+    # "document_blocks": document-causal with a window of W blocks (W_long / W_short by layer);
+    # "document_tokens": #15's document-causal token window sw AND block window ceil(sw / 128);
+    # "causal": #8/#9's plain causal attention within each sequence (no documents, no window).
+    attention_mask: AttentionMask = "document_blocks"
+    # "half_truncated": Sub3Min's (and #18's) fp32 tables and rotation; "full": #8/#9's 64
+    # frequencies base 10000, fp32 angles, tables and rotation in the activation dtype;
+    # "full_bf16_freq": #15's, inv_freq rounded to bf16 first (the compiled reading, LINEAGE.md
+    # 5.3); "full_bf16_freq_eager": the eager reading (positions and angles rounded to bf16).
+    rotary: Rotary = "half_truncated"
+    # The records' explicit bf16 roundings, kept in every dtype policy ("as written", docs/NUMERICS.md):
+    # the "full*" rotary tables rounded to bf16 when built (#8/#9's `.bfloat16()` on fp32 cos/sin,
+    # #15's tables from its bf16 inv_freq). False: tables fp32, rounded only by a bf16 policy at use.
+    as_written_roundings: bool = True
+    # "sigmoid": Sub3Min's cap * sigmoid(z / temperature) in fp32; "tanh": cap * tanh(z / cap)
+    # on the logits' dtype (#9-#18); "none": #8's plain logits.
+    soft_cap: SoftCap = "sigmoid"
+    # tanh cap on bf16 logits: "once" = computed in fp32, rounded to bf16 once (inductor's fused
+    # chain, the reading of LINEAGE.md 8.4); "per_op" = eager's rounding after /, tanh and *.
+    soft_cap_rounding: SoftCapRounding = "once"
+    fp8_head: bool = True  # FP8 lm_head in training (#19 on); the fp32 policy never uses it
+    # RMSNorm eps: "fp32" 2^-23 for every input (today's PyTorch, the default); "as_run" 2^-7 on
+    # bf16 inputs and 2^-23 on fp32 ones (the records' PyTorch builds, LINEAGE.md 2.1).
+    rms_norm_eps: RMSNormEps = "fp32"
+
+    def __post_init__(self) -> None:
+        for name, choices in (("embed_rows", EmbedRows), ("linear_init", LinearInit),
+                              ("value_embed_layout", ValueEmbedLayout), ("attention_mask", AttentionMask),
+                              ("rotary", Rotary), ("soft_cap", SoftCap), ("soft_cap_rounding", SoftCapRounding),
+                              ("rms_norm_eps", RMSNormEps)):
+            _check_choice(name, getattr(self, name), choices)
+
+
+@dataclass(frozen=True)
 class ModelConfig:
     """The GPT of the record. Defaults are the 124M-class Sub3Min model.
 
@@ -133,45 +187,8 @@ class ModelConfig:
     # weight (same numbers, three matmuls; for the fusion study, docs/FUSION.md).
     qkv_layout: QKVLayout = "merged"
 
-    # --- Lineage switches: the model (LINEAGE.md sections 3-6; defaults are Sub3Min's) ---
-    # Rows of the token and value embedding tables: the vocabulary (Sub3Min's 50257) or the
-    # head's padded 50304 (#8-#18); the padded rows are never read.
-    embed_rows: EmbedRows = "vocab"
-    # Linear init bound: "record" sqrt(3) * 0.5 / sqrt(fan_in) (#19 on); "torch_default"
-    # nn.Linear's 1 / sqrt(fan_in) (#8-#18).
-    linear_init: LinearInit = "record"
-    block_lambdas: bool = True  # x <- l0 x + l1 x0 before each block (#9 on); off: no `lambdas`, no x0
-    unet_skips: bool = True  # `skip_weights`: decoder layer j adds encoder output L/2-1-j (#11 on)
-    # value_embed_slots index separate (V, D) tables ("tables", #18/#20) or the D-wide chunks of
-    # one (V, k D) table ("chunks", #15's `vte` split in 6)
-    value_embed_layout: ValueEmbedLayout = "tables"
-    attn_value_lambdas: bool = True  # attn.lambdas (2,): v = l0 v (+ l1 ve) (#15 on)
-    # #9's value residual: attn.lamb () in every layer, v = (1 - lamb) v + lamb v_0 with v_0
-    # layer 0's raw value projection.
-    value_residual: bool = False
-    # "document_blocks": document-causal with a window of W blocks (W_long / W_short by layer);
-    # "document_tokens": #15's document-causal token window sw AND block window ceil(sw / 128);
-    # "causal": #8/#9's plain causal attention within each sequence (no documents, no window).
-    attention_mask: AttentionMask = "document_blocks"
-    # "half_truncated": Sub3Min's (and #18's) fp32 tables and rotation; "full": #8/#9's 64
-    # frequencies base 10000, fp32 angles, tables and rotation in the activation dtype;
-    # "full_bf16_freq": #15's, inv_freq rounded to bf16 first (the compiled reading, LINEAGE.md
-    # 5.3); "full_bf16_freq_eager": the eager reading (positions and angles rounded to bf16).
-    rotary: Rotary = "half_truncated"
-    # The records' explicit bf16 roundings, kept in every dtype policy ("as written", docs/NUMERICS.md):
-    # the "full*" rotary tables rounded to bf16 when built (#8/#9's `.bfloat16()` on fp32 cos/sin,
-    # #15's tables from its bf16 inv_freq). False: tables fp32, rounded only by a bf16 policy at use.
-    as_written_roundings: bool = True
-    # "sigmoid": Sub3Min's cap * sigmoid(z / temperature) in fp32; "tanh": cap * tanh(z / cap)
-    # on the logits' dtype (#9-#18); "none": #8's plain logits.
-    soft_cap: SoftCap = "sigmoid"
-    # tanh cap on bf16 logits: "once" = computed in fp32, rounded to bf16 once (inductor's fused
-    # chain, the reading of LINEAGE.md 8.4); "per_op" = eager's rounding after /, tanh and *.
-    soft_cap_rounding: SoftCapRounding = "once"
-    fp8_head: bool = True  # FP8 lm_head in training (#19 on); the fp32 policy never uses it
-    # RMSNorm eps: "fp32" 2^-23 for every input (today's PyTorch, the default); "as_run" 2^-7 on
-    # bf16 inputs and 2^-23 on fp32 ones (the records' PyTorch builds, LINEAGE.md 2.1).
-    rms_norm_eps: RMSNormEps = "fp32"
+    # The lineage's model switches (#8-#18), all at Sub3Min's values unless a lineage preset sets them.
+    lineage: ModelLineage = field(default_factory=lambda: ModelLineage())
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "num_layers", "num_heads", "model_dim", "block_size", "rope_max_len"):
@@ -183,7 +200,7 @@ class ModelConfig:
             _fail("num_heads", f"head_dim {self.head_dim} must be a multiple of 4 (half-truncated rotary)")
         if not 0 <= self.eot_id < self.vocab_size:
             _fail("eot_id", f"{self.eot_id} is outside the vocabulary of {self.vocab_size}")
-        if self.num_layers % 2 and self.unet_skips:
+        if self.num_layers % 2 and self.lineage.unet_skips:
             _fail("num_layers", f"the U-net pairs encoder and decoder layers; got odd {self.num_layers}")
         if len(self.value_embed_slots) != self.num_layers:
             _fail("value_embed_slots", f"has {len(self.value_embed_slots)} entries for {self.num_layers} layers")
@@ -204,11 +221,6 @@ class ModelConfig:
         _check_choice("qkv_layout", self.qkv_layout, QKVLayout)
         if not self.fp8_grad_scale > 0:
             _fail("fp8_grad_scale", f"must be positive, got {self.fp8_grad_scale}")
-        for name, choices in (("embed_rows", EmbedRows), ("linear_init", LinearInit),
-                              ("value_embed_layout", ValueEmbedLayout), ("attention_mask", AttentionMask),
-                              ("rotary", Rotary), ("soft_cap", SoftCap), ("soft_cap_rounding", SoftCapRounding),
-                              ("rms_norm_eps", RMSNormEps)):
-            _check_choice(name, getattr(self, name), choices)
         if self.attn_scale is not None and not self.attn_scale > 0:
             _fail("attn_scale", f"must be positive or None, got {self.attn_scale}")
         self._check_lineage_mix()
@@ -216,20 +228,20 @@ class ModelConfig:
     def _check_lineage_mix(self) -> None:
         """Refuse switch values that cannot be combined, naming both sides of the conflict."""
         uses_value_embeds = any(slot is not None for slot in self.value_embed_slots)
-        if self.value_residual and uses_value_embeds:
+        if self.lineage.value_residual and uses_value_embeds:
             _fail("value_residual", "and value embeddings (value_embed_slots) both rewrite v; the lineage "
                   "replaced the one by the other (#14): choose one")
-        if self.value_residual and self.attn_value_lambdas:
+        if self.lineage.value_residual and self.lineage.attn_value_lambdas:
             _fail("value_residual", "mixes v with its own scalar attn.lamb; attn_value_lambdas (2,) would be a "
                   "second mixing weight for the same v: turn attn_value_lambdas off")
-        if uses_value_embeds and not self.attn_value_lambdas:
+        if uses_value_embeds and not self.lineage.attn_value_lambdas:
             _fail("value_embed_slots", "value embeddings are mixed into v by attn.lambdas: they need "
                   "attn_value_lambdas=True (or no slots)")
-        if self.attention_mask != "document_blocks":
+        if self.lineage.attention_mask != "document_blocks":
             if set(self.long_window_layers) != set(range(self.num_layers)):
-                _fail("long_window_layers", f"attention_mask {self.attention_mask!r} has one window for every "
+                _fail("long_window_layers", f"attention_mask {self.lineage.attention_mask!r} has one window for every "
                       "layer (long and short windows exist only for 'document_blocks'): list every layer")
-            if self.attention_mask == "document_tokens" and self.attention_backend in ("pallas", "mosaic"):
+            if self.lineage.attention_mask == "document_tokens" and self.attention_backend in ("pallas", "mosaic"):
                 _fail("attention_backend", f"the {self.attention_backend} kernel applies block windows only; "
                       "attention_mask 'document_tokens' needs 'blocked' or 'dense' ('auto' picks 'blocked')")
 
@@ -245,7 +257,7 @@ class ModelConfig:
     @property
     def embedding_rows(self) -> int:
         """Rows of every token and value embedding table (`embed_rows`)."""
-        return self.padded_vocab_size if self.embed_rows == "padded" else self.vocab_size
+        return self.padded_vocab_size if self.lineage.embed_rows == "padded" else self.vocab_size
 
     @property
     def attention_scale(self) -> float:
@@ -261,7 +273,7 @@ class ModelConfig:
     def value_embed_tables(self) -> tuple[int, int]:
         """(number of tables, width of each): (k, D) for "tables", (1, k D) for "chunks"."""
         count = self.num_value_embeds
-        if self.value_embed_layout == "chunks" and count:
+        if self.lineage.value_embed_layout == "chunks" and count:
             return 1, count * self.model_dim
         return count, self.model_dim
 
@@ -278,6 +290,27 @@ class ModelConfig:
 
     def uses_long_window(self, layer: int) -> bool:
         return layer in self.long_window_layers
+
+
+def with_model_fields(model: ModelConfig, **fields: Any) -> ModelConfig:
+    """A validated copy of `model` with `fields` replaced, where a lineage switch may be named
+    flat (`value_residual=True`, as the CLI's flags and the tests write it): those go into
+    `model.lineage` (or into a `lineage=` given beside them)."""
+    names = {f.name for f in dataclasses.fields(ModelLineage)}
+    switches = {name: fields.pop(name) for name in names & fields.keys()}
+    lineage = fields.pop("lineage", model.lineage)
+    return replace(model, **fields, lineage=replace(lineage, **switches) if switches else lineage)
+
+
+def nest_lineage(saved: dict[str, Any]) -> dict[str, Any]:
+    """A saved preset's dict in today's form: model switches written flat in "model" (the form
+    before ModelLineage existed) moved under "model"/"lineage"; other entries as they are."""
+    if "model" not in saved:
+        return saved
+    names = {f.name for f in dataclasses.fields(ModelLineage)}
+    model = {k: v for k, v in saved["model"].items() if k not in names}
+    model["lineage"] = {**{k: v for k, v in saved["model"].items() if k in names}, **saved["model"].get("lineage", {})}
+    return {**saved, "model": model}
 
 
 @dataclass(frozen=True)
@@ -392,10 +425,10 @@ _WINDOW_SCHEDULES = {
 def check_preset(model: ModelConfig, optim: OptimConfig, train: TrainConfig) -> None:
     """Refuse cross-section mixes that cannot mean anything, naming the conflict."""
     del optim  # no optimizer switch depends on another section
-    allowed = _WINDOW_SCHEDULES[model.attention_mask]
+    allowed = _WINDOW_SCHEDULES[model.lineage.attention_mask]
     if train.window_schedule not in allowed:
         _fail("window_schedule", f"{train.window_schedule!r} does not give the window attention_mask "
-              f"{model.attention_mask!r} takes (it takes {' or '.join(map(repr, allowed))})")
+              f"{model.lineage.attention_mask!r} takes (it takes {' or '.join(map(repr, allowed))})")
 
 
 @dataclass(frozen=True)
@@ -443,10 +476,10 @@ def tiny_preset() -> Preset:
 
 _ALL_LAYERS = tuple(range(12))
 _NO_VALUE_EMBEDS = (None,) * 12
-# Model switches shared by #8-#18 (their GPT(vocab_size=50304), nn.Linear init, c_q/c_k/c_v,
-# FlexAttention's or SDPA's default scale, no FP8 head).
-_BEFORE_FP8: dict[str, Any] = dict(embed_rows="padded", linear_init="torch_default", qkv_layout="separate", attn_scale=None,
-                   fp8_head=False, loss_chunk_tokens=8192, attention_backend="auto")
+# Model settings shared by #8-#18 (c_q/c_k/c_v, FlexAttention's or SDPA's default scale) and
+# their lineage switches (GPT(vocab_size=50304), nn.Linear init, no FP8 head).
+_BEFORE_FP8: dict[str, Any] = dict(qkv_layout="separate", attn_scale=None, loss_chunk_tokens=8192, attention_backend="auto")
+_BEFORE_FP8_LINEAGE: dict[str, Any] = dict(embed_rows="padded", linear_init="torch_default", fp8_head=False)
 _ROW_DATA: dict[str, Any] = dict(seq_len=1024, cycle_data=True, repeat_first_batch=True, shard_switch="per_rank_inclusive",
                  window_schedule="none")
 
@@ -461,9 +494,10 @@ def untie_embed_preset() -> Preset:
     plain causal attention over 1024-token rows under autocast (LINEAGE.md section 3)."""
     return Preset(
         model=ModelConfig(
-            **_BEFORE_FP8, dtype_policy="autocast", block_lambdas=False, unet_skips=False,
-            value_embed_slots=_NO_VALUE_EMBEDS, attn_value_lambdas=False, attention_free_layers=(),
-            long_window_layers=_ALL_LAYERS, attention_mask="causal", rotary="full", soft_cap="none",
+            **_BEFORE_FP8, dtype_policy="autocast", value_embed_slots=_NO_VALUE_EMBEDS, attention_free_layers=(),
+            long_window_layers=_ALL_LAYERS,
+            lineage=ModelLineage(**_BEFORE_FP8_LINEAGE, block_lambdas=False, unet_skips=False, attn_value_lambdas=False,
+                                 attention_mask="causal", rotary="full", soft_cap="none"),
         ),
         optim=OptimConfig(
             muon_lr=0.02, muon_momentum_start=0.95, muon_momentum_end=0.95, muon_momentum_warmup_steps=0,
@@ -479,7 +513,8 @@ def shortcuts_preset() -> Preset:
     lambdas), Muon momentum warmup over 500 steps and a tanh soft-cap of 30 (LINEAGE.md section 4)."""
     base = untie_embed_preset()
     return Preset(
-        model=replace(base.model, block_lambdas=True, value_residual=True, soft_cap="tanh", logit_cap=30.0),
+        model=replace(base.model, logit_cap=30.0,
+                      lineage=replace(base.model.lineage, block_lambdas=True, value_residual=True, soft_cap="tanh")),
         optim=replace(base.optim, muon_momentum_start=0.85, muon_momentum_warmup_steps=500,
                       **_whole_steps_cooldown(3200, 914)),
         train=replace(base.train, steps=3200),
@@ -491,10 +526,10 @@ def unet_value_embeds_preset() -> Preset:
     value table in 6 mirrored chunks, FlexAttention with a token window (LINEAGE.md section 5)."""
     return Preset(
         model=ModelConfig(
-            **_BEFORE_FP8, dtype_policy="bf16_model", value_embed_layout="chunks",
-            value_embed_slots=(0, 1, 2, 3, 4, 5, 5, 4, 3, 2, 1, 0), attention_free_layers=(),
-            long_window_layers=_ALL_LAYERS, attention_mask="document_tokens", rotary="full_bf16_freq",
-            soft_cap="tanh", logit_cap=30.0,
+            **_BEFORE_FP8, dtype_policy="bf16_model", value_embed_slots=(0, 1, 2, 3, 4, 5, 5, 4, 3, 2, 1, 0),
+            attention_free_layers=(), long_window_layers=_ALL_LAYERS, logit_cap=30.0,
+            lineage=ModelLineage(**_BEFORE_FP8_LINEAGE, value_embed_layout="chunks", attention_mask="document_tokens",
+                                 rotary="full_bf16_freq", soft_cap="tanh"),
         ),
         optim=OptimConfig(adam_eps=1e-8, **_whole_steps_cooldown(1480, 600)),
         train=TrainConfig(steps=1480, cycle_data=True, shard_switch="per_rank", window_schedule="tokens"),
@@ -505,7 +540,8 @@ def softcap_preset() -> Preset:
     """#18 SoftCap (3.4 min, 1390 steps): Sub3Min's architecture before merged QKV, long/short
     windows, scale 0.12 and FP8, with a tanh soft-cap of 15 and one block window (LINEAGE.md 6)."""
     return Preset(
-        model=ModelConfig(**_BEFORE_FP8, long_window_layers=_ALL_LAYERS, soft_cap="tanh", logit_cap=15.0),
+        model=ModelConfig(**_BEFORE_FP8, long_window_layers=_ALL_LAYERS, logit_cap=15.0,
+                          lineage=ModelLineage(**_BEFORE_FP8_LINEAGE, soft_cap="tanh")),
         optim=OptimConfig(adam_eps=1e-8, final_lr_frac=0.0),
         train=TrainConfig(steps=1390, cycle_data=True, window_schedule="blocks_floor"),
     )
@@ -537,14 +573,17 @@ def config_to_json(preset: Preset) -> dict[str, Any]:
 
 
 def preset_from_json(data: dict[str, Any]) -> Preset:
-    """Inverse of `config_to_json` (lists turn back into the tuples the dataclasses expect)."""
+    """Inverse of `config_to_json` (lists turn back into the tuples the dataclasses expect);
+    reads the older form with flat switches too (`nest_lineage`)."""
 
     def build(cls, values: dict[str, Any]):
         kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
         return cls(**kwargs)
 
+    data = nest_lineage(data)
+    model = {**data["model"], "lineage": build(ModelLineage, data["model"]["lineage"])}
     return Preset(
-        model=build(ModelConfig, data["model"]),
+        model=build(ModelConfig, model),
         optim=build(OptimConfig, data["optim"]),
         train=build(TrainConfig, data["train"]),
     )

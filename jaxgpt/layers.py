@@ -87,7 +87,7 @@ def linear_init_bound(fan_in: int, linear_init: str = "record") -> float:
 def uniform_init(key: jax.Array, shape: tuple[int, ...], fan_in: int, config: ModelConfig | None = None) -> jax.Array:
     """Initial linear weight, fp32: U(-b, b) (`linear_init_bound`), bf16-rounded under the
     "bf16_model" policy (#15 rounds its whole model to bf16 before the linears return to fp32)."""
-    bound = linear_init_bound(fan_in, "record" if config is None else config.linear_init)
+    bound = linear_init_bound(fan_in, "record" if config is None else config.lineage.linear_init)
     value = jax.random.uniform(key, shape, jnp.float32, -bound, bound)
     if config is not None and config.dtype_policy == "bf16_model":
         value = value.astype(jnp.bfloat16).astype(jnp.float32)

@@ -116,9 +116,9 @@ VALUE_MIXINGS = {"value_embedding": ValueMixing(keep_first_value, mix_value_embe
 def value_mixing(config: ModelConfig) -> str:
     """The name of `config`'s value mixing in VALUE_MIXINGS (ModelConfig refuses the mixes that
     mean nothing)."""
-    if config.value_residual:
+    if config.lineage.value_residual:
         return "value_residual"
-    return "value_embedding" if config.attn_value_lambdas else "none"
+    return "value_embedding" if config.lineage.attn_value_lambdas else "none"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -151,7 +151,7 @@ def skip_plan(config: ModelConfig) -> tuple[SkipStep, ...]:
     """The record's U-net (#11 on): encoder layer i stores its output, decoder layer j adds encoder
     output L/2 - 1 - j weighted by skip_weights[j]; without unet_skips no layer stores or adds."""
     encoder = config.num_encoder_layers
-    if not config.unet_skips:
+    if not config.lineage.unet_skips:
         return tuple(SkipStep(False, None) for _ in range(config.num_layers))
     return tuple(SkipStep(layer < encoder, layer - encoder if layer >= encoder else None)
                  for layer in range(config.num_layers))

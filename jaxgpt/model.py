@@ -10,7 +10,7 @@ incremental decoding: jaxgpt.decode.
 Dtype policies (ModelConfig.dtype_policy):
   "record":     embedding tables stored bf16, linear weights fp32 and cast to bf16 at use,
                 activations bf16; rotary, RMSNorm, softmax, soft-cap and CE in fp32; FP8 head
-                when train=True and config.fp8_head, plain bf16 head otherwise.
+                when train=True and config.lineage.fp8_head, plain bf16 head otherwise.
   "fp32":       everything fp32, plain fp32 head (parity tests).
   "bf16_model": as "record", plus bf16 scalars and bf16-rounded initial linear weights (#15).
   "autocast":   fp32 parameters and residual stream, bf16 matmul inputs and outputs (#8/#9).
@@ -71,7 +71,7 @@ Attend = Callable[[Any, jax.Array, jax.Array, jax.Array, jax.Array, AttentionWin
 def attention_backend(config: ModelConfig) -> AttentionBackend:
     """The backend the attention calls use: config.attention_backend, except that "auto" means
     "blocked" for #15's token window (the Pallas kernel applies block windows only)."""
-    if config.attention_mask == "document_tokens" and config.attention_backend == "auto":
+    if config.lineage.attention_mask == "document_tokens" and config.attention_backend == "auto":
         return "blocked"
     return attention_lib.resolve_backend(config.attention_backend)
 
@@ -82,7 +82,7 @@ class ValueEmbedding(nnx.Module):
 
     def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
         count, width = config.value_embed_tables
-        self.chunks = config.value_embed_layout == "chunks"
+        self.chunks = config.lineage.value_embed_layout == "chunks"
         self.embed = nnx.List([
             Embedding(config.embedding_rows, width, dtype=stream_dtype(config), rngs=rngs) for _ in range(count)
         ])
@@ -119,7 +119,7 @@ class CausalSelfAttention(nnx.Module):
             self.lambdas = nnx.Param(jnp.array([0.5, 0.5], scalar_dtype(config)))
         elif self.value_mixing == "value_residual":
             self.lamb = nnx.Param(jnp.array(0.5, scalar_dtype(config)))
-        self.rotary_in_fp32 = config.rotary == "half_truncated"  # the record's fp32 rotation; #8-#15's bf16
+        self.rotary_in_fp32 = config.lineage.rotary == "half_truncated"  # the record's fp32 rotation; #8-#15's bf16
         self.c_proj = Linear(dim, dim, zero_init=True, rngs=rngs, config=config)
 
     def __call__(
@@ -163,7 +163,7 @@ class CausalSelfAttention(nnx.Module):
             q, k, v = (linear(h, w[...]).reshape(batch, seq, heads, config.head_dim)
                        for w in (self.q_w, self.k_w, self.v_w))
         v = lineage.VALUE_MIXINGS[self.value_mixing].mix(self, v, ve_BTD, v_first_BTHD)
-        q, k = norm(q, config.rms_norm_eps), norm(k, config.rms_norm_eps)
+        q, k = norm(q, config.lineage.rms_norm_eps), norm(k, config.lineage.rms_norm_eps)
         q, k = (apply_rotary(x, *rotary, in_fp32=self.rotary_in_fp32) for x in (q, k))
         return q, k, v
 
@@ -199,7 +199,7 @@ class Block(nnx.Module):
         self.config = config
         self.attn = CausalSelfAttention(config, rngs=rngs) if config.has_attention(layer) else None
         self.mlp = MLP(config, rngs=rngs)
-        self.mixes_input = config.block_lambdas
+        self.mixes_input = config.lineage.block_lambdas
         if self.mixes_input:
             self.lambdas = nnx.Param(jnp.array([1.0, 0.0], scalar_dtype(config)))
 
@@ -224,10 +224,10 @@ class Block(nnx.Module):
             window = AttentionWindow(window, None, config.max_window_blocks)
         x = lineage.BLOCK_INPUTS[self.mixes_input](self, x_BTD, x0_BTD)
         if self.attn is not None:
-            y, v_first_BTHD = self.attn(norm(x, config.rms_norm_eps), ve_BTD, doc_ids_BT, window, rotary, attend, lists,
+            y, v_first_BTHD = self.attn(norm(x, config.lineage.rms_norm_eps), ve_BTD, doc_ids_BT, window, rotary, attend, lists,
                                         v_first_BTHD)
             x = x + y
-        return x + self.mlp(norm(x, config.rms_norm_eps)), v_first_BTHD
+        return x + self.mlp(norm(x, config.lineage.rms_norm_eps)), v_first_BTHD
 
 
 def _block_runner(remat: str):
@@ -265,7 +265,7 @@ class GPT(nnx.Module):
         self.value_embeds = ValueEmbedding(config, rngs=rngs)
         self.blocks = nnx.List([Block(config, layer, rngs=rngs) for layer in range(config.num_layers)])
         self.skips = lineage.skip_plan(config)
-        if config.unet_skips:
+        if config.lineage.unet_skips:
             self.skip_weights = nnx.Param(jnp.ones((config.num_encoder_layers,), scalar_dtype(config)))
         self.lm_head = Linear(config.model_dim, config.padded_vocab_size, zero_init=True, rngs=rngs)
 
@@ -284,12 +284,12 @@ class GPT(nnx.Module):
     def rotary_tables(self) -> tuple[np.ndarray, np.ndarray]:
         """(cos, sin), each (rope_max_len, Dh // 2) fp32 numpy, of the config's rotary kind."""
         config = self.config
-        return rotary_tables(config.head_dim, config.rope_max_len, config.rotary, config.as_written_roundings)
+        return rotary_tables(config.head_dim, config.rope_max_len, config.lineage.rotary, config.lineage.as_written_roundings)
 
     def document_ids(self, input_ids: jax.Array) -> jax.Array:
         """(B, T) int32 document ids the attention separates (jaxgpt.lineage.DOCUMENT_IDS: the EOT
         count, or one document for #8/#9)."""
-        return lineage.DOCUMENT_IDS[self.config.attention_mask](input_ids, self.config.eot_id)
+        return lineage.DOCUMENT_IDS[self.config.lineage.attention_mask](input_ids, self.config.eot_id)
 
     def hidden(self, input_ids: jax.Array, window_blocks: WindowBlocks) -> jax.Array:
         """Final normed activations (B, T, D) in the policy's stream dtype. `window_blocks`: the
@@ -308,14 +308,14 @@ class GPT(nnx.Module):
         """Embeddings, the blocks (with the U-net's skips) and the final norm: (B, T) ids -> (B, T, D).
         `attend`: the attention call of every layer (None: the step's own tokens, `attend_tokens`)."""
         config = self.config
-        windows = lineage.WINDOWS[config.attention_mask](
+        windows = lineage.WINDOWS[config.lineage.attention_mask](
             config, window, input_ids.shape[1] if attend is None else config.rope_max_len)
         lists = None
         if attention_backend(config) in ("pallas", "mosaic") and attend is None:
             # The kernel's block lists, built once per step for each window and shared by its layers.
             lists = {kind: kernel_block_lists(doc_ids, w.blocks, max_window_blocks=w.max_blocks,
                                               block_size=config.block_size) for kind, w in windows.items()}
-        x = x0 = norm(self.embed(input_ids), config.rms_norm_eps)
+        x = x0 = norm(self.embed(input_ids), config.lineage.rms_norm_eps)
         value_embeds = self.value_embeds.lookup(input_ids, config.model_dim)
         stored: list[jax.Array] = []
         v_first = None  # v_first: #9's layer-0 raw value projection, mixed into later layers
@@ -329,18 +329,18 @@ class GPT(nnx.Module):
                                    rotary, attend, None if lists is None else lists.get(kind), v_first)
             if skip.store:
                 stored.append(x)
-        return norm(x, config.rms_norm_eps)
+        return norm(x, config.lineage.rms_norm_eps)
 
     def logits(self, input_ids: jax.Array, window_blocks: WindowBlocks, *, train: bool = False) -> jax.Array:
         """(B, T, Vp) lm_head logits before the soft-cap: bf16 (bf16 policies) or fp32 (fp32 policy).
 
-        train=True with config.fp8_head under a bf16 policy uses the FP8 head, otherwise the plain head.
+        train=True with config.lineage.fp8_head under a bf16 policy uses the FP8 head, otherwise the plain head.
         """
         return self.head(self.hidden(input_ids, window_blocks), train=train)
 
     def uses_fp8(self, train: bool) -> bool:
         config = self.config
-        return train and config.fp8_head and config.dtype_policy != "fp32"
+        return train and config.lineage.fp8_head and config.dtype_policy != "fp32"
 
     def head(self, x_BTD: jax.Array, *, train: bool) -> jax.Array:
         """(B, T, Vp) logits of final activations (B, T, D)."""
@@ -367,5 +367,5 @@ class GPT(nnx.Module):
             x.reshape(batch * seq, dim).astype(compute_dtype(config)), self.lm_head.weight[...], target_ids.reshape(-1),
             use_fp8=self.uses_fp8(train), cap=config.logit_cap,
             temperature=config.logit_cap_temperature, chunk_tokens=config.loss_chunk_tokens,
-            fp8_grad_scale=config.fp8_grad_scale, cap_kind=config.soft_cap, cap_rounding=config.soft_cap_rounding,
+            fp8_grad_scale=config.fp8_grad_scale, cap_kind=config.lineage.soft_cap, cap_rounding=config.lineage.soft_cap_rounding,
         )

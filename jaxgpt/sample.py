@@ -118,7 +118,7 @@ class Sampler:
         self._step = jax.jit(self._step_fn, donate_argnums=(1,))
         self._pick = jax.jit(functools.partial(pick_token, vocab_size=config.vocab_size, top_k=top_k,
                                                cap=config.logit_cap, cap_temperature=config.logit_cap_temperature,
-                                               cap_kind=config.soft_cap, cap_rounding=config.soft_cap_rounding))
+                                               cap_kind=config.lineage.soft_cap, cap_rounding=config.lineage.soft_cap_rounding))
 
     def _step_fn(self, params, cache, token, window):
         from flax import nnx

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from jaxgpt.config import ModelConfig
+from jaxgpt.config import ModelConfig, with_model_fields
 
 SMALL_VOCAB = 512
 SMALL_EOT = SMALL_VOCAB - 1
@@ -46,8 +46,7 @@ def small_model_config(**overrides) -> ModelConfig:
         value_embed_slots=(0, None, None, 0), long_window_layers=(0, 3), attention_free_layers=(2,),
         max_window_blocks=4, dtype_policy="fp32",
     )
-    fields.update(overrides)
-    return ModelConfig(**fields)
+    return with_model_fields(ModelConfig(**fields), **overrides)
 
 
 def read_tensorboard_scalars(folder: Path) -> dict[tuple[str, int], float]:
@@ -103,17 +102,15 @@ def small_lineage_config(model: ModelConfig, **overrides) -> ModelConfig:
     the preset has one; one window for all layers when the preset has one), a window cap of 8
     blocks for every schedule, the blocked attention and an unchunked loss."""
     slots: tuple[int | None, ...]
-    if model.value_embed_layout == "chunks" and model.num_value_embeds:
+    if model.lineage.value_embed_layout == "chunks" and model.num_value_embeds:
         slots = (0, 1, 1, 0)
     elif model.num_value_embeds:
         slots = (0, None, None, 0)
     else:
         slots = (None,) * 4
     one_window = set(model.long_window_layers) == set(range(model.num_layers))
-    fields = {name: getattr(model, name) for name in (
-        "embed_rows", "linear_init", "block_lambdas", "unet_skips", "value_embed_layout", "attn_value_lambdas",
-        "value_residual", "attention_mask", "attn_scale", "rotary", "soft_cap", "logit_cap", "logit_cap_temperature",
-        "soft_cap_rounding", "fp8_head", "rms_norm_eps", "qkv_layout")}
+    fields: dict[str, Any] = {name: getattr(model, name) for name in (
+        "lineage", "attn_scale", "logit_cap", "logit_cap_temperature", "qkv_layout")}
     fields.update(value_embed_slots=slots, attention_free_layers=(2,) if model.attention_free_layers else (),
                   long_window_layers=(0, 1, 2, 3) if one_window else (0, 3), max_window_blocks=8,
                   attention_backend="blocked", loss_chunk_tokens=None)

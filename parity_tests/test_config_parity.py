@@ -41,6 +41,8 @@ def test_every_torch_ref_preset_field_equals_jaxgpt(name):
         for field in dataclasses.fields(getattr(torch_preset, part)):
             torch_value = getattr(getattr(torch_preset, part), field.name)
             jax_value = getattr(getattr(jax_preset, part), field.name)
+            if dataclasses.is_dataclass(torch_value):  # ModelLineage: the same switches, each with jaxgpt's value
+                torch_value, jax_value = dataclasses.asdict(torch_value), dataclasses.asdict(jax_value)
             assert torch_value == jax_value, f"{name}.{part}.{field.name}: torch_ref {torch_value!r}, jaxgpt {jax_value!r}"
     assert torch_preset.model.head_dim == jax_preset.model.head_dim
     assert torch_preset.model.padded_vocab_size == jax_preset.model.padded_vocab_size

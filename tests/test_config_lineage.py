@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+import dataclasses
+
 import pytest
 
 from jaxgpt import config as cfg
@@ -35,6 +37,7 @@ def test_presets_hold_the_records_run_lengths_and_aliases():
 
 def test_record_preset_keeps_every_switch_at_its_default():
     record = cfg.get_preset("record")
+    assert record.model.lineage == cfg.ModelLineage()
     assert record.model == cfg.replace(cfg.ModelConfig(), loss_chunk_tokens=8192, attention_backend="auto")
     assert record.optim == cfg.OptimConfig() and record.train == cfg.TrainConfig()
 
@@ -49,7 +52,7 @@ def test_record_preset_keeps_every_switch_at_its_default():
 ])
 def test_model_mixes_that_cannot_mean_anything_are_refused(changes, names):
     with pytest.raises(ValueError) as error:
-        cfg.replace(cfg.ModelConfig(), **changes)
+        cfg.with_model_fields(cfg.ModelConfig(), **changes)
     for name in names:
         assert name in str(error.value)
 
@@ -71,5 +74,26 @@ def test_per_rank_shard_switch_needs_the_batch_to_split_over_the_ranks():
 def test_mixes_that_make_sense_run_through_validation():
     """Sub3Min without value embeddings, #18 with FP8, #9 without the value residual."""
     cfg.replace(cfg.ModelConfig(), value_embed_slots=(None,) * 12)
-    cfg.replace(cfg.get_preset("softcap").model, fp8_head=True)
-    cfg.replace(cfg.get_preset("shortcuts").model, value_residual=False)
+    cfg.with_model_fields(cfg.get_preset("softcap").model, fp8_head=True)
+    cfg.with_model_fields(cfg.get_preset("shortcuts").model, value_residual=False)
+
+
+def test_the_lineage_switches_live_in_their_own_object_and_flat_names_route_there():
+    """ModelConfig.lineage holds every model switch; `with_model_fields` takes them flat (the CLI's
+    form) beside ModelConfig's own fields, and a bad value names its switch."""
+    model = cfg.with_model_fields(cfg.ModelConfig(), soft_cap="tanh", logit_cap=15.0, fp8_head=False)
+    assert model.lineage == cfg.ModelLineage(soft_cap="tanh", fp8_head=False) and model.logit_cap == 15.0
+    assert not {f.name for f in dataclasses.fields(cfg.ModelLineage)} & {f.name for f in dataclasses.fields(cfg.ModelConfig)}
+    with pytest.raises(ValueError, match="`rotary`.*'half_truncated'"):
+        cfg.ModelLineage(rotary="quarter")
+
+
+@pytest.mark.parametrize("name", sorted(cfg.LINEAGE_PRESETS))
+def test_saved_configs_of_both_forms_read_back(name):
+    """A checkpoint's config JSON reads back to its preset, in today's form (switches under
+    model.lineage) and in the form written before that object existed (switches flat in model)."""
+    preset = cfg.get_preset(name)
+    saved = cfg.config_to_json(preset)
+    assert cfg.preset_from_json(saved) == preset
+    flat = {**saved, "model": {**{k: v for k, v in saved["model"].items() if k != "lineage"}, **saved["model"]["lineage"]}}
+    assert cfg.preset_from_json(flat) == preset

@@ -50,7 +50,7 @@ def test_init_from_a_shortcuts_checkpoint_in_its_records_names(tmp_path):
             "--dtype", "fp32", "--devices", "1", "--out-dir", str(tmp_path / "out"), "--no-progress"]
     preset, options = train_lib.parse_args(args)
     result = train_lib.train(preset, options)
-    assert result.preset.model.model_dim == 64 and result.preset.model.value_residual
+    assert result.preset.model.model_dim == 64 and result.preset.model.lineage.value_residual
     with torch.no_grad():
         chunk = torch.from_numpy(np.asarray(tokens[:1025], np.int64))
         expected = float(gpt.eval()(chunk[:-1], chunk[1:], 0))

@@ -6,7 +6,8 @@ reader can hold them beside jaxgpt's. Nothing here is imported from jaxgpt: torc
 alone, and parity_tests/test_config_parity.py checks that both packages state the same values.
 
 The lineage (docs/spec/LINEAGE.md: #8 UntieEmbed, #9 ShortcutsTweaks, #15 UNetValueEmbedsTweaks,
-#18 SoftCap) is a set of switches of the same configs, grouped as model switches (ModelConfig),
+#18 SoftCap) is a set of switches of the same configs, grouped as model switches (their own
+object, ModelConfig.lineage),
 optimizer and schedule switches (OptimConfig) and window-schedule and data switches
 (TrainConfig); their defaults are Sub3Min's, and each lineage preset is a set of their values.
 """
@@ -65,6 +66,34 @@ SHARD_SWITCHES = ("global", "per_rank", "per_rank_inclusive")
 
 
 @dataclass(frozen=True)
+class ModelLineage:
+    """The lineage's model switches (meanings as in jaxgpt.config.ModelLineage); every default is
+    Sub3Min's, so the record's model never sets one."""
+
+    embed_rows: str = "vocab"  # "padded": embedding tables of the head's 50304 rows (#8-#18)
+    linear_init: str = "record"  # "torch_default": nn.Linear's U(+-1/sqrt(fan_in)) (#8-#18)
+    block_lambdas: bool = True  # x <- l0 x + l1 x0 (#9 on)
+    unet_skips: bool = True  # skip_weights (#11 on)
+    value_embed_layout: str = "tables"  # "chunks": one (V, k D) table split in D-wide chunks (#15)
+    attn_value_lambdas: bool = True  # attn.lambdas (2,) (#15 on)
+    value_residual: bool = False  # #9's attn.lamb: v = (1 - lamb) v + lamb v_0
+    attention_mask: str = "document_blocks"  # "document_tokens" (#15), "causal" (#8/#9)
+    rotary: str = "half_truncated"  # "full" (#8/#9), "full_bf16_freq" (#15), "full_bf16_freq_eager"
+    as_written_roundings: bool = True  # the records' own bf16 roundings (the "full*" rotary tables) in every policy
+    soft_cap: str = "sigmoid"  # "tanh" (#9-#18), "none" (#8)
+    soft_cap_rounding: str = "once"  # tanh on bf16 logits: one rounding (compiled) or "per_op" (eager)
+    fp8_head: bool = True  # FP8 lm_head in training (#19 on)
+    rms_norm_eps: str = "fp32"  # "as_run": 2^-7 on bf16 inputs (the records' PyTorch builds)
+
+    def __post_init__(self) -> None:
+        for name, choices in (("embed_rows", EMBED_ROWS), ("linear_init", LINEAR_INITS),
+                              ("value_embed_layout", VALUE_EMBED_LAYOUTS), ("attention_mask", ATTENTION_MASKS),
+                              ("rotary", ROTARY_KINDS), ("soft_cap", SOFT_CAPS),
+                              ("soft_cap_rounding", SOFT_CAP_ROUNDINGS), ("rms_norm_eps", RMS_NORM_EPS)):
+            _choice(getattr(self, name), choices, name)
+
+
+@dataclass(frozen=True)
 class ModelConfig:
     """GPT(vocab_size=50257, num_layers=12, num_heads=6, model_dim=768) and its fixed patterns.
 
@@ -88,21 +117,7 @@ class ModelConfig:
     attn_scale: float | None = 0.12  # None: head_dim ** -0.5 (#8-#18's SDPA / FlexAttention default)
     logit_cap: float = 30.0  # "sigmoid": cap * sigmoid(z / temperature); "tanh": cap * tanh(z / cap)
     logit_cap_temperature: float = 7.5
-    # --- Lineage switches: the model (meanings as in jaxgpt.config.ModelConfig) ---
-    embed_rows: str = "vocab"  # "padded": embedding tables of the head's 50304 rows (#8-#18)
-    linear_init: str = "record"  # "torch_default": nn.Linear's U(+-1/sqrt(fan_in)) (#8-#18)
-    block_lambdas: bool = True  # x <- l0 x + l1 x0 (#9 on)
-    unet_skips: bool = True  # skip_weights (#11 on)
-    value_embed_layout: str = "tables"  # "chunks": one (V, k D) table split in D-wide chunks (#15)
-    attn_value_lambdas: bool = True  # attn.lambdas (2,) (#15 on)
-    value_residual: bool = False  # #9's attn.lamb: v = (1 - lamb) v + lamb v_0
-    attention_mask: str = "document_blocks"  # "document_tokens" (#15), "causal" (#8/#9)
-    rotary: str = "half_truncated"  # "full" (#8/#9), "full_bf16_freq" (#15), "full_bf16_freq_eager"
-    as_written_roundings: bool = True  # the records' own bf16 roundings (the "full*" rotary tables) in every policy
-    soft_cap: str = "sigmoid"  # "tanh" (#9-#18), "none" (#8)
-    soft_cap_rounding: str = "once"  # tanh on bf16 logits: one rounding (compiled) or "per_op" (eager)
-    fp8_head: bool = True  # FP8 lm_head in training (#19 on)
-    rms_norm_eps: str = "fp32"  # "as_run": 2^-7 on bf16 inputs (the records' PyTorch builds)
+    lineage: ModelLineage = field(default_factory=lambda: ModelLineage())  # #8-#18's model switches
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "num_layers", "num_heads", "model_dim", "rope_max_len"):
@@ -112,21 +127,16 @@ class ModelConfig:
                f"has {len(self.value_embed_slots)} entries for {self.num_layers} layers")
         _check(self.qkv_layout in ("merged", "separate"), "qkv_layout",
                f"must be 'merged' or 'separate', got {self.qkv_layout!r}")
-        for name, choices in (("dtype_policy", DTYPE_POLICIES), ("embed_rows", EMBED_ROWS),
-                              ("linear_init", LINEAR_INITS), ("value_embed_layout", VALUE_EMBED_LAYOUTS),
-                              ("attention_mask", ATTENTION_MASKS), ("rotary", ROTARY_KINDS),
-                              ("soft_cap", SOFT_CAPS), ("soft_cap_rounding", SOFT_CAP_ROUNDINGS),
-                              ("rms_norm_eps", RMS_NORM_EPS)):
-            _choice(getattr(self, name), choices, name)
+        _choice(self.dtype_policy, DTYPE_POLICIES, "dtype_policy")
         uses_value_embeds = any(slot is not None for slot in self.value_embed_slots)
-        _check(not (self.value_residual and uses_value_embeds), "value_residual",
+        _check(not (self.lineage.value_residual and uses_value_embeds), "value_residual",
                "and value embeddings (value_embed_slots) both rewrite v: choose one")
-        _check(not (self.value_residual and self.attn_value_lambdas), "value_residual",
+        _check(not (self.lineage.value_residual and self.lineage.attn_value_lambdas), "value_residual",
                "has its own attn.lamb: turn attn_value_lambdas off")
-        _check(self.attn_value_lambdas or not uses_value_embeds, "value_embed_slots",
+        _check(self.lineage.attn_value_lambdas or not uses_value_embeds, "value_embed_slots",
                "value embeddings need attn_value_lambdas=True")
-        _check(self.attention_mask == "document_blocks" or set(self.long_window_layers) == set(range(self.num_layers)),
-               "long_window_layers", f"attention_mask {self.attention_mask!r} has one window for every layer: list every layer")
+        _check(self.lineage.attention_mask == "document_blocks" or set(self.long_window_layers) == set(range(self.num_layers)),
+               "long_window_layers", f"attention_mask {self.lineage.attention_mask!r} has one window for every layer: list every layer")
 
     @property
     def head_dim(self) -> int:
@@ -138,11 +148,31 @@ class ModelConfig:
 
     @property
     def embedding_rows(self) -> int:
-        return self.padded_vocab_size if self.embed_rows == "padded" else self.vocab_size
+        return self.padded_vocab_size if self.lineage.embed_rows == "padded" else self.vocab_size
 
     @property
     def attention_scale(self) -> float:
         return self.head_dim**-0.5 if self.attn_scale is None else self.attn_scale
+
+
+def with_model_fields(model: ModelConfig, **fields: Any) -> ModelConfig:
+    """A validated copy of `model` with `fields` replaced; lineage switches named flat go into
+    `model.lineage` (or into a `lineage=` given beside them)."""
+    names = {f.name for f in dataclasses.fields(ModelLineage)}
+    switches = {name: fields.pop(name) for name in names & fields.keys()}
+    lineage = fields.pop("lineage", model.lineage)
+    return replace(model, **fields, lineage=replace(lineage, **switches) if switches else lineage)
+
+
+def nest_lineage(saved: dict[str, Any]) -> dict[str, Any]:
+    """A saved preset's dict in today's form: model switches written flat in "model" (the form
+    before ModelLineage existed) moved under "model"/"lineage"; other entries as they are."""
+    if "model" not in saved:
+        return saved
+    names = {f.name for f in dataclasses.fields(ModelLineage)}
+    model = {k: v for k, v in saved["model"].items() if k not in names}
+    model["lineage"] = {**{k: v for k, v in saved["model"].items() if k in names}, **saved["model"].get("lineage", {})}
+    return {**saved, "model": model}
 
 
 @dataclass(frozen=True)
@@ -228,9 +258,9 @@ class Preset:
     train: TrainConfig = field(default_factory=TrainConfig)
 
     def __post_init__(self) -> None:
-        allowed = _WINDOW_SCHEDULE_OF_MASK[self.model.attention_mask]
+        allowed = _WINDOW_SCHEDULE_OF_MASK[self.model.lineage.attention_mask]
         _check(self.train.window_schedule in allowed, "window_schedule",
-               f"{self.train.window_schedule!r} does not give attention_mask {self.model.attention_mask!r} its window "
+               f"{self.train.window_schedule!r} does not give attention_mask {self.model.lineage.attention_mask!r} its window "
                f"(it takes {' or '.join(map(repr, allowed))})")
 
 
@@ -258,8 +288,9 @@ def tiny_preset() -> Preset:
 # --- The lineage: each record as switch values (LINEAGE.md sections 3-6) ---
 
 _ALL_LAYERS = tuple(range(12))
-_BEFORE_FP8: dict[str, Any] = dict(embed_rows="padded", linear_init="torch_default", qkv_layout="separate", attn_scale=None,
-                   fp8_head=False)  # #8-#18: GPT(vocab_size=50304), nn.Linear init, c_q/c_k/c_v, default scale
+_BEFORE_FP8: dict[str, Any] = dict(qkv_layout="separate", attn_scale=None)  # #8-#18: c_q/c_k/c_v, default scale
+_BEFORE_FP8_LINEAGE: dict[str, Any] = dict(embed_rows="padded", linear_init="torch_default",
+                                           fp8_head=False)  # #8-#18: GPT(vocab_size=50304), nn.Linear init
 _ROW_DATA: dict[str, Any] = dict(seq_len=1024, cycle_data=True, repeat_first_batch=True, shard_switch="per_rank_inclusive",
                  window_schedule="none")  # #8/#9: 64 rows of 1024 per rank, the loader's quirks
 
@@ -271,9 +302,11 @@ def _whole_steps_cooldown(steps: int, cooldown_steps: int) -> dict[str, Any]:
 def untie_embed_preset() -> Preset:
     """#8 UntieEmbed: 4578 steps of 1024-token rows, plain causal attention, autocast."""
     return Preset(
-        model=ModelConfig(**_BEFORE_FP8, dtype_policy="autocast", block_lambdas=False, unet_skips=False,
-                          value_embed_slots=(None,) * 12, attn_value_lambdas=False, attention_free_layers=(),
-                          long_window_layers=_ALL_LAYERS, attention_mask="causal", rotary="full", soft_cap="none"),
+        model=ModelConfig(**_BEFORE_FP8, dtype_policy="autocast", value_embed_slots=(None,) * 12,
+                          attention_free_layers=(), long_window_layers=_ALL_LAYERS,
+                          lineage=ModelLineage(**_BEFORE_FP8_LINEAGE, block_lambdas=False, unet_skips=False,
+                                               attn_value_lambdas=False, attention_mask="causal", rotary="full",
+                                               soft_cap="none")),
         optim=OptimConfig(muon_lr=0.02, muon_momentum_start=0.95, muon_momentum_end=0.95, muon_momentum_warmup_steps=0,
                           muon_momentum_form="sgd", ns_iteration="chain", head_lr=0.002, embed_lr=0.3, scalar_lr=0.02,
                           adam_b1=0.9, adam_b2=0.95, adam_eps=1e-8, **_whole_steps_cooldown(4578, 1308)),
@@ -285,7 +318,8 @@ def shortcuts_preset() -> Preset:
     """#9 ShortcutsTweaks: #8 plus value residual, block lambdas, momentum warmup (500), tanh cap 30."""
     base = untie_embed_preset()
     return Preset(
-        model=replace(base.model, block_lambdas=True, value_residual=True, soft_cap="tanh", logit_cap=30.0),
+        model=replace(base.model, logit_cap=30.0,
+                      lineage=replace(base.model.lineage, block_lambdas=True, value_residual=True, soft_cap="tanh")),
         optim=replace(base.optim, muon_momentum_start=0.85, muon_momentum_warmup_steps=500,
                       **_whole_steps_cooldown(3200, 914)),
         train=replace(base.train, steps=3200),
@@ -295,10 +329,10 @@ def shortcuts_preset() -> Preset:
 def unet_value_embeds_preset() -> Preset:
     """#15 UNetValueEmbedsTweaks: bf16 model, U-net, one (V, 6D) value table in mirrored chunks, token window."""
     return Preset(
-        model=ModelConfig(**_BEFORE_FP8, dtype_policy="bf16_model", value_embed_layout="chunks",
-                          value_embed_slots=(0, 1, 2, 3, 4, 5, 5, 4, 3, 2, 1, 0), attention_free_layers=(),
-                          long_window_layers=_ALL_LAYERS, attention_mask="document_tokens", rotary="full_bf16_freq",
-                          soft_cap="tanh", logit_cap=30.0),
+        model=ModelConfig(**_BEFORE_FP8, dtype_policy="bf16_model", value_embed_slots=(0, 1, 2, 3, 4, 5, 5, 4, 3, 2, 1, 0),
+                          attention_free_layers=(), long_window_layers=_ALL_LAYERS, logit_cap=30.0,
+                          lineage=ModelLineage(**_BEFORE_FP8_LINEAGE, value_embed_layout="chunks",
+                                               attention_mask="document_tokens", rotary="full_bf16_freq", soft_cap="tanh")),
         optim=OptimConfig(adam_eps=1e-8, **_whole_steps_cooldown(1480, 600)),
         train=TrainConfig(steps=1480, cycle_data=True, shard_switch="per_rank", window_schedule="tokens"),
     )
@@ -307,7 +341,8 @@ def unet_value_embeds_preset() -> Preset:
 def softcap_preset() -> Preset:
     """#18 SoftCap: three c_q/c_k/c_v, one block window (floor schedule), tanh cap 15, no FP8, eps 1e-8."""
     return Preset(
-        model=ModelConfig(**_BEFORE_FP8, long_window_layers=_ALL_LAYERS, soft_cap="tanh", logit_cap=15.0),
+        model=ModelConfig(**_BEFORE_FP8, long_window_layers=_ALL_LAYERS, logit_cap=15.0,
+                          lineage=ModelLineage(**_BEFORE_FP8_LINEAGE, soft_cap="tanh")),
         optim=OptimConfig(adam_eps=1e-8, final_lr_frac=0.0),
         train=TrainConfig(steps=1390, cycle_data=True, window_schedule="blocks_floor"),
     )

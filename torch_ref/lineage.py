@@ -50,9 +50,9 @@ VALUE_MIXINGS = {"value_embedding": ValueMixing(keep_first_value, mix_value_embe
 
 def value_mixing(config: ModelConfig) -> str:
     """The name of `config`'s value mixing in VALUE_MIXINGS."""
-    if config.value_residual:
+    if config.lineage.value_residual:
         return "value_residual"
-    return "value_embedding" if config.attn_value_lambdas else "none"
+    return "value_embedding" if config.lineage.attn_value_lambdas else "none"
 
 
 def mix_block_input(block: Any, x: Tensor, x0: Tensor) -> Tensor:

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from torch_ref import lineage as variants  # the lineage's variants (`lineage` here is a ModelConfig)
+from torch_ref import lineage as variants  # the lineage's variants, chosen once per module
 from torch_ref import masks as masks_lib
 from torch_ref.attention import CAUSAL, attend
 from torch_ref.config import BLOCK_SIZE, EOT_ID, ModelConfig, next_multiple
@@ -55,7 +55,7 @@ class CausalSelfAttention(nn.Module):
     qkv_layout "merged" (the record's): one qkv_w (3, D, D); "separate": q_w, k_w, v_w, each
     (D, D), whose stack is qkv_w (same init numbers) and three matmuls instead of one.
     `run.convert.load_record_state_dict` loads either layout's state dict into either.
-    `config` (default: the record's) carries the lineage switches: `lambdas` (2,) when
+    `config.lineage` (default: the record's) holds the lineage switches: `lambdas` (2,) when
     attn_value_lambdas, #9's `lamb` () when value_residual, the init bound, the rotary's
     precision, the attention scale and the RMSNorm eps."""
 
@@ -70,7 +70,7 @@ class CausalSelfAttention(nn.Module):
         self.qkv_layout = qkv_layout
         self.config = config
         self.compute_dtype: torch.dtype | None = None  # autocast: bf16 copies of the fp32 input
-        bound = linear_init_bound(dim, config.linear_init)
+        bound = linear_init_bound(dim, config.lineage.linear_init)
         # (3, D, D): query, key, value matrices in (out, in) layout, orthogonalised separately by Muon.
         qkv_w = torch.empty(3, dim, dim).uniform_(-bound, bound)
         if qkv_layout == "merged":
@@ -82,8 +82,8 @@ class CausalSelfAttention(nn.Module):
             self.lambdas = nn.Parameter(torch.tensor([0.5, 0.5]))
         elif self.value_mixing == "value_residual":
             self.lamb = nn.Parameter(torch.tensor(0.5))
-        self.rotary = Rotary(cos, sin, in_fp32=config.rotary == "half_truncated")
-        self.c_proj = CastedLinear(dim, dim, config.linear_init)
+        self.rotary = Rotary(cos, sin, in_fp32=config.lineage.rotary == "half_truncated")
+        self.c_proj = CastedLinear(dim, dim, config.lineage.linear_init)
         self.c_proj.weight.detach().zero_()  # zero init (after consuming RNG, as the record)
 
     def forward(self, x: Tensor, ve: Tensor | None, mask) -> Tensor:
@@ -120,7 +120,7 @@ class CausalSelfAttention(nn.Module):
             q, k, v = (F.linear(x, w.type_as(x)).view(batch, seq_len, self.num_heads, -1)
                        for w in (self.q_w, self.k_w, self.v_w))
         v = variants.VALUE_MIXINGS[self.value_mixing].mix(self, v, ve, v_first)
-        return self.rotary(norm(q, cfg.rms_norm_eps)), self.rotary(norm(k, cfg.rms_norm_eps)), v
+        return self.rotary(norm(q, cfg.lineage.rms_norm_eps)), self.rotary(norm(k, cfg.lineage.rms_norm_eps)), v
 
 
 class MLP(nn.Module):
@@ -144,8 +144,8 @@ class Block(nn.Module):
         super().__init__()
         self.config = config
         self.attn = CausalSelfAttention(dim, num_heads, cos, sin, qkv_layout, config) if has_attention else None
-        self.mlp = MLP(dim, config.linear_init)
-        self.mixes_input = config.block_lambdas
+        self.mlp = MLP(dim, config.lineage.linear_init)
+        self.mixes_input = config.lineage.block_lambdas
         if self.mixes_input:
             self.lambdas = nn.Parameter(torch.tensor([1.0, 0.0]))
 
@@ -155,7 +155,7 @@ class Block(nn.Module):
     def run(self, x: Tensor, ve: Tensor | None, x0: Tensor, mask,
             v_first: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         """(output, #9's v_first once an attention layer made it (value_residual), else as given)."""
-        eps = self.config.rms_norm_eps
+        eps = self.config.lineage.rms_norm_eps
         x = variants.BLOCK_INPUTS[self.mixes_input](self, x, x0)
         if self.attn is not None:
             y, v_first = self.attn.run(norm(x, eps), ve, mask, v_first)
@@ -195,8 +195,8 @@ class GPT(nn.Module):
     FP8 lm_head; the fp32 policy turns it off), `fp8_backend`, `fp8_grad_scale` (the record's 2^29
     suits a loss averaged over 65536 tokens; scale it by T / 65536 for fewer, see fp8.py), `rotary_max_len`, `eot_id`, and the
     per-layer patterns `value_embed_slots`, `long_window_layers`, `attention_free_layers`, and
-    `qkv_layout` ("merged" as the record, or "separate": see CausalSelfAttention). `lineage`: a
-    torch_ref ModelConfig whose lineage switches (and attention scale, soft-cap) apply; dims and
+    `qkv_layout` ("merged" as the record, or "separate": see CausalSelfAttention). `config`: a
+    torch_ref ModelConfig whose lineage switches (`config.lineage`), attention scale and soft-cap apply; dims and
     the options above come from the arguments (`GPT.from_config` takes all from one config).
     """
 
@@ -217,12 +217,12 @@ class GPT(nn.Module):
         long_window_layers: Iterable[int] = _RECORD.long_window_layers,
         attention_free_layers: Iterable[int] = _RECORD.attention_free_layers,
         qkv_layout: str = _RECORD.qkv_layout,
-        lineage: ModelConfig = _RECORD,
+        config: ModelConfig = _RECORD,
     ):
         super().__init__()
         if attention not in ("auto", "flex", "sdpa"):
             raise ValueError(f"attention must be 'auto', 'flex' or 'sdpa', got {attention!r}")
-        if num_layers % 2 and lineage.unet_skips:
+        if num_layers % 2 and config.lineage.unet_skips:
             raise ValueError(f"the U-net pairs encoder and decoder layers; got odd num_layers {num_layers}")
         if len(value_embed_slots) != num_layers:
             raise ValueError(f"value_embed_slots has {len(value_embed_slots)} entries for {num_layers} layers")
@@ -234,24 +234,24 @@ class GPT(nn.Module):
         self.fp8_grad_scale = fp8_grad_scale
         self.eot_id = eot_id
         self.long_window_layers = frozenset(long_window_layers)
-        self.lineage = lineage
+        self.config = config
         attention_free = frozenset(attention_free_layers)
         # Only the head is padded (50257 -> 50304) in the record; #8-#18 pad the embeddings too.
-        embed_rows = next_multiple(vocab_size, 128) if lineage.embed_rows == "padded" else vocab_size
+        embed_rows = next_multiple(vocab_size, 128) if config.lineage.embed_rows == "padded" else vocab_size
 
         self.embed = nn.Embedding(embed_rows, model_dim)
-        self.value_embeds = ValueEmbedding(embed_rows, model_dim, tuple(value_embed_slots), lineage.value_embed_layout)
+        self.value_embeds = ValueEmbedding(embed_rows, model_dim, tuple(value_embed_slots), config.lineage.value_embed_layout)
         # One pair of tables shared by every layer (identical in the record, which builds 11 copies).
-        cos, sin = rotary_tables(model_dim // num_heads, rotary_max_len, kind=lineage.rotary,
-                                 as_written=lineage.as_written_roundings)
+        cos, sin = rotary_tables(model_dim // num_heads, rotary_max_len, kind=config.lineage.rotary,
+                                 as_written=config.lineage.as_written_roundings)
         self.blocks = nn.ModuleList(
-            [Block(model_dim, num_heads, i not in attention_free, cos, sin, qkv_layout, lineage) for i in range(num_layers)]
+            [Block(model_dim, num_heads, i not in attention_free, cos, sin, qkv_layout, config) for i in range(num_layers)]
         )
         self.num_encoder_layers = num_layers // 2
         self.num_decoder_layers = num_layers - self.num_encoder_layers
-        if lineage.unet_skips:
+        if config.lineage.unet_skips:
             self.skip_weights = nn.Parameter(torch.ones(self.num_decoder_layers))
-        self.lm_head = CastedLinear(model_dim, next_multiple(vocab_size, 128), lineage.linear_init)
+        self.lm_head = CastedLinear(model_dim, next_multiple(vocab_size, 128), config.lineage.linear_init)
         self.lm_head.weight.detach().zero_()
 
     @classmethod
@@ -261,7 +261,7 @@ class GPT(nn.Module):
             config.vocab_size, config.num_layers, config.num_heads, config.model_dim,
             rotary_max_len=config.rope_max_len, eot_id=config.eot_id, value_embed_slots=config.value_embed_slots,
             long_window_layers=config.long_window_layers, attention_free_layers=config.attention_free_layers,
-            qkv_layout=config.qkv_layout, lineage=config, **options,
+            qkv_layout=config.qkv_layout, config=config, **options,
         )
 
     # --- masks -------------------------------------------------------------------------------
@@ -273,7 +273,7 @@ class GPT(nn.Module):
 
         By the lineage's attention_mask: "document_tokens" (#15) takes the window in tokens and
         gives one mask for both; "causal" (#8/#9) gives CAUSAL for both (the window is unused)."""
-        mask_kind = self.lineage.attention_mask
+        mask_kind = self.config.lineage.attention_mask
         if mask_kind == "causal":
             return CAUSAL, CAUSAL
         docs = masks_lib.document_ids(input_seq, self.eot_id, BLOCK_SIZE)
@@ -307,8 +307,8 @@ class GPT(nn.Module):
     def final_hidden(self, input_seq: Tensor, sliding_window_num_blocks: int | Tensor) -> Tensor:
         """(T,) int tokens -> (1, T, D) final normed activations, in the embeddings' dtype."""
         self._check_inputs(input_seq)
-        eps = self.lineage.rms_norm_eps
-        unet = self.lineage.unet_skips
+        eps = self.config.lineage.rms_norm_eps
+        unet = self.config.lineage.unet_skips
         long_mask, short_mask = self.attention_masks(input_seq, sliding_window_num_blocks)
         x = x0 = norm(self.embed(input_seq)[None], eps)
         value_embeds = self.value_embeds(input_seq)
@@ -336,8 +336,8 @@ class GPT(nn.Module):
 
     def capped(self, logits: Tensor) -> Tensor:
         """The lineage's soft-cap of `logits` (any shape), fp32."""
-        cfg = self.lineage
-        return soft_cap(logits, cfg.soft_cap, cfg.logit_cap, cfg.logit_cap_temperature, cfg.soft_cap_rounding)
+        cfg = self.config
+        return soft_cap(logits, cfg.lineage.soft_cap, cfg.logit_cap, cfg.logit_cap_temperature, cfg.lineage.soft_cap_rounding)
 
     def forward(self, input_seq: Tensor, target_seq: Tensor, sliding_window_num_blocks: int | Tensor) -> Tensor:
         """(T,) int inputs, (T,) int targets, the window (W_long blocks; sw tokens for #15) ->

@@ -79,7 +79,7 @@ def build_model(model_config: cfg.ModelConfig, local_tokens: int, seed: int,
     torch.manual_seed(seed)
     model = GPT.from_config(
         model_config,
-        fp8_head=model_config.fp8_head and model_config.dtype_policy != "fp32",
+        fp8_head=model_config.lineage.fp8_head and model_config.dtype_policy != "fp32",
         fp8_grad_scale=cfg.fp8_grad_scale_for(local_tokens, model_config.fp8_grad_scale),
     )
     apply_dtype_policy(model, model_config.dtype_policy)

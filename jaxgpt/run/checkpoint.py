@@ -23,7 +23,7 @@ import jax
 import orbax.checkpoint as ocp
 
 from jaxgpt import compat
-from jaxgpt.config import Preset, TrainConfig, config_to_json, replace
+from jaxgpt.config import Preset, TrainConfig, config_to_json, nest_lineage, replace
 from jaxgpt.data import DataPosition
 from jaxgpt.run import convert, saved_state
 
@@ -50,7 +50,7 @@ def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[s
     the output-only fields of RESUME_IGNORED_FIELDS. Empty when the configs agree."""
     # A field the saved config lacks (added since) had its default then: compare that.
     defaults = config_to_json(Preset())
-    old = {**_flatten(defaults), **_flatten(saved)}
+    old = {**_flatten(defaults), **_flatten(nest_lineage(saved))}
     new = _flatten(current)
     lines = []
     for name in sorted(old.keys() | new.keys()):

@@ -257,7 +257,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[cfg.Preset, RunOption
             overridden.add(dest)
     preset = cfg.get_preset(args.preset)
     preset = cfg.Preset(
-        model=cfg.replace(preset.model, **overrides["model"]),
+        model=cfg.with_model_fields(preset.model, **overrides["model"]),
         optim=cfg.replace(preset.optim, **overrides["optim"]),
         train=cfg.replace(preset.train, **overrides["train"]),
     )

@@ -112,7 +112,7 @@ def step_window(model) -> int:
     """The window a timed step passes: the largest block window (`max_window_blocks`), #15's
     token window of that many blocks, or none for #8/#9's causal attention."""
     return {"document_blocks": model.max_window_blocks, "document_tokens": 128 * model.max_window_blocks,
-            "causal": 0}[model.attention_mask]
+            "causal": 0}[model.lineage.attention_mask]
 
 
 def torch_step(preset, host_params: dict[str, Any], batches, *, compiled: bool) -> Step:

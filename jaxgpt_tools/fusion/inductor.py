@@ -293,7 +293,7 @@ def project_flat(attn, h, ve):
     flat = h.reshape(seq_len, -1)
     q, k, v = (F.linear(flat, w.type_as(flat)).view(1, seq_len, attn.num_heads, -1) for w in (attn.q_w, attn.k_w, attn.v_w))
     v = attn.lambdas[0] * v + attn.lambdas[1] * ve.view_as(v)
-    eps = attn.config.rms_norm_eps
+    eps = attn.config.lineage.rms_norm_eps
     return attn.rotary(norm(q, eps)), attn.rotary(norm(k, eps)), v
 
 

@@ -537,7 +537,7 @@ def check_lineage_forward(name: str) -> Result:
     import jax.numpy as jnp
 
     fp32 = lineage_model_config(name, "fp32")
-    window = LINEAGE_WINDOW[fp32.attention_mask]
+    window = LINEAGE_WINDOW[fp32.lineage.attention_mask]
     inputs, targets = _lineage_tokens(fp32)
     torch_gpt, params, graph = _lineage_pair(fp32)
     with torch_threads(1):
@@ -545,7 +545,7 @@ def check_lineage_forward(name: str) -> Result:
 
     loss, logits, jax_grads = _jax_loss_logits_grads(graph, params, inputs, targets, window)
     record_code, record_ok = _record_column(
-        "lineage_column", name, torch_gpt.state_dict(), inputs, targets, None if fp32.attention_mask == "causal" else window,
+        "lineage_column", name, torch_gpt.state_dict(), inputs, targets, None if fp32.lineage.attention_mask == "causal" else window,
         {"jaxgpt": (float(loss), np.asarray(logits), jax_grads), "torch_ref": (torch_loss, torch_logits, torch_grads)})
     logits_rel = float(np.abs(np.asarray(logits) - torch_logits).max() / np.abs(torch_logits).max())
     loss_rel = abs(float(loss) - torch_loss) / torch_loss

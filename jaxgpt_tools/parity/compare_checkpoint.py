@@ -212,10 +212,10 @@ def compare(checkpoint: Path, tokens_path: Path, *, window_blocks: int | None = 
     from jaxgpt.run import convert
 
     base = cfg.get_preset(preset or "record")
-    window, window_cap = model_window(base.model.attention_mask, window_blocks, window_tokens)
+    window, window_cap = model_window(base.model.lineage.attention_mask, window_blocks, window_tokens)
     tokens = read_shard(tokens_path)
     requested = seq_len
-    if requested is None and base.model.attention_mask == "causal":
+    if requested is None and base.model.lineage.attention_mask == "causal":
         requested = min(base.train.seq_len, (len(tokens) - 1) // BLOCK_SIZE * BLOCK_SIZE) or None  # the record's rows
     if val_tokens is not None and requested is None:
         requested = min(val_tokens, RECORD_VAL_SEQ_LEN)

@@ -105,7 +105,9 @@ def torch_model_config(config: Any) -> Any:
 
     from torch_ref import config as torch_cfg
 
-    return torch_cfg.ModelConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(torch_cfg.ModelConfig)})
+    lineage = torch_cfg.ModelLineage(**dataclasses.asdict(config.lineage))
+    return torch_cfg.ModelConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(torch_cfg.ModelConfig)
+                                    if f.name != "lineage"}, lineage=lineage)
 
 
 def torch_preset(preset: Any) -> Any:

@@ -63,7 +63,7 @@ def model_config(name: str):
     patterns = {}
     if size.num_layers != model.num_layers:
         layers = size.num_layers
-        chunks = model.value_embed_layout == "chunks" and model.num_value_embeds
+        chunks = model.lineage.value_embed_layout == "chunks" and model.num_value_embeds
         patterns = dict(value_embed_slots=tuple(min(i, layers - 1 - i) if chunks else None for i in range(layers)),
                         long_window_layers=tuple(range(layers)), attention_free_layers=())
     return cfg.replace(model, vocab_size=size.vocab_size, eot_id=EOT, num_layers=size.num_layers, num_heads=size.num_heads,
@@ -142,8 +142,8 @@ def jax_loss_logits_grads(name: str):
         logits = graph.bind(params).logits(ids, window)
         flat = logits.reshape(-1, logits.shape[-1])
         loss = loss_lib.capped_cross_entropy(flat, targets.reshape(-1), cap=config.logit_cap,
-                                              temperature=config.logit_cap_temperature, cap_kind=config.soft_cap,
-                                              cap_rounding=config.soft_cap_rounding) / flat.shape[0]
+                                              temperature=config.logit_cap_temperature, cap_kind=config.lineage.soft_cap,
+                                              cap_rounding=config.lineage.soft_cap_rounding) / flat.shape[0]
         return loss, flat
 
     @jax.jit

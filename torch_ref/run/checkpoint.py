@@ -189,7 +189,7 @@ def refuse_config_change(saved: dict[str, Any], current: dict[str, Any], path: P
     """ValueError listing `field: saved -> now` for every field that differs (output-only
     fields aside): a resumed run must be the run that was saved."""
     # A field the saved config lacks (added since) had its default then: compare that.
-    old, new = {**_flatten(config_dict(cfg.Preset())), **_flatten(saved)}, _flatten(current)
+    old, new = {**_flatten(config_dict(cfg.Preset())), **_flatten(cfg.nest_lineage(saved))}, _flatten(current)
     differences = [f"{name}: {old.get(name, '<absent>')!r} -> {new.get(name, '<absent>')!r}"
                    for name in sorted(old.keys() | new.keys())
                    if name not in RESUME_IGNORED_FIELDS and old.get(name, "<absent>") != new.get(name, "<absent>")]

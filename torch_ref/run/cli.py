@@ -191,7 +191,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[cfg.Preset, RunOption
             switches[section][name] = value
     if args.dtype is not None:
         switches["model"]["dtype_policy"] = args.dtype
-    model = cfg.replace(preset.model, **switches["model"])
+    model = cfg.with_model_fields(preset.model, **switches["model"])
     train = cfg.replace(train, **switches["train"])
     preset = cfg.replace(preset, optim=cfg.replace(preset.optim, **switches["optim"]))
     device: Literal["cpu", "cuda"] = args.device or ("cuda" if torch.cuda.is_available() else "cpu")

@@ -33,10 +33,13 @@ def count_problem(value: Any, name: str, least: int = 0) -> str | None:
 
 
 def plain(value: Any) -> bool:
-    """A config value as a run saves one: None, a switch, a number, a name, or a list or tuple
-    of them (no tensor: comparing one with the run's config has no single answer)."""
+    """A config value as a run saves one: None, a switch, a number, a name, a list or tuple of
+    them, or a dict of named ones (model.lineage) (no tensor: comparing one with the run's config
+    has no single answer)."""
     if isinstance(value, (list, tuple)):
         return all(plain(item) for item in value)
+    if isinstance(value, dict):
+        return all(isinstance(key, str) and plain(item) for key, item in value.items())
     return value is None or isinstance(value, (bool, int, float, str))
 
 
