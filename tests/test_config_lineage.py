@@ -97,3 +97,23 @@ def test_saved_configs_of_both_forms_read_back(name):
     assert cfg.preset_from_json(saved) == preset
     flat = {**saved, "model": {**{k: v for k, v in saved["model"].items() if k != "lineage"}, **saved["model"]["lineage"]}}
     assert cfg.preset_from_json(flat) == preset
+
+
+def test_a_run_saved_with_flat_switches_resumes_under_both_frameworks(tmp_path):
+    """A checkpoint written before ModelLineage (switches flat in its config) is the same run as
+    today's config: neither framework's resume check lists a difference."""
+    from jaxgpt.run import checkpoint as jax_checkpoint
+    from torch_ref import config as torch_cfg
+    from torch_ref.run import checkpoint as torch_checkpoint
+
+    def flat(saved):
+        return {**saved, "model": {**{k: v for k, v in saved["model"].items() if k != "lineage"}, **saved["model"]["lineage"]}}
+
+    saved = cfg.config_to_json(cfg.get_preset("shortcuts"))
+    assert jax_checkpoint.config_differences(flat(saved), saved) == []
+    assert jax_checkpoint.config_differences(flat(saved), cfg.config_to_json(cfg.get_preset("softcap")))
+    torch_saved = torch_checkpoint.config_dict(torch_cfg.get_preset("shortcuts"))
+    torch_checkpoint.refuse_config_change(flat(torch_saved), torch_saved, tmp_path / "old.pt")
+    with pytest.raises(ValueError, match="model.lineage.value_residual: True -> False"):
+        torch_checkpoint.refuse_config_change(flat(torch_saved), torch_checkpoint.config_dict(torch_cfg.get_preset("softcap")),
+                                              tmp_path / "old.pt")
