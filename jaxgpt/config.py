@@ -6,11 +6,12 @@ the same code runs on a CPU while every per-layer pattern (value-embedding slots
 short windows, the layer without attention, the U-net skips) is still exercised.
 
 The speedrun's lineage (docs/spec/LINEAGE.md: records #8 UntieEmbed, #9 ShortcutsTweaks,
-#15 UNetValueEmbedsTweaks, #18 SoftCap) is a set of switches of the same configs, grouped
-by what they change: model switches in their own object (ModelConfig.lineage, a ModelLineage), optimizer and LR/momentum schedule
-switches in OptimConfig, window schedule and data-stream switches in TrainConfig. Their
-defaults are Sub3Min's, so the `record` preset is unchanged by them; each lineage preset is a
-set of switch values (`LINEAGE_PRESETS`). Mixes that cannot mean anything are refused by
+#15 UNetValueEmbedsTweaks, #18 SoftCap) is a set of switches of the same configs, held apart
+from the record's own fields in one object per section: `ModelConfig.lineage` (ModelLineage),
+`OptimConfig.lineage` (OptimLineage: the optimizers and the LR schedule) and
+`TrainConfig.lineage` (TrainLineage: the window schedule and the data stream). Their defaults
+are Sub3Min's, so the `record` preset never sets one; each lineage preset is a set of switch
+values (`LINEAGE_PRESETS`), and `with_fields` takes them by their flat names, as the CLI does. Mixes that cannot mean anything are refused by
 `__post_init__` (within a section) and `check_preset` (across sections), naming the conflict.
 """
 
@@ -188,7 +189,7 @@ class ModelConfig:
     qkv_layout: QKVLayout = "merged"
 
     # The lineage's model switches (#8-#18), all at Sub3Min's values unless a lineage preset sets them.
-    lineage: ModelLineage = field(default_factory=lambda: ModelLineage())
+    lineage: ModelLineage = field(default_factory=ModelLineage)
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "num_layers", "num_heads", "model_dim", "block_size", "rope_max_len"):
@@ -292,25 +293,23 @@ class ModelConfig:
         return layer in self.long_window_layers
 
 
-def with_model_fields(model: ModelConfig, **fields: Any) -> ModelConfig:
-    """A validated copy of `model` with `fields` replaced, where a lineage switch may be named
-    flat (`value_residual=True`, as the CLI's flags and the tests write it): those go into
-    `model.lineage` (or into a `lineage=` given beside them)."""
-    names = {f.name for f in dataclasses.fields(ModelLineage)}
-    switches = {name: fields.pop(name) for name in names & fields.keys()}
-    lineage = fields.pop("lineage", model.lineage)
-    return replace(model, **fields, lineage=replace(lineage, **switches) if switches else lineage)
+@dataclass(frozen=True)
+class OptimLineage:
+    """The lineage's optimizer and LR-schedule switches (#8-#15): every default is Sub3Min's (LINEAGE.md section 7)."""
 
+    # Muon's momentum: "ema" buf = lerp(buf, g, 1 - m), u = lerp(g, buf, m) (#15 on); "sgd"
+    # buf = m buf + g, u = g + m buf (#8/#9).
+    muon_momentum_form: MuonMomentumForm = "ema"
+    # Newton-Schulz step: "poly" B = bA + (cA)A, X = aX + BX (#11 on); "chain" B = AX,
+    # X = aX + bB + (cA)B (#8/#9). Same polynomial, different bf16 rounding.
+    ns_iteration: NSIteration = "poly"
+    # The cooldown as a whole number of steps K = round(cooldown_frac * steps) with factor
+    # (steps - s) / K (#8-#15's warmdown_iters form) instead of the fraction form.
+    cooldown_whole_steps: bool = False
 
-def nest_lineage(saved: dict[str, Any]) -> dict[str, Any]:
-    """A saved preset's dict in today's form: model switches written flat in "model" (the form
-    before ModelLineage existed) moved under "model"/"lineage"; other entries as they are."""
-    if "model" not in saved:
-        return saved
-    names = {f.name for f in dataclasses.fields(ModelLineage)}
-    model = {k: v for k, v in saved["model"].items() if k not in names}
-    model["lineage"] = {**{k: v for k, v in saved["model"].items() if k in names}, **saved["model"].get("lineage", {})}
-    return {**saved, "model": model}
+    def __post_init__(self) -> None:
+        _check_choice("muon_momentum_form", self.muon_momentum_form, MuonMomentumForm)
+        _check_choice("ns_iteration", self.ns_iteration, NSIteration)
 
 
 @dataclass(frozen=True)
@@ -336,24 +335,35 @@ class OptimConfig:
     # None: follow the model's dtype policy (bf16 under "record", fp32 under "fp32").
     bf16_embeddings: bool | None = None
 
-    # --- Lineage switches: the optimizers (LINEAGE.md 3.4, 3.5, 4.3) ---
-    # Muon's momentum: "ema" buf = lerp(buf, g, 1 - m), u = lerp(g, buf, m) (#15 on); "sgd"
-    # buf = m buf + g, u = g + m buf (#8/#9).
-    muon_momentum_form: MuonMomentumForm = "ema"
-    # Newton-Schulz step: "poly" B = bA + (cA)A, X = aX + BX (#11 on); "chain" B = AX,
-    # X = aX + bB + (cA)B (#8/#9). Same polynomial, different bf16 rounding.
-    ns_iteration: NSIteration = "poly"
-    # --- Lineage switches: the LR schedule ---
-    # The cooldown as a whole number of steps K = round(cooldown_frac * steps) with factor
-    # (steps - s) / K (#8-#15's warmdown_iters form) instead of the fraction form.
-    cooldown_whole_steps: bool = False
+    lineage: OptimLineage = field(default_factory=OptimLineage)  # the lineage's optimizer and LR-schedule switches (#8-#15)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.cooldown_frac <= 1.0:
             _fail("cooldown_frac", f"must be in [0, 1], got {self.cooldown_frac}")
         _check_choice("ns_dtype", self.ns_dtype, NSDType)
-        _check_choice("muon_momentum_form", self.muon_momentum_form, MuonMomentumForm)
-        _check_choice("ns_iteration", self.ns_iteration, NSIteration)
+
+
+@dataclass(frozen=True)
+class TrainLineage:
+    """The lineage's window-schedule and data-stream switches (#8-#18): every default is Sub3Min's (LINEAGE.md section 7)."""
+
+    # "blocks_ceil": Sub3Min's max(1, ceil(M s / N / 128)) blocks; "blocks_floor": #18's
+    # floor(((1 - s/N) 128 + (s/N)(128 + M)) / 128) blocks; "tokens": #15's
+    # 64 floor((64 + M s / N) / 64) tokens; "none": no window (attention_mask "causal").
+    window_schedule: WindowSchedule = "blocks_ceil"
+    repeat_first_batch: bool = False  # #8/#9: step 0 and step 1 both train on batch 0
+    # When a rank leaves a shard: "global" when pos + B + 1 >= len, tested before reading (#18,
+    # #20); "per_rank": rank r of `data_ranks` tests its own pos + r B / data_ranks + B + 1 >= len
+    # after reading (#15; ranks 6-7 of 8 read one batch less per 10^8-token shard);
+    # "per_rank_inclusive": the same with > (#8/#9).
+    shard_switch: ShardSwitch = "global"
+    data_ranks: int = 8  # the record's ranks, whose offsets the per-rank shard switch uses
+
+    def __post_init__(self) -> None:
+        _check_choice("window_schedule", self.window_schedule, WindowSchedule)
+        _check_choice("shard_switch", self.shard_switch, ShardSwitch)
+        if self.data_ranks <= 0:
+            _fail("data_ranks", f"must be positive, got {self.data_ranks}")
 
 
 @dataclass(frozen=True)
@@ -375,25 +385,9 @@ class TrainConfig:
     checkpoint_every: int = 0  # 0: only at the end when --save-checkpoint
     keep_checkpoints: int = 3
     cycle_data: bool = False  # wrap around to the first shard when the shards run out (#8-#18)
-    # --- Lineage switches: the window schedule (LINEAGE.md 5.5, 6.3; RECORD.md 4) ---
-    # "blocks_ceil": Sub3Min's max(1, ceil(M s / N / 128)) blocks; "blocks_floor": #18's
-    # floor(((1 - s/N) 128 + (s/N)(128 + M)) / 128) blocks; "tokens": #15's
-    # 64 floor((64 + M s / N) / 64) tokens; "none": no window (attention_mask "causal").
-    window_schedule: WindowSchedule = "blocks_ceil"
-    # --- Lineage switches: the data stream (LINEAGE.md 3.7, 5.9) ---
-    repeat_first_batch: bool = False  # #8/#9: step 0 and step 1 both train on batch 0
-    # When a rank leaves a shard: "global" when pos + B + 1 >= len, tested before reading (#18,
-    # #20); "per_rank": rank r of `data_ranks` tests its own pos + r B / data_ranks + B + 1 >= len
-    # after reading (#15; ranks 6-7 of 8 read one batch less per 10^8-token shard);
-    # "per_rank_inclusive": the same with > (#8/#9).
-    shard_switch: ShardSwitch = "global"
-    data_ranks: int = 8  # the record's ranks, whose offsets the per-rank shard switch uses
+    lineage: TrainLineage = field(default_factory=TrainLineage)  # the lineage's window-schedule and data-stream switches (#8-#18)
 
     def __post_init__(self) -> None:
-        _check_choice("window_schedule", self.window_schedule, WindowSchedule)
-        _check_choice("shard_switch", self.shard_switch, ShardSwitch)
-        if self.data_ranks <= 0:
-            _fail("data_ranks", f"must be positive, got {self.data_ranks}")
         if self.seq_len <= 0 or self.seq_len % BLOCK_SIZE:
             _fail("seq_len", f"must be a positive multiple of {BLOCK_SIZE}, got {self.seq_len}")
         if self.batch_tokens <= 0 or self.batch_tokens % self.seq_len:
@@ -404,14 +398,38 @@ class TrainConfig:
             _fail("val_every", f"must be positive, got {self.val_every}")
         if self.val_tokens < 0:
             _fail("val_tokens", f"must be >= 0, got {self.val_tokens}")
-        if self.shard_switch != "global" and self.batch_tokens % self.data_ranks:
-            _fail("data_ranks", f"shard_switch {self.shard_switch!r} splits each batch over data_ranks="
-                  f"{self.data_ranks} record ranks, but {self.batch_tokens} tokens do not split that way: "
+        if self.lineage.shard_switch != "global" and self.batch_tokens % self.lineage.data_ranks:
+            _fail("data_ranks", f"shard_switch {self.lineage.shard_switch!r} splits each batch over data_ranks="
+                  f"{self.lineage.data_ranks} record ranks, but {self.batch_tokens} tokens do not split that way: "
                   "set data_ranks to a divisor, or shard_switch 'global'")
 
     @property
     def sequences_per_step(self) -> int:
         return self.batch_tokens // self.seq_len
+
+
+def with_fields(config: Any, **fields: Any) -> Any:
+    """A validated copy of a section's config (ModelConfig, OptimConfig or TrainConfig) with
+    `fields` replaced, where a lineage switch may be named flat (`value_residual=True`,
+    `shard_switch="per_rank"`: as the CLI's flags and the tests write them): those go into
+    `config.lineage` (or into a `lineage=` given beside them)."""
+    lineage = fields.pop("lineage", config.lineage)
+    switches = {name: fields.pop(name) for name in {f.name for f in dataclasses.fields(lineage)} & fields.keys()}
+    return replace(config, **fields, lineage=replace(lineage, **switches) if switches else lineage)
+
+
+def nest_lineage(saved: dict[str, Any]) -> dict[str, Any]:
+    """A saved preset's dict in today's form: lineage switches written flat in their section (the
+    form before each section had its `lineage` object) moved under "<section>"/"lineage"."""
+    nested = dict(saved)
+    for section, lineage_class in (("model", ModelLineage), ("optim", OptimLineage), ("train", TrainLineage)):
+        values = saved.get(section)
+        if not isinstance(values, dict) or not isinstance(values.get("lineage", {}), dict):
+            continue  # not a preset's shape: left as it is, for the caller's check to name
+        names = {f.name for f in dataclasses.fields(lineage_class)}
+        nested[section] = {k: v for k, v in values.items() if k not in names}
+        nested[section]["lineage"] = {**{k: v for k, v in values.items() if k in names}, **values.get("lineage", {})}
+    return nested
 
 
 # The window schedule each attention mask takes its window from.
@@ -426,8 +444,8 @@ def check_preset(model: ModelConfig, optim: OptimConfig, train: TrainConfig) -> 
     """Refuse cross-section mixes that cannot mean anything, naming the conflict."""
     del optim  # no optimizer switch depends on another section
     allowed = _WINDOW_SCHEDULES[model.lineage.attention_mask]
-    if train.window_schedule not in allowed:
-        _fail("window_schedule", f"{train.window_schedule!r} does not give the window attention_mask "
+    if train.lineage.window_schedule not in allowed:
+        _fail("window_schedule", f"{train.lineage.window_schedule!r} does not give the window attention_mask "
               f"{model.lineage.attention_mask!r} takes (it takes {' or '.join(map(repr, allowed))})")
 
 
@@ -480,13 +498,14 @@ _NO_VALUE_EMBEDS = (None,) * 12
 # their lineage switches (GPT(vocab_size=50304), nn.Linear init, no FP8 head).
 _BEFORE_FP8: dict[str, Any] = dict(qkv_layout="separate", attn_scale=None, loss_chunk_tokens=8192, attention_backend="auto")
 _BEFORE_FP8_LINEAGE: dict[str, Any] = dict(embed_rows="padded", linear_init="torch_default", fp8_head=False)
-_ROW_DATA: dict[str, Any] = dict(seq_len=1024, cycle_data=True, repeat_first_batch=True, shard_switch="per_rank_inclusive",
-                 window_schedule="none")
+_ROW_DATA: dict[str, Any] = dict(seq_len=1024, cycle_data=True, lineage=TrainLineage(
+    repeat_first_batch=True, shard_switch="per_rank_inclusive", window_schedule="none"))
 
 
 def _whole_steps_cooldown(steps: int, cooldown_steps: int) -> dict[str, Any]:
-    """OptimConfig fields of a LR flat until steps - K, then (steps - s) / K down to 0."""
-    return dict(cooldown_frac=cooldown_steps / steps, final_lr_frac=0.0, cooldown_whole_steps=True)
+    """OptimConfig fields of a LR flat until steps - K, then (steps - s) / K down to 0 (with
+    OptimLineage(cooldown_whole_steps=True))."""
+    return dict(cooldown_frac=cooldown_steps / steps, final_lr_frac=0.0)
 
 
 def untie_embed_preset() -> Preset:
@@ -501,8 +520,9 @@ def untie_embed_preset() -> Preset:
         ),
         optim=OptimConfig(
             muon_lr=0.02, muon_momentum_start=0.95, muon_momentum_end=0.95, muon_momentum_warmup_steps=0,
-            muon_momentum_form="sgd", ns_iteration="chain", head_lr=0.002, embed_lr=0.3, scalar_lr=0.02,
-            adam_b1=0.9, adam_b2=0.95, adam_eps=1e-8, **_whole_steps_cooldown(4578, 1308),
+            head_lr=0.002, embed_lr=0.3, scalar_lr=0.02, adam_b1=0.9, adam_b2=0.95, adam_eps=1e-8,
+            **_whole_steps_cooldown(4578, 1308),
+            lineage=OptimLineage(muon_momentum_form="sgd", ns_iteration="chain", cooldown_whole_steps=True),
         ),
         train=TrainConfig(steps=4578, **_ROW_DATA),
     )
@@ -531,8 +551,9 @@ def unet_value_embeds_preset() -> Preset:
             lineage=ModelLineage(**_BEFORE_FP8_LINEAGE, value_embed_layout="chunks", attention_mask="document_tokens",
                                  rotary="full_bf16_freq", soft_cap="tanh"),
         ),
-        optim=OptimConfig(adam_eps=1e-8, **_whole_steps_cooldown(1480, 600)),
-        train=TrainConfig(steps=1480, cycle_data=True, shard_switch="per_rank", window_schedule="tokens"),
+        optim=OptimConfig(adam_eps=1e-8, **_whole_steps_cooldown(1480, 600),
+                          lineage=OptimLineage(cooldown_whole_steps=True)),
+        train=TrainConfig(steps=1480, cycle_data=True, lineage=TrainLineage(shard_switch="per_rank", window_schedule="tokens")),
     )
 
 
@@ -543,7 +564,7 @@ def softcap_preset() -> Preset:
         model=ModelConfig(**_BEFORE_FP8, long_window_layers=_ALL_LAYERS, logit_cap=15.0,
                           lineage=ModelLineage(**_BEFORE_FP8_LINEAGE, soft_cap="tanh")),
         optim=OptimConfig(adam_eps=1e-8, final_lr_frac=0.0),
-        train=TrainConfig(steps=1390, cycle_data=True, window_schedule="blocks_floor"),
+        train=TrainConfig(steps=1390, cycle_data=True, lineage=TrainLineage(window_schedule="blocks_floor")),
     )
 
 
@@ -581,9 +602,12 @@ def preset_from_json(data: dict[str, Any]) -> Preset:
         return cls(**kwargs)
 
     data = nest_lineage(data)
-    model = {**data["model"], "lineage": build(ModelLineage, data["model"]["lineage"])}
+
+    def section(cls, lineage_cls, values: dict[str, Any]):
+        return build(cls, {**values, "lineage": build(lineage_cls, values["lineage"])})
+
     return Preset(
-        model=build(ModelConfig, model),
-        optim=build(OptimConfig, data["optim"]),
-        train=build(TrainConfig, data["train"]),
+        model=section(ModelConfig, ModelLineage, data["model"]),
+        optim=section(OptimConfig, OptimLineage, data["optim"]),
+        train=section(TrainConfig, TrainLineage, data["train"]),
     )

@@ -153,7 +153,7 @@ def record_optimizer(
     if bf16_embeddings is None:
         bf16_embeddings = bool(config.bf16_embeddings)
     schedule = lambda base_lr: lr_schedule(base_lr, total_steps, config.cooldown_frac, config.final_lr_frac,
-                                           config.cooldown_whole_steps)
+                                           config.lineage.cooldown_whole_steps)
 
     def adam(base_lr: float, low_precision: bool = False) -> optax.GradientTransformation:
         if low_precision:
@@ -173,8 +173,8 @@ def record_optimizer(
         ns_dtype=jnp.bfloat16 if config.ns_dtype == "bf16" else jnp.float32,
         axis_name=axis_name,
         collective=muon_collective,
-        momentum_form=config.muon_momentum_form,
-        ns_iteration=config.ns_iteration,
+        momentum_form=config.lineage.muon_momentum_form,
+        ns_iteration=config.lineage.ns_iteration,
     )
     transforms = {
         "muon": hidden,

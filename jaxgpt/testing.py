@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from jaxgpt.config import ModelConfig, with_model_fields
+from jaxgpt.config import ModelConfig, with_fields
 
 SMALL_VOCAB = 512
 SMALL_EOT = SMALL_VOCAB - 1
@@ -46,7 +46,7 @@ def small_model_config(**overrides) -> ModelConfig:
         value_embed_slots=(0, None, None, 0), long_window_layers=(0, 3), attention_free_layers=(2,),
         max_window_blocks=4, dtype_policy="fp32",
     )
-    return with_model_fields(ModelConfig(**fields), **overrides)
+    return with_fields(ModelConfig(**fields), **overrides)
 
 
 def read_tensorboard_scalars(folder: Path) -> dict[tuple[str, int], float]:

@@ -289,8 +289,8 @@ class TrainLoop:
         self.loader = data.BatchLoader(
             train_cfg.train_files, train_cfg.batch_tokens, train_cfg.seq_len, position=start.position,
             process_index=jax.process_index(), process_count=jax.process_count(), cycle=train_cfg.cycle_data,
-            repeat_first=train_cfg.repeat_first_batch and start.step == 0, shard_switch=train_cfg.shard_switch,
-            data_ranks=train_cfg.data_ranks)
+            repeat_first=train_cfg.lineage.repeat_first_batch and start.step == 0, shard_switch=train_cfg.lineage.shard_switch,
+            data_ranks=train_cfg.lineage.data_ranks)
         self.log = runlog.RunLog(train_cfg.out_dir, start.run_id, total_steps=self.total_steps, start_step=start.step,
                                  progress=options.progress, enabled=jax.process_index() == 0,
                                  tensorboard_dir=options.tensorboard)
@@ -325,7 +325,7 @@ class TrainLoop:
             if step == self.log.clock_reset_step:
                 self.clock.reset()
             window = np.int32(schedules.window_value(step, max(self.total_steps, 1), train_cfg.window_max_tokens,
-                                                     train_cfg.window_schedule))
+                                                     train_cfg.lineage.window_schedule))
             if val_due:
                 self.validate(step, window)
             if save_due:

@@ -97,9 +97,9 @@ def test_lineage_schedules_agree_on_every_step(name):
     preset = jax_cfg.get_preset(name)
     o, t = preset.optim, preset.train
     for step in range(t.steps + 1):
-        lr = (step, t.steps, o.cooldown_frac, o.final_lr_frac, o.cooldown_whole_steps)
+        lr = (step, t.steps, o.cooldown_frac, o.final_lr_frac, o.lineage.cooldown_whole_steps)
         assert torch_schedules.lr_multiplier(*lr) == jax_schedules.lr_multiplier(*lr)
         momentum = (step, o.muon_momentum_start, o.muon_momentum_end, o.muon_momentum_warmup_steps)
         assert torch_schedules.muon_momentum(*momentum) == jax_schedules.muon_momentum(*momentum)
-        window = (step, t.steps, t.window_max_tokens, t.window_schedule)
+        window = (step, t.steps, t.window_max_tokens, t.lineage.window_schedule)
         assert torch_schedules.window_value(*window) == jax_schedules.window_value(*window)

@@ -58,7 +58,7 @@ def test_each_framework_against_the_records_own_code(name, kind):
 def test_without_the_as_written_roundings_the_records_logits_are_missed(name):
     """The switch matters and the check can fail: torch_ref with fp32 rotary tables
     (as_written_roundings=False) misses the record's own logits by far more than fp32 rounding."""
-    from jaxgpt.config import with_model_fields
+    from jaxgpt.config import with_fields
     from torch_ref import model as torch_model
 
     from torch_ref.run import convert as torch_convert
@@ -70,7 +70,7 @@ def test_without_the_as_written_roundings_the_records_logits_are_missed(name):
     reference = rc.forward(loaded, record_model, *checks.record_batch(name, inputs[None], targets[None]), window,
                            backward=False)
     for as_written, bound in ((True, 1e-5), (False, None)):
-        gpt = torch_model.GPT.from_config(with_model_fields(checks.model_config(name), as_written_roundings=as_written),
+        gpt = torch_model.GPT.from_config(with_fields(checks.model_config(name), as_written_roundings=as_written),
                                           attention="sdpa", fp8_head=False)
         torch_convert.load_record_state_dict(gpt, state)
         with torch.no_grad():

@@ -3,9 +3,8 @@ cannot mean anything are refused with a message naming both sides."""
 
 from __future__ import annotations
 
-import math
-
 import dataclasses
+import math
 
 import pytest
 
@@ -30,9 +29,10 @@ def test_presets_hold_the_records_run_lengths_and_aliases():
     assert cfg.get_preset("sub3min") == cfg.get_preset("record")
     assert [number for number, _, _ in cfg.LINEAGE_PRESETS.values()] == [8, 9, 15, 18, 20]
     row = cfg.get_preset("untie-embed").train
-    assert (row.seq_len, row.repeat_first_batch, row.shard_switch, row.cycle_data) == (1024, True, "per_rank_inclusive", True)
-    assert cfg.get_preset("unet-value-embeds").train.shard_switch == "per_rank"
-    assert cfg.get_preset("softcap").train.shard_switch == "global"
+    assert (row.seq_len, row.cycle_data) == (1024, True)
+    assert (row.lineage.repeat_first_batch, row.lineage.shard_switch) == (True, "per_rank_inclusive")
+    assert cfg.get_preset("unet-value-embeds").train.lineage.shard_switch == "per_rank"
+    assert cfg.get_preset("softcap").train.lineage.shard_switch == "global"
 
 
 def test_record_preset_keeps_every_switch_at_its_default():
@@ -52,68 +52,84 @@ def test_record_preset_keeps_every_switch_at_its_default():
 ])
 def test_model_mixes_that_cannot_mean_anything_are_refused(changes, names):
     with pytest.raises(ValueError) as error:
-        cfg.with_model_fields(cfg.ModelConfig(), **changes)
+        cfg.with_fields(cfg.ModelConfig(), **changes)
     for name in names:
         assert name in str(error.value)
 
 
 def test_window_schedule_must_give_the_masks_window():
     with pytest.raises(ValueError, match="window_schedule.*'tokens'.*'document_blocks'"):
-        cfg.Preset(train=cfg.TrainConfig(window_schedule="tokens"))
+        cfg.Preset(train=cfg.with_fields(cfg.TrainConfig(), window_schedule="tokens"))
     with pytest.raises(ValueError, match="window_schedule.*'causal'"):
         base = cfg.get_preset("untie-embed")
-        cfg.replace(base, train=cfg.replace(base.train, window_schedule="blocks_ceil"))
+        cfg.replace(base, train=cfg.with_fields(base.train, window_schedule="blocks_ceil"))
 
 
 def test_per_rank_shard_switch_needs_the_batch_to_split_over_the_ranks():
     with pytest.raises(ValueError, match="data_ranks"):
-        cfg.TrainConfig(batch_tokens=1024, seq_len=1024, shard_switch="per_rank", data_ranks=3)
-    assert cfg.TrainConfig(batch_tokens=2048, seq_len=1024, shard_switch="per_rank").data_ranks == 8
+        cfg.TrainConfig(batch_tokens=1024, seq_len=1024, lineage=cfg.TrainLineage(shard_switch="per_rank", data_ranks=3))
+    assert cfg.TrainConfig(batch_tokens=2048, seq_len=1024, lineage=cfg.TrainLineage(shard_switch="per_rank")).lineage.data_ranks == 8
 
 
 def test_mixes_that_make_sense_run_through_validation():
     """Sub3Min without value embeddings, #18 with FP8, #9 without the value residual."""
     cfg.replace(cfg.ModelConfig(), value_embed_slots=(None,) * 12)
-    cfg.with_model_fields(cfg.get_preset("softcap").model, fp8_head=True)
-    cfg.with_model_fields(cfg.get_preset("shortcuts").model, value_residual=False)
+    cfg.with_fields(cfg.get_preset("softcap").model, fp8_head=True)
+    cfg.with_fields(cfg.get_preset("shortcuts").model, value_residual=False)
 
 
-def test_the_lineage_switches_live_in_their_own_object_and_flat_names_route_there():
-    """ModelConfig.lineage holds every model switch; `with_model_fields` takes them flat (the CLI's
-    form) beside ModelConfig's own fields, and a bad value names its switch."""
-    model = cfg.with_model_fields(cfg.ModelConfig(), soft_cap="tanh", logit_cap=15.0, fp8_head=False)
+SECTIONS = (("model", "ModelConfig", "ModelLineage"), ("optim", "OptimConfig", "OptimLineage"),
+            ("train", "TrainConfig", "TrainLineage"))
+
+
+def flat_form(saved: dict) -> dict:
+    """A saved preset as written before each section had its `lineage`: the switches flat."""
+    return {**saved, **{section: {**{k: v for k, v in saved[section].items() if k != "lineage"}, **saved[section]["lineage"]}
+                        for section, _, _ in SECTIONS}}
+
+
+def test_the_lineage_switches_live_in_their_own_objects_and_flat_names_route_there():
+    """Each section's lineage switches are in its `lineage` object, at Sub3Min's values in the
+    record preset; `with_fields` takes them flat (the CLI's form) beside the section's own
+    fields, and a bad value names its switch."""
+    record = cfg.get_preset("record")
+    for section, config_name, lineage_name in SECTIONS:
+        config_class, lineage_class = getattr(cfg, config_name), getattr(cfg, lineage_name)
+        assert getattr(record, section).lineage == lineage_class()
+        assert not {f.name for f in dataclasses.fields(lineage_class)} & {f.name for f in dataclasses.fields(config_class)}
+    model = cfg.with_fields(cfg.ModelConfig(), soft_cap="tanh", logit_cap=15.0, fp8_head=False)
     assert model.lineage == cfg.ModelLineage(soft_cap="tanh", fp8_head=False) and model.logit_cap == 15.0
-    assert not {f.name for f in dataclasses.fields(cfg.ModelLineage)} & {f.name for f in dataclasses.fields(cfg.ModelConfig)}
+    train = cfg.with_fields(cfg.TrainConfig(), steps=9, lineage=cfg.TrainLineage(data_ranks=4), window_schedule="blocks_floor")
+    assert train.lineage == cfg.TrainLineage(data_ranks=4, window_schedule="blocks_floor") and train.steps == 9
     with pytest.raises(ValueError, match="`rotary`.*'half_truncated'"):
         cfg.ModelLineage(rotary="quarter")
+    with pytest.raises(ValueError, match="`ns_iteration`"):
+        cfg.with_fields(cfg.OptimConfig(), ns_iteration="loop")
 
 
 @pytest.mark.parametrize("name", sorted(cfg.LINEAGE_PRESETS))
 def test_saved_configs_of_both_forms_read_back(name):
-    """A checkpoint's config JSON reads back to its preset, in today's form (switches under
-    model.lineage) and in the form written before that object existed (switches flat in model)."""
+    """A checkpoint's config JSON reads back to its preset, in today's form (switches under each
+    section's lineage) and in the form written before those objects existed (switches flat)."""
     preset = cfg.get_preset(name)
     saved = cfg.config_to_json(preset)
     assert cfg.preset_from_json(saved) == preset
-    flat = {**saved, "model": {**{k: v for k, v in saved["model"].items() if k != "lineage"}, **saved["model"]["lineage"]}}
-    assert cfg.preset_from_json(flat) == preset
+    assert cfg.preset_from_json(flat_form(saved)) == preset
 
 
 def test_a_run_saved_with_flat_switches_resumes_under_both_frameworks(tmp_path):
-    """A checkpoint written before ModelLineage (switches flat in its config) is the same run as
-    today's config: neither framework's resume check lists a difference."""
+    """A checkpoint written before the lineage objects (switches flat in its config) is the same
+    run as today's config: neither framework's resume check lists a difference."""
     from jaxgpt.run import checkpoint as jax_checkpoint
     from torch_ref import config as torch_cfg
     from torch_ref.run import checkpoint as torch_checkpoint
 
-    def flat(saved):
-        return {**saved, "model": {**{k: v for k, v in saved["model"].items() if k != "lineage"}, **saved["model"]["lineage"]}}
-
     saved = cfg.config_to_json(cfg.get_preset("shortcuts"))
-    assert jax_checkpoint.config_differences(flat(saved), saved) == []
-    assert jax_checkpoint.config_differences(flat(saved), cfg.config_to_json(cfg.get_preset("softcap")))
+    assert jax_checkpoint.config_differences(flat_form(saved), saved) == []
+    assert "model.lineage.value_residual: True -> False" in jax_checkpoint.config_differences(
+        flat_form(saved), cfg.config_to_json(cfg.get_preset("softcap")))
     torch_saved = torch_checkpoint.config_dict(torch_cfg.get_preset("shortcuts"))
-    torch_checkpoint.refuse_config_change(flat(torch_saved), torch_saved, tmp_path / "old.pt")
-    with pytest.raises(ValueError, match="model.lineage.value_residual: True -> False"):
-        torch_checkpoint.refuse_config_change(flat(torch_saved), torch_checkpoint.config_dict(torch_cfg.get_preset("softcap")),
-                                              tmp_path / "old.pt")
+    torch_checkpoint.refuse_config_change(flat_form(torch_saved), torch_saved, tmp_path / "old.pt")
+    with pytest.raises(ValueError, match="train.lineage.shard_switch: 'per_rank_inclusive' -> 'global'"):
+        torch_checkpoint.refuse_config_change(flat_form(torch_saved),
+                                              torch_checkpoint.config_dict(torch_cfg.get_preset("softcap")), tmp_path / "old.pt")

@@ -11,7 +11,7 @@ from jaxgpt import schedules
 def _lr(name: str, step: int) -> float:
     preset = cfg.get_preset(name)
     o = preset.optim
-    return schedules.lr_multiplier(step, preset.train.steps, o.cooldown_frac, o.final_lr_frac, o.cooldown_whole_steps)
+    return schedules.lr_multiplier(step, preset.train.steps, o.cooldown_frac, o.final_lr_frac, o.lineage.cooldown_whole_steps)
 
 
 @pytest.mark.parametrize("name, flat_until, cooldown", [

@@ -6,10 +6,9 @@ reader can hold them beside jaxgpt's. Nothing here is imported from jaxgpt: torc
 alone, and parity_tests/test_config_parity.py checks that both packages state the same values.
 
 The lineage (docs/spec/LINEAGE.md: #8 UntieEmbed, #9 ShortcutsTweaks, #15 UNetValueEmbedsTweaks,
-#18 SoftCap) is a set of switches of the same configs, grouped as model switches (their own
-object, ModelConfig.lineage),
-optimizer and schedule switches (OptimConfig) and window-schedule and data switches
-(TrainConfig); their defaults are Sub3Min's, and each lineage preset is a set of their values.
+#18 SoftCap) is a set of switches of the same configs, held apart in one object per section
+(`ModelConfig.lineage`, `OptimConfig.lineage`, `TrainConfig.lineage`, as in jaxgpt.config);
+their defaults are Sub3Min's, and each lineage preset is a set of their values.
 """
 
 from __future__ import annotations
@@ -117,7 +116,7 @@ class ModelConfig:
     attn_scale: float | None = 0.12  # None: head_dim ** -0.5 (#8-#18's SDPA / FlexAttention default)
     logit_cap: float = 30.0  # "sigmoid": cap * sigmoid(z / temperature); "tanh": cap * tanh(z / cap)
     logit_cap_temperature: float = 7.5
-    lineage: ModelLineage = field(default_factory=lambda: ModelLineage())  # #8-#18's model switches
+    lineage: ModelLineage = field(default_factory=ModelLineage)  # #8-#18's model switches
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "num_layers", "num_heads", "model_dim", "rope_max_len"):
@@ -155,24 +154,17 @@ class ModelConfig:
         return self.head_dim**-0.5 if self.attn_scale is None else self.attn_scale
 
 
-def with_model_fields(model: ModelConfig, **fields: Any) -> ModelConfig:
-    """A validated copy of `model` with `fields` replaced; lineage switches named flat go into
-    `model.lineage` (or into a `lineage=` given beside them)."""
-    names = {f.name for f in dataclasses.fields(ModelLineage)}
-    switches = {name: fields.pop(name) for name in names & fields.keys()}
-    lineage = fields.pop("lineage", model.lineage)
-    return replace(model, **fields, lineage=replace(lineage, **switches) if switches else lineage)
+@dataclass(frozen=True)
+class OptimLineage:
+    """The lineage's optimizer and LR-schedule switches (#8-#15) (meanings as in jaxgpt.config.OptimLineage); Sub3Min's by default."""
 
+    muon_momentum_form: str = "ema"  # "sgd": buf = m buf + g, u = g + m buf (#8/#9)
+    ns_iteration: str = "poly"  # "chain": B = A X, X = a X + b B + (c A) B (#8/#9)
+    cooldown_whole_steps: bool = False  # K = round(cooldown_frac * steps) steps, factor (steps - s) / K (#8-#15)
 
-def nest_lineage(saved: dict[str, Any]) -> dict[str, Any]:
-    """A saved preset's dict in today's form: model switches written flat in "model" (the form
-    before ModelLineage existed) moved under "model"/"lineage"; other entries as they are."""
-    if "model" not in saved:
-        return saved
-    names = {f.name for f in dataclasses.fields(ModelLineage)}
-    model = {k: v for k, v in saved["model"].items() if k not in names}
-    model["lineage"] = {**{k: v for k, v in saved["model"].items() if k in names}, **saved["model"].get("lineage", {})}
-    return {**saved, "model": model}
+    def __post_init__(self) -> None:
+        _choice(self.muon_momentum_form, MUON_MOMENTUM_FORMS, "muon_momentum_form")
+        _choice(self.ns_iteration, NS_ITERATIONS, "ns_iteration")
 
 
 @dataclass(frozen=True)
@@ -193,16 +185,26 @@ class OptimConfig:
     adam_eps: float = 1e-10
     cooldown_frac: float = 0.4
     final_lr_frac: float = 0.1
-    # --- Lineage switches: the optimizers and the LR schedule ---
-    muon_momentum_form: str = "ema"  # "sgd": buf = m buf + g, u = g + m buf (#8/#9)
-    ns_iteration: str = "poly"  # "chain": B = A X, X = a X + b B + (c A) B (#8/#9)
-    cooldown_whole_steps: bool = False  # K = round(cooldown_frac * steps) steps, factor (steps - s) / K (#8-#15)
+    lineage: OptimLineage = field(default_factory=OptimLineage)  # the lineage's optimizer and LR-schedule switches (#8-#15)
 
     def __post_init__(self) -> None:
         _check(self.ns_dtype in ("bf16", "fp32"), "ns_dtype", f"must be 'bf16' or 'fp32', got {self.ns_dtype!r}")
-        _choice(self.muon_momentum_form, MUON_MOMENTUM_FORMS, "muon_momentum_form")
-        _choice(self.ns_iteration, NS_ITERATIONS, "ns_iteration")
         _check(0.0 <= self.cooldown_frac <= 1.0, "cooldown_frac", f"must be in [0, 1], got {self.cooldown_frac}")
+
+
+@dataclass(frozen=True)
+class TrainLineage:
+    """The lineage's window-schedule and data-stream switches (#8-#18) (meanings as in jaxgpt.config.TrainLineage); Sub3Min's by default."""
+
+    window_schedule: str = "blocks_ceil"  # "blocks_floor" (#18), "tokens" (#15), "none" (#8/#9)
+    repeat_first_batch: bool = False  # #8/#9: steps 0 and 1 both train on batch 0
+    shard_switch: str = "global"  # "per_rank" (#15), "per_rank_inclusive" (#8/#9)
+    data_ranks: int = 8  # the record's ranks, whose offsets the per-rank shard switch uses
+
+    def __post_init__(self) -> None:
+        _choice(self.window_schedule, WINDOW_SCHEDULES, "window_schedule")
+        _choice(self.shard_switch, SHARD_SWITCHES, "shard_switch")
+        _check(self.data_ranks > 0, "data_ranks", f"must be positive, got {self.data_ranks}")
 
 
 @dataclass(frozen=True)
@@ -223,16 +225,9 @@ class TrainConfig:
     checkpoint_every: int = 0  # 0: none during the run (--save-checkpoint PATH still writes the end)
     keep_checkpoints: int = 3  # the newest K step files of checkpoints/<run id>/ are kept
     cycle_data: bool = False  # wrap around to the first shard (#8-#18)
-    # --- Lineage switches: the window schedule and the data stream ---
-    window_schedule: str = "blocks_ceil"  # "blocks_floor" (#18), "tokens" (#15), "none" (#8/#9)
-    repeat_first_batch: bool = False  # #8/#9: steps 0 and 1 both train on batch 0
-    shard_switch: str = "global"  # "per_rank" (#15), "per_rank_inclusive" (#8/#9)
-    data_ranks: int = 8  # the record's ranks, whose offsets the per-rank shard switch uses
+    lineage: TrainLineage = field(default_factory=TrainLineage)  # the lineage's window-schedule and data-stream switches (#8-#18)
 
     def __post_init__(self) -> None:
-        _choice(self.window_schedule, WINDOW_SCHEDULES, "window_schedule")
-        _choice(self.shard_switch, SHARD_SWITCHES, "shard_switch")
-        _check(self.data_ranks > 0, "data_ranks", f"must be positive, got {self.data_ranks}")
         _check(self.seq_len > 0 and self.seq_len % BLOCK_SIZE == 0, "seq_len",
                f"must be a positive multiple of {BLOCK_SIZE}, got {self.seq_len}")
         _check(self.batch_tokens > 0 and self.batch_tokens % self.seq_len == 0, "batch_tokens",
@@ -242,9 +237,31 @@ class TrainConfig:
         _check(self.val_tokens >= 0, "val_tokens", f"must be >= 0, got {self.val_tokens}")
         _check(self.checkpoint_every >= 0, "checkpoint_every", f"must be >= 0, got {self.checkpoint_every}")
         _check(self.keep_checkpoints >= 1, "keep_checkpoints", f"must be >= 1, got {self.keep_checkpoints}")
-        _check(self.shard_switch == "global" or self.batch_tokens % self.data_ranks == 0,
-               "data_ranks", f"shard_switch {self.shard_switch!r} splits each batch over {self.data_ranks} record "
+        _check(self.lineage.shard_switch == "global" or self.batch_tokens % self.lineage.data_ranks == 0,
+               "data_ranks", f"shard_switch {self.lineage.shard_switch!r} splits each batch over {self.lineage.data_ranks} record "
                f"ranks; {self.batch_tokens} tokens do not split that way")
+
+
+def with_fields(config: Any, **fields: Any) -> Any:
+    """A validated copy of a section's config with `fields` replaced; lineage switches named flat
+    go into `config.lineage` (or into a `lineage=` given beside them)."""
+    lineage = fields.pop("lineage", config.lineage)
+    switches = {name: fields.pop(name) for name in {f.name for f in dataclasses.fields(lineage)} & fields.keys()}
+    return replace(config, **fields, lineage=replace(lineage, **switches) if switches else lineage)
+
+
+def nest_lineage(saved: dict[str, Any]) -> dict[str, Any]:
+    """A saved preset's dict in today's form: lineage switches written flat in their section (the
+    form before each section had its `lineage` object) moved under "<section>"/"lineage"."""
+    nested = dict(saved)
+    for section, lineage_class in (("model", ModelLineage), ("optim", OptimLineage), ("train", TrainLineage)):
+        values = saved.get(section)
+        if not isinstance(values, dict) or not isinstance(values.get("lineage", {}), dict):
+            continue  # not a preset's shape: left as it is, for the caller's check to name
+        names = {f.name for f in dataclasses.fields(lineage_class)}
+        nested[section] = {k: v for k, v in values.items() if k not in names}
+        nested[section]["lineage"] = {**{k: v for k, v in values.items() if k in names}, **values.get("lineage", {})}
+    return nested
 
 
 _WINDOW_SCHEDULE_OF_MASK = {"document_blocks": ("blocks_ceil", "blocks_floor"), "document_tokens": ("tokens",),
@@ -259,8 +276,8 @@ class Preset:
 
     def __post_init__(self) -> None:
         allowed = _WINDOW_SCHEDULE_OF_MASK[self.model.lineage.attention_mask]
-        _check(self.train.window_schedule in allowed, "window_schedule",
-               f"{self.train.window_schedule!r} does not give attention_mask {self.model.lineage.attention_mask!r} its window "
+        _check(self.train.lineage.window_schedule in allowed, "window_schedule",
+               f"{self.train.lineage.window_schedule!r} does not give attention_mask {self.model.lineage.attention_mask!r} its window "
                f"(it takes {' or '.join(map(repr, allowed))})")
 
 
@@ -291,12 +308,13 @@ _ALL_LAYERS = tuple(range(12))
 _BEFORE_FP8: dict[str, Any] = dict(qkv_layout="separate", attn_scale=None)  # #8-#18: c_q/c_k/c_v, default scale
 _BEFORE_FP8_LINEAGE: dict[str, Any] = dict(embed_rows="padded", linear_init="torch_default",
                                            fp8_head=False)  # #8-#18: GPT(vocab_size=50304), nn.Linear init
-_ROW_DATA: dict[str, Any] = dict(seq_len=1024, cycle_data=True, repeat_first_batch=True, shard_switch="per_rank_inclusive",
-                 window_schedule="none")  # #8/#9: 64 rows of 1024 per rank, the loader's quirks
+# #8/#9: 64 rows of 1024 per rank, the loader's quirks
+_ROW_DATA: dict[str, Any] = dict(seq_len=1024, cycle_data=True, lineage=TrainLineage(
+    repeat_first_batch=True, shard_switch="per_rank_inclusive", window_schedule="none"))
 
 
 def _whole_steps_cooldown(steps: int, cooldown_steps: int) -> dict[str, Any]:
-    return dict(cooldown_frac=cooldown_steps / steps, final_lr_frac=0.0, cooldown_whole_steps=True)
+    return dict(cooldown_frac=cooldown_steps / steps, final_lr_frac=0.0)  # with OptimLineage(cooldown_whole_steps=True)
 
 
 def untie_embed_preset() -> Preset:
@@ -308,8 +326,9 @@ def untie_embed_preset() -> Preset:
                                                attn_value_lambdas=False, attention_mask="causal", rotary="full",
                                                soft_cap="none")),
         optim=OptimConfig(muon_lr=0.02, muon_momentum_start=0.95, muon_momentum_end=0.95, muon_momentum_warmup_steps=0,
-                          muon_momentum_form="sgd", ns_iteration="chain", head_lr=0.002, embed_lr=0.3, scalar_lr=0.02,
-                          adam_b1=0.9, adam_b2=0.95, adam_eps=1e-8, **_whole_steps_cooldown(4578, 1308)),
+                          head_lr=0.002, embed_lr=0.3, scalar_lr=0.02, adam_b1=0.9, adam_b2=0.95, adam_eps=1e-8,
+                          **_whole_steps_cooldown(4578, 1308),
+                          lineage=OptimLineage(muon_momentum_form="sgd", ns_iteration="chain", cooldown_whole_steps=True)),
         train=TrainConfig(steps=4578, **_ROW_DATA),
     )
 
@@ -333,8 +352,8 @@ def unet_value_embeds_preset() -> Preset:
                           attention_free_layers=(), long_window_layers=_ALL_LAYERS, logit_cap=30.0,
                           lineage=ModelLineage(**_BEFORE_FP8_LINEAGE, value_embed_layout="chunks",
                                                attention_mask="document_tokens", rotary="full_bf16_freq", soft_cap="tanh")),
-        optim=OptimConfig(adam_eps=1e-8, **_whole_steps_cooldown(1480, 600)),
-        train=TrainConfig(steps=1480, cycle_data=True, shard_switch="per_rank", window_schedule="tokens"),
+        optim=OptimConfig(adam_eps=1e-8, **_whole_steps_cooldown(1480, 600), lineage=OptimLineage(cooldown_whole_steps=True)),
+        train=TrainConfig(steps=1480, cycle_data=True, lineage=TrainLineage(shard_switch="per_rank", window_schedule="tokens")),
     )
 
 
@@ -344,7 +363,7 @@ def softcap_preset() -> Preset:
         model=ModelConfig(**_BEFORE_FP8, long_window_layers=_ALL_LAYERS, logit_cap=15.0,
                           lineage=ModelLineage(**_BEFORE_FP8_LINEAGE, soft_cap="tanh")),
         optim=OptimConfig(adam_eps=1e-8, final_lr_frac=0.0),
-        train=TrainConfig(steps=1390, cycle_data=True, window_schedule="blocks_floor"),
+        train=TrainConfig(steps=1390, cycle_data=True, lineage=TrainLineage(window_schedule="blocks_floor")),
     )
 
 

@@ -74,8 +74,8 @@ def build_optimizers(
         rank=rank,
         world_size=world_size,
         ns_dtype=_NS_DTYPES[optim_config.ns_dtype],
-        momentum_form=optim_config.muon_momentum_form,
-        ns_iteration=optim_config.ns_iteration,
+        momentum_form=optim_config.lineage.muon_momentum_form,
+        ns_iteration=optim_config.lineage.ns_iteration,
     )
     return adam, muon
 
@@ -88,7 +88,7 @@ def build_lr_schedulers(
     def factor(step: int) -> float:
         # LambdaLR evaluates once more after the last update (step == total_steps); that is valid.
         return lr_multiplier(step, total_steps, optim_config.cooldown_frac, optim_config.final_lr_frac,
-                             optim_config.cooldown_whole_steps)
+                             optim_config.lineage.cooldown_whole_steps)
 
     return [torch.optim.lr_scheduler.LambdaLR(opt, factor) for opt in optimizers]
 

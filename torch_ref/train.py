@@ -169,12 +169,12 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
     pending_metrics: list[tuple[int, Tensor, float, int]] = []  # (step, loss, train_time_ms, window) not yet logged
     directory = ckpt.checkpoint_directory(preset, options)
     stream_args = (train_cfg.train_files, train_cfg.batch_tokens, rank, world_size)
-    stream_kwargs: dict[str, Any] = dict(cycle=train_cfg.cycle_data, device=device, shard_switch=train_cfg.shard_switch,
-                                         data_ranks=train_cfg.data_ranks)
+    stream_kwargs: dict[str, Any] = dict(cycle=train_cfg.cycle_data, device=device, shard_switch=train_cfg.lineage.shard_switch,
+                                         data_ranks=train_cfg.lineage.data_ranks)
     train_batches = distributed_data_generator(*stream_args, **stream_kwargs, position=position, batches=served)
     # #8/#9 fetch their first batch, then reset the loader: steps 0 and 1 both train on it.
     repeated = next(distributed_data_generator(*stream_args, **stream_kwargs)) \
-        if train_cfg.repeat_first_batch and start_step == 0 else None
+        if train_cfg.lineage.repeat_first_batch and start_step == 0 else None
 
     def save(step: int, *, to_folder: bool, to_path: bool) -> list[Path]:
         """Write the state after `step` updates (every rank joins; rank 0 writes). A NaN or
@@ -232,7 +232,7 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
                 if step == runlog.CLOCK_RESET_STEP:
                     clock.reset()
                 # W_long in blocks (the record's), or #15's window in tokens (the window_schedule's unit)
-                blocks = window_value(step, schedule_steps, train_cfg.window_max_tokens, train_cfg.window_schedule)
+                blocks = window_value(step, schedule_steps, train_cfg.window_max_tokens, train_cfg.lineage.window_schedule)
                 window = window_argument(blocks, device)
                 if val_due:
                     train_time_ms = clock.pause()

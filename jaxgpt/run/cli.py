@@ -257,9 +257,9 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[cfg.Preset, RunOption
             overridden.add(dest)
     preset = cfg.get_preset(args.preset)
     preset = cfg.Preset(
-        model=cfg.with_model_fields(preset.model, **overrides["model"]),
-        optim=cfg.replace(preset.optim, **overrides["optim"]),
-        train=cfg.replace(preset.train, **overrides["train"]),
+        model=cfg.with_fields(preset.model, **overrides["model"]),
+        optim=cfg.with_fields(preset.optim, **overrides["optim"]),
+        train=cfg.with_fields(preset.train, **overrides["train"]),
     )
     options = RunOptions(
         init_from=args.init_from, resume=args.resume, export_torch=args.export_torch, run_id=args.run_id,

@@ -25,7 +25,7 @@ from flax import nnx
 
 from jaxgpt import model as model_lib
 from jaxgpt import params as params_lib
-from jaxgpt.config import ModelConfig, Preset, replace, with_model_fields
+from jaxgpt.config import ModelConfig, Preset, replace, with_fields
 
 COMPILE_PREFIX = "_orig_mod."
 
@@ -159,7 +159,7 @@ def model_config_from_state_dict(
     Raises ValueError naming what does not fit; `torch_state_dict_to_params` checks every key.
     """
     keys = to_model_names(state_dict)
-    base = with_model_fields(base or ModelConfig(), **overrides)
+    base = with_fields(base or ModelConfig(), **overrides)
     base = replace(base, qkv_layout=qkv_layout_of(keys) or base.qkv_layout)
     if head_dim in (None, base.head_dim) and not params_lib.param_shape_problems(keys, _shapes(base)):
         return base

@@ -71,8 +71,8 @@ def scan_shards(preset: cfg.Preset, start_step: int, start: DataPosition, *, ann
             )
     if not train.cycle_data:
         # With #8/#9's repeated first batch, steps 0 and 1 share one batch of the stream.
-        needed = train.steps - start_step - int(train.repeat_first_batch and start_step == 0 and train.steps > 1)
-        available = data.batches_available(train_files, train.batch_tokens, start, train.shard_switch, train.data_ranks)
+        needed = train.steps - start_step - int(train.lineage.repeat_first_batch and start_step == 0 and train.steps > 1)
+        available = data.batches_available(train_files, train.batch_tokens, start, train.lineage.shard_switch, train.lineage.data_ranks)
         if available < needed:
             raise ValueError(
                 f"training data exhausted: steps {start_step}..{train.steps - 1} need {needed} batches of {train.batch_tokens} "

@@ -290,17 +290,16 @@ def trajectory_preset(folder: Path, ns_dtype: NSDType, devices: int, lineage: st
 
     data.write_shard(folder / "p_train_000001.bin", synthetic_tokens(30_000, seed=11))
     data.write_shard(folder / "p_val_000000.bin", synthetic_tokens(3_000, seed=12))
-    switches, optim = {}, cfg.OptimConfig(ns_dtype=ns_dtype)
+    train_lineage, cycle_data, optim = cfg.TrainLineage(), False, cfg.OptimConfig(ns_dtype=ns_dtype)
     if lineage is not None:
         base = cfg.get_preset(lineage)
-        switches = {name: getattr(base.train, name) for name in
-                    ("window_schedule", "repeat_first_batch", "shard_switch", "data_ranks", "cycle_data")}
+        train_lineage, cycle_data = base.train.lineage, base.train.cycle_data
         optim = cfg.replace(base.optim, ns_dtype=ns_dtype)
     train = cfg.TrainConfig(
         train_files=str(folder / "p_train_*.bin"), val_files=str(folder / "p_val_*.bin"), steps=steps,
         batch_tokens=TRAJECTORY_BATCH_TOKENS, seq_len=TRAJECTORY_SEQ_LEN, val_every=1,
         val_tokens=TRAJECTORY_BATCH_TOKENS, window_max_tokens=512, devices=devices, out_dir=str(folder / "out"),
-        **switches,
+        cycle_data=cycle_data, lineage=train_lineage,
     )
     return cfg.Preset(model=trajectory_model(lineage), optim=optim, train=train)
 

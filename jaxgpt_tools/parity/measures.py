@@ -101,23 +101,24 @@ def torch_model_config(config: Any) -> Any:
     """torch_ref's ModelConfig with the values of jaxgpt's `config`: torch_ref states each of its
     fields itself (parity_tests/test_config_parity.py checks they are jaxgpt's), so the two
     packages' configs are converted field by field, never passed across."""
-    import dataclasses
-
     from torch_ref import config as torch_cfg
 
-    lineage = torch_cfg.ModelLineage(**dataclasses.asdict(config.lineage))
-    return torch_cfg.ModelConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(torch_cfg.ModelConfig)
-                                    if f.name != "lineage"}, lineage=lineage)
+    return _convert_section(torch_cfg.ModelConfig, torch_cfg.ModelLineage, config)
+
+
+def _convert_section(cls: Any, lineage_cls: Any, values: Any) -> Any:
+    """torch_ref's `cls` (a section's config) with the values of jaxgpt's `values`, field by field,
+    its `lineage` (a `lineage_cls`) converted the same way."""
+    import dataclasses
+
+    lineage = lineage_cls(**dataclasses.asdict(values.lineage))
+    return cls(**{f.name: getattr(values, f.name) for f in dataclasses.fields(cls) if f.name != "lineage"}, lineage=lineage)
 
 
 def torch_preset(preset: Any) -> Any:
     """torch_ref's Preset with the values of jaxgpt's `preset` (as `torch_model_config`)."""
-    import dataclasses
-
     from torch_ref import config as torch_cfg
 
-    def convert(cls: Any, values: Any) -> Any:
-        return cls(**{f.name: getattr(values, f.name) for f in dataclasses.fields(cls)})
-
-    return torch_cfg.Preset(model=torch_model_config(preset.model), optim=convert(torch_cfg.OptimConfig, preset.optim),
-                            train=convert(torch_cfg.TrainConfig, preset.train))
+    return torch_cfg.Preset(model=torch_model_config(preset.model),
+                            optim=_convert_section(torch_cfg.OptimConfig, torch_cfg.OptimLineage, preset.optim),
+                            train=_convert_section(torch_cfg.TrainConfig, torch_cfg.TrainLineage, preset.train))

@@ -265,7 +265,7 @@ def train_batches(name: str) -> list[tuple[np.ndarray, np.ndarray]]:
 
 def cooldown_steps(name: str) -> int:
     """The LR cooldown of a TRAIN_STEPS run as #8-#15's warmdown_iters / cooldown_iters: the
-    preset's round(cooldown_frac x steps) (OptimConfig.cooldown_whole_steps)."""
+    preset's round(cooldown_frac x steps) (OptimConfig.lineage.cooldown_whole_steps)."""
     from jaxgpt import config as cfg
 
     return round(cfg.get_preset(name).optim.cooldown_frac * TRAIN_STEPS)
@@ -277,7 +277,7 @@ def _preset_schedules(name: str):
     from jaxgpt import schedules
 
     preset = cfg.get_preset(name)
-    windows = tuple(schedules.window_value(step, TRAIN_STEPS, preset.train.window_max_tokens, preset.train.window_schedule)
+    windows = tuple(schedules.window_value(step, TRAIN_STEPS, preset.train.window_max_tokens, preset.train.lineage.window_schedule)
                     for step in range(TRAIN_STEPS + 1))
     return cfg.replace(preset.optim, ns_dtype="fp32"), windows
 
@@ -435,10 +435,10 @@ def schedule_gaps(name: str) -> tuple[int, float, float, int]:
     values = rc.schedule(loaded, rc.Dims(1000, LAYERS[name], 1, 64))
     steps, optim, train = len(values), preset.optim, preset.train
     lr = max(abs(v[0] - schedules.lr_multiplier(s, steps, optim.cooldown_frac, optim.final_lr_frac,
-                                                 optim.cooldown_whole_steps)) for s, v in enumerate(values))
+                                                 optim.lineage.cooldown_whole_steps)) for s, v in enumerate(values))
     momentum = max(abs(v[1] - schedules.muon_momentum(s, optim.muon_momentum_start, optim.muon_momentum_end,
                                                       optim.muon_momentum_warmup_steps)) for s, v in enumerate(values))
-    windows = sum((v[2] or 0) != schedules.window_value(s, steps, train.window_max_tokens, train.window_schedule)
+    windows = sum((v[2] or 0) != schedules.window_value(s, steps, train.window_max_tokens, train.lineage.window_schedule)
                   for s, v in enumerate(values))
     return steps, lr, momentum, windows
 

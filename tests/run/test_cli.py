@@ -47,8 +47,9 @@ TUPLE_FIELDS = {"value_embed_slots", "long_window_layers", "attention_free_layer
 
 def test_every_config_field_has_a_flag():
     dests = {action.dest for action in cli.build_parser()._actions}
-    # The lineage's switches (ModelConfig.lineage) have flat flags: --value-residual, not --lineage-...
-    sections = (("model", cfg.ModelConfig), ("model", cfg.ModelLineage), ("optim", cfg.OptimConfig), ("train", cfg.TrainConfig))
+    # The lineage's switches (each section's `lineage`) have flat flags: --value-residual, not --lineage-...
+    sections = (("model", cfg.ModelConfig), ("model", cfg.ModelLineage), ("optim", cfg.OptimConfig),
+                ("optim", cfg.OptimLineage), ("train", cfg.TrainConfig), ("train", cfg.TrainLineage))
     for section, klass in sections:
         for field in dataclasses.fields(klass):
             if field.name not in TUPLE_FIELDS | {"lineage"}:

@@ -191,9 +191,9 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[cfg.Preset, RunOption
             switches[section][name] = value
     if args.dtype is not None:
         switches["model"]["dtype_policy"] = args.dtype
-    model = cfg.with_model_fields(preset.model, **switches["model"])
-    train = cfg.replace(train, **switches["train"])
-    preset = cfg.replace(preset, optim=cfg.replace(preset.optim, **switches["optim"]))
+    model = cfg.with_fields(preset.model, **switches["model"])
+    train = cfg.with_fields(train, **switches["train"])
+    preset = cfg.replace(preset, optim=cfg.with_fields(preset.optim, **switches["optim"]))
     device: Literal["cpu", "cuda"] = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda was asked for but torch sees no CUDA device")

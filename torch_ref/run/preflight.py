@@ -75,9 +75,9 @@ def check_run(preset: cfg.Preset, options: RunOptions, start_step: int = 0,
         check_holds_one_batch(shard, read_shard_header(shard), train.batch_tokens)
     for shard in val_shards:
         check_holds_one_batch(shard, read_shard_header(shard), world * train.seq_len)
-    available = batches_available(train_shards, train.batch_tokens, position, train.shard_switch, train.data_ranks, served)
+    available = batches_available(train_shards, train.batch_tokens, position, train.lineage.shard_switch, train.lineage.data_ranks, served)
     # With #8/#9's repeated first batch, steps 0 and 1 share one batch of the stream.
-    needed = train.steps - start_step - int(train.repeat_first_batch and start_step == 0 and train.steps > 1)
+    needed = train.steps - start_step - int(train.lineage.repeat_first_batch and start_step == 0 and train.steps > 1)
     if not train.cycle_data and available < needed:
         raise ValueError(f"{train.train_files!r} holds {available} batches of {train.batch_tokens} tokens; "
                          f"{train.steps} steps need {needed}" + (f" from step {start_step}" if start_step else ""))
