@@ -11,7 +11,8 @@ from the record's own fields in one object per section: `ModelConfig.lineage` (M
 `OptimConfig.lineage` (OptimLineage: the optimizers and the LR schedule) and
 `TrainConfig.lineage` (TrainLineage: the window schedule and the data stream). Their defaults
 are Sub3Min's, so the `record` preset never sets one; each lineage preset is a set of switch
-values (`LINEAGE_PRESETS`), and `with_fields` takes them by their flat names, as the CLI does. Mixes that cannot mean anything are refused by
+values (`LINEAGE_PRESETS`), and `with_fields` takes them by their flat names, as the CLI does.
+Mixes that cannot mean anything are refused by
 `__post_init__` (within a section) and `check_preset` (across sections), naming the conflict.
 """
 
