@@ -27,12 +27,7 @@ BLOCK_SIZE = 128  # FlexAttention's mask block: windows and sequence lengths cou
 EOT_ID = 50256  # GPT-2 `<|endoftext|>`; every document starts with it.
 GPT2_VOCAB_SIZE = 50257
 
-# record: bf16 embeddings and activations, fp32 weights cast at use (#18, #20);
-# bf16_model: the whole model bf16 (embeddings, scalars, activations), linear weights fp32
-#   holding bf16-rounded initial values (#15's `.bfloat16()` then CastedLinear back to fp32);
-# autocast: every parameter and the residual stream fp32, matmuls in bf16 (#8, #9 under
-#   torch.autocast); fp32: everything fp32 (parity).
-DTypePolicy = Literal["record", "fp32", "bf16_model", "autocast"]
+DTypePolicy = Literal["record", "fp32", "bf16_model", "autocast"]  # what each keeps in which dtype: ModelConfig
 AttentionBackend = Literal["auto", "dense", "blocked", "pallas", "mosaic"]  # auto: attention.resolve_backend
 RematPolicy = Literal["none", "block", "block_dots"]
 NSDType = Literal["bf16", "fp32"]
@@ -86,10 +81,9 @@ def fp8_grad_scale_for(tokens_per_mean: int, record_scale: float = RECORD_FP8_GR
 
 @dataclass(frozen=True)
 class ModelLineage:
-    """The model switches of the speedrun's lineage (LINEAGE.md sections 3-6): what #8-#18 did
-    differently from Sub3Min. Every default is Sub3Min's, so the record's model never sets one;
-    a lineage preset sets the ones its record needs (`ModelConfig(lineage=ModelLineage(...))`).
-    Which variant each switch picks is decided once, when a module is built (jaxgpt/lineage.py)."""
+    """The model switches of the lineage (LINEAGE.md sections 3-6): what #8-#18 did differently.
+    Every default is Sub3Min's, so the record's model never sets one; the variant each picks is
+    chosen once, when a module is built (jaxgpt/lineage.py)."""
 
     # Rows of the token and value embedding tables: the vocabulary (Sub3Min's 50257) or the
     # head's padded 50304 (#8-#18); the padded rows are never read.
@@ -177,20 +171,17 @@ class ModelConfig:
     # for a per-rank mean over 65,536 tokens; other means: fp8_grad_scale_for). Fewer than ~8.7k
     # tokens per mean with 2^29 can overflow e5m2 (max 57344; rounds to inf from 61440) at init.
     fp8_grad_scale: float = RECORD_FP8_GRAD_SCALE
-    # Rematerialisation of each transformer block in the backward pass (same math, less memory):
-    #   "none":       save whatever XLA keeps (all of a block's intermediates);
-    #   "block":      save only each block's inputs, recompute the rest (jax.checkpoint);
-    #   "block_dots": also save the block's matmul outputs (checkpoint_policies.dots_saveable).
-    # Default "none": on XLA:CPU's plan "block" saves only ~10% (docs/BENCHMARKS.md, "Record
-    # step memory"), not worth a second forward pass until measured on a GPU.
+    # Rematerialisation of each block in the backward (same math, less memory): "none" saves what
+    # XLA keeps; "block" only each block's inputs (jax.checkpoint); "block_dots" also its matmul
+    # outputs (dots_saveable). "none": on XLA:CPU's plan "block" saves only ~10%
+    # (docs/BENCHMARKS.md, "Record step memory"), not worth a second forward until a GPU says so.
     remat: RematPolicy = "none"
     # Attention's input projection: "merged" is the record's one (3, D, D) `attn.qkv_w`;
     # "separate" holds `attn.q_w`, `attn.k_w`, `attn.v_w`, each (D, D), whose stack is the merged
     # weight (same numbers, three matmuls; for the fusion study, docs/FUSION.md).
     qkv_layout: QKVLayout = "merged"
 
-    # The lineage's model switches (#8-#18), all at Sub3Min's values unless a lineage preset sets them.
-    lineage: ModelLineage = field(default_factory=ModelLineage)
+    lineage: ModelLineage = field(default_factory=ModelLineage)  # #8-#18's switches, Sub3Min's by default
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "num_layers", "num_heads", "model_dim", "block_size", "rope_max_len"):
@@ -298,14 +289,12 @@ class ModelConfig:
 class OptimLineage:
     """The lineage's optimizer and LR-schedule switches (#8-#15): every default is Sub3Min's (LINEAGE.md section 7)."""
 
-    # Muon's momentum: "ema" buf = lerp(buf, g, 1 - m), u = lerp(g, buf, m) (#15 on); "sgd"
-    # buf = m buf + g, u = g + m buf (#8/#9).
+    # Muon's momentum: "ema" buf = lerp(buf, g, 1 - m), u = lerp(g, buf, m) (#15 on); "sgd" buf = m buf + g, u = g + m buf (#8/#9)
     muon_momentum_form: MuonMomentumForm = "ema"
     # Newton-Schulz step: "poly" B = bA + (cA)A, X = aX + BX (#11 on); "chain" B = AX,
     # X = aX + bB + (cA)B (#8/#9). Same polynomial, different bf16 rounding.
     ns_iteration: NSIteration = "poly"
-    # The cooldown as a whole number of steps K = round(cooldown_frac * steps) with factor
-    # (steps - s) / K (#8-#15's warmdown_iters form) instead of the fraction form.
+    # The cooldown as K = round(cooldown_frac * steps) whole steps, factor (steps - s) / K (#8-#15's warmdown_iters)
     cooldown_whole_steps: bool = False
 
     def __post_init__(self) -> None:
@@ -335,7 +324,6 @@ class OptimConfig:
     # The record keeps the embedding tables and their Adam moments in bf16.
     # None: follow the model's dtype policy (bf16 under "record", fp32 under "fp32").
     bf16_embeddings: bool | None = None
-
     lineage: OptimLineage = field(default_factory=OptimLineage)  # the lineage's optimizer and LR-schedule switches (#8-#15)
 
     def __post_init__(self) -> None:
@@ -410,10 +398,9 @@ class TrainConfig:
 
 
 def with_fields(config: Any, **fields: Any) -> Any:
-    """A validated copy of a section's config (ModelConfig, OptimConfig or TrainConfig) with
-    `fields` replaced, where a lineage switch may be named flat (`value_residual=True`,
-    `shard_switch="per_rank"`: as the CLI's flags and the tests write them): those go into
-    `config.lineage` (or into a `lineage=` given beside them)."""
+    """A validated copy of a section's config (ModelConfig, OptimConfig or TrainConfig) with `fields`
+    replaced; lineage switches named flat (`value_residual=True`, as the CLI's flags and the tests
+    write them) go into `config.lineage` (or into a `lineage=` given beside them)."""
     lineage = fields.pop("lineage", config.lineage)
     switches = {name: fields.pop(name) for name in {f.name for f in dataclasses.fields(lineage)} & fields.keys()}
     return replace(config, **fields, lineage=replace(lineage, **switches) if switches else lineage)
@@ -490,7 +477,6 @@ def tiny_preset() -> Preset:
     )
 
 
-# ---------------------------------------------------------------------------------------------
 # The lineage (LINEAGE.md): each record as switch values on top of Sub3Min's configs.
 
 _ALL_LAYERS = tuple(range(12))

@@ -133,3 +133,19 @@ def test_a_run_saved_with_flat_switches_resumes_under_both_frameworks(tmp_path):
     with pytest.raises(ValueError, match="train.lineage.shard_switch: 'per_rank_inclusive' -> 'global'"):
         torch_checkpoint.refuse_config_change(flat_form(torch_saved),
                                               torch_checkpoint.config_dict(torch_cfg.get_preset("softcap")), tmp_path / "old.pt")
+
+
+def test_a_saved_switch_of_the_wrong_kind_is_refused_where_it_lives_in_either_form():
+    """The checkpoint reader checks each saved switch's JSON kind inside its section's lineage,
+    and a flat switch of the older form where it now lives."""
+    from jaxgpt.run import saved_state
+
+    saved = cfg.config_to_json(cfg.get_preset("softcap"))
+    assert saved_state.saved_preset(saved, "ckpt") == cfg.get_preset("softcap")
+    saved["train"]["lineage"]["data_ranks"] = "8"
+    with pytest.raises(ValueError, match=r"ckpt: .*config\.train\.lineage\.data_ranks is '8', not a number"):
+        saved_state.saved_preset(saved, "ckpt")
+    flat = flat_form(cfg.config_to_json(cfg.get_preset("softcap")))
+    flat["model"]["fp8_head"] = "no"
+    with pytest.raises(ValueError, match=r"config\.model\.lineage\.fp8_head is 'no', not a bool"):
+        saved_state.saved_preset(flat, "ckpt")

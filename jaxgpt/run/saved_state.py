@@ -76,11 +76,15 @@ def config_type_problem(config: dict[str, Any]) -> str | None:
     number, a name for a name, a list for a per-layer tuple, true/false for a switch), or None;
     a field that may be None also takes null, and one whose default is None any scalar."""
     defaults, optional = cfg.config_to_json(cfg.Preset()), _optional_fields()
-    for section in SECTIONS:
-        for name, value in config[section].items():
-            if name not in defaults[section]:
+    config = cfg.nest_lineage(config)  # an older form's flat switches are checked where they now live
+    groups = [(section, config[section], defaults[section]) for section in SECTIONS]
+    groups += [(f"{section}.lineage", config[section]["lineage"], defaults[section]["lineage"]) for section in SECTIONS
+               if isinstance(config[section].get("lineage"), dict)]
+    for section, saved, default_values in groups:
+        for name, value in saved.items():
+            if name not in default_values:
                 continue  # unknown to this version: preset_from_json names it
-            default, kind = defaults[section][name], _json_kind(value)
+            default, kind = default_values[name], _json_kind(value)
             if kind == "NoneType" and (section, name) in optional:
                 continue
             if default is None and kind in ("number", "str", "bool"):
