@@ -119,6 +119,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _session_compile_cache() -> None:
+    """The tests' own process compiles through the session's persistent cache too (the folder
+    above): a program that several tests build afresh (each sample.main call's sampler step, a
+    trainer's step that a resume or another test's run compiles again, the same model's jitted
+    forward in two files of one xdist worker) compiles once per session. A cached executable is
+    the one compiled before: the same numbers. A run started without a cache (RunOptions's
+    compile_cache None) or a test of the cache itself turns it off or points it elsewhere for the
+    rest of the process, so it is set again before each test."""
+    import jax
+
+    from jaxgpt.run import compile_cache
+
+    folder = os.environ["JAXGPT_TEST_COMPILE_CACHE"]
+    if jax.config.jax_compilation_cache_dir != folder:
+        compile_cache.use(folder)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """The examples each fuzzed reader ran (jaxgpt.fuzzing.guarded), for docs/RELIABILITY.md's table."""
     fuzzing = sys.modules.get("jaxgpt.fuzzing")
