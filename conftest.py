@@ -16,6 +16,12 @@ import tempfile
 import pytest
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# One OpenMP thread for torch, here and in every child process (set before torch is first
+# imported): make test runs one xdist worker per core, and torch's second intra-op thread only
+# spins against the other worker's work (parity_tests/test_model_parity.py's fp32 one_doc cases on
+# the shared 2-core machine: 88 s of CPU with torch's default 2 threads, 36 s with 1). Several
+# tests and the CPU dry runs already pinned one thread each; OMP_NUM_THREADS=N overrides.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 # One persistent compilation cache for the session, never the user's (the training CLI's default,
 # jaxgpt.run.compile_cache): a program that several trainer runs compile (the tiny preset's step
 # at the tests' few shapes) compiles once. The first process to read this (pytest, or xdist's
@@ -117,6 +123,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip = pytest.mark.skip(reason=f"needs a CUDA GPU; none visible (JAX_PLATFORMS={os.environ['JAX_PLATFORMS']})")
     for item in gpu_items:
         item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _session_compile_cache() -> None:
+    """The tests' own process compiles through the session's persistent cache too (the folder
+    above): a program that several tests build afresh (each sample.main call's sampler step, a
+    trainer's step that a resume or another test's run compiles again, the same model's jitted
+    forward in two files of one xdist worker) compiles once per session. A cached executable is
+    the one compiled before: the same numbers. A run started without a cache (RunOptions's
+    compile_cache None) or a test of the cache itself turns it off or points it elsewhere for the
+    rest of the process, so it is set again before each test."""
+    import jax
+
+    from jaxgpt.run import compile_cache
+
+    folder = os.environ["JAXGPT_TEST_COMPILE_CACHE"]
+    if jax.config.jax_compilation_cache_dir != folder:
+        compile_cache.use(folder)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

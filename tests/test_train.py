@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import shlex
 import shutil
@@ -45,13 +46,20 @@ def small_preset(folder: Path, **train_fields) -> cfg.Preset:
     return cfg.Preset(model=model, optim=cfg.OptimConfig(ns_dtype="fp32"), train=cfg.TrainConfig(**fields))
 
 
+def run_options(**fields) -> train_lib.RunOptions:
+    """No progress bar; the session's compilation cache (conftest.py), so that the resumes below
+    load the step that run8 or run1 compiled (a cached executable is the one compiled before:
+    bitwise the same losses) instead of compiling it again."""
+    return train_lib.RunOptions(progress=False, compile_cache=os.environ["JAXGPT_COMPILE_CACHE"], **fields)
+
+
 @pytest.fixture(scope="module")
 def run8(tmp_path_factory):
     """8 devices, one sequence each; val after steps 0, 2, 4, 6, checkpoints after 3 and 6 (so
     step 4 validates without saving)."""
     folder = tmp_path_factory.mktemp("run8")
     preset = small_preset(folder, checkpoint_every=3)
-    return train_lib.train(preset, train_lib.RunOptions(run_id="run8", progress=False))
+    return train_lib.train(preset, run_options(run_id="run8"))
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +67,7 @@ def run1(tmp_path_factory):
     """run8 on 1 device, with the same checkpoints."""
     folder = tmp_path_factory.mktemp("run1")
     return train_lib.train(small_preset(folder, devices=1, checkpoint_every=3),
-                           train_lib.RunOptions(run_id="run1", progress=False))
+                           run_options(run_id="run1"))
 
 
 @pytest.mark.slow
@@ -112,7 +120,7 @@ def test_a_run_saved_on_one_device_count_resumes_on_another(run1, run8, tmp_path
     moved = train_lib.train(
         cfg.Preset(model=saved.preset.model, optim=saved.preset.optim,
                    train=cfg.replace(saved.preset.train, devices=resumed_on, out_dir=str(tmp_path))),
-        train_lib.RunOptions(resume=str(resume_dir), run_id="moved", progress=False),
+        run_options(resume=str(resume_dir), run_id="moved"),
     )
     assert sorted(moved.train_losses) == [3, 4, 5]
     assert f"devices used {resumed_on} of" in moved.log_path.read_text()
@@ -139,8 +147,7 @@ def resumed(run8, tmp_path_factory):
     preset = run8.preset
     return train_lib.train(
         cfg.Preset(model=preset.model, optim=preset.optim, train=cfg.replace(preset.train, out_dir=str(folder))),
-        train_lib.RunOptions(resume=str(resume_dir), run_id="resumed", progress=False, sync=True,
-                             export_torch=str(folder / "final.pt")),
+        run_options(resume=str(resume_dir), run_id="resumed", sync=True, export_torch=str(folder / "final.pt")),
     )
 
 
@@ -190,7 +197,7 @@ def test_record_policy_trains_on_the_mesh(tmp_path):
     # scale must shrink with the tokens per device (2^29 would overflow e5m2 to inf -> NaN).
     preset = small_preset(tmp_path, steps=3, val_every=3)
     preset = cfg.Preset(model=cfg.replace(preset.model, dtype_policy="record"), optim=preset.optim, train=preset.train)
-    result = train_lib.train(preset, train_lib.RunOptions(run_id="record", progress=False))
+    result = train_lib.train(preset, run_options(run_id="record"))
     assert train_lib.device_model_config(preset, 8).fp8_grad_scale == 2.0**29 * 256 / 65536
     assert all(math.isfinite(loss) for loss in result.train_losses.values())
     assert result.val_losses[3] < result.val_losses[0] - 0.3

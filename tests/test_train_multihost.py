@@ -200,7 +200,8 @@ def test_two_processes_match_one_process(multi_run, tmp_path, monkeypatch):
     single = train_lib.train(
         cfg.Preset(model=preset.model, optim=preset.optim,
                    train=cfg.replace(preset.train, out_dir=str(tmp_path / "out_single"))),
-        train_lib.RunOptions(run_id="single", progress=False),
+        # The session's compilation cache (conftest.py): the resume below loads this step.
+        train_lib.RunOptions(run_id="single", progress=False, compile_cache=os.environ["JAXGPT_COMPILE_CACHE"]),
     )
 
     val_steps = [0, 2, STEPS]
@@ -248,7 +249,8 @@ def test_two_processes_match_one_process(multi_run, tmp_path, monkeypatch):
     resumed = train_lib.train(
         cfg.Preset(model=preset.model, optim=preset.optim,
                    train=cfg.replace(multi_preset.train, out_dir=str(tmp_path / "out_resumed"))),
-        train_lib.RunOptions(resume=str(resume_dir), run_id="resumed", progress=False),
+        train_lib.RunOptions(resume=str(resume_dir), run_id="resumed", progress=False,
+                             compile_cache=os.environ["JAXGPT_COMPILE_CACHE"]),
     )
     multi_losses = children[0][1]["train_losses"]
     assert sorted(resumed.train_losses) == [2, 3]
