@@ -10,12 +10,17 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 _REPO_FOLDERS = ("jaxgpt", "torch_ref", "jaxgpt_tools", "scripts", "tests", "parity_tests", "docs", "artifacts", "runs")
 _ABSOLUTE = re.compile(r"(?<![\w.])(?:/[\w.+@-]+)+/?")
 _SITE_PACKAGES = re.compile(r"^(?:/[\w.+@-]+)+/site-packages/")
+# A virtual environment's own files (its interpreter, as `nvidia-smi` lists a process): `.venv`,
+# `venv`, `.venv-compat`...
+_VENV = re.compile(r"^(?:/[\w.+@-]+)*?/\.?venv[\w.-]*/")
 
 
 def _relative(match: re.Match) -> str:
     path = match.group(0)
     if _SITE_PACKAGES.match(path):
         return _SITE_PACKAGES.sub("<site-packages>/", path)
+    if _VENV.match(path):
+        return _VENV.sub("<venv>/", path)
     parts = path.split("/")
     starts = [i for i in range(2, len(parts)) if parts[i] in _REPO_FOLDERS]
     if not starts:
@@ -28,8 +33,9 @@ def _relative(match: re.Match) -> str:
 
 def repo_relative_paths(text: str) -> str:
     """`text` with the absolute paths of any checkout (or copy) of this repository made relative
-    to its root, and installed packages shown under `<site-packages>/`, so that generated
-    artifacts (HLO file tables, recorded commands, tracebacks) name no machine's folders."""
+    to its root, installed packages shown under `<site-packages>/` and a virtual environment's
+    other files under `<venv>/`, so that generated artifacts (HLO file tables, recorded commands,
+    tracebacks, a GPU's process list) name no machine's folders."""
     return _ABSOLUTE.sub(_relative, text)
 
 

@@ -187,13 +187,15 @@ def publish(summary: dict[str, Any], options: PlanOptions, step_logs: dict[str, 
     copied = {work / f"{step}.log": name for step, name in (step_logs or {}).items()}
     copied.update({work / name: name for name in ("kernels.txt", "attention.json")})
     summary["left_out_of_archive"] = _archive(work, out / ARCHIVE, skip=set(copied))
+    def portable(text: str) -> bytes:  # no machine's folders: the work folder as $WORK, then repo_relative_paths
+        return repo_relative_paths(text.replace(str(work), "$WORK")).encode()
+
     for source, name in copied.items():
-        if source.is_file():  # text with no machine's folders: the work folder as $WORK, packages as <site-packages>/
-            text = source.read_text(errors="replace").replace(str(work), "$WORK")
-            _write_atomically(out / name, repo_relative_paths(text).encode())
+        if source.is_file():
+            _write_atomically(out / name, portable(source.read_text(errors="replace")))
     # The summary last: once it names a step, that step's files are already in place.
-    _write_atomically(out / SUMMARY_MD, repo_relative_paths(markdown(summary)).encode())
-    _write_atomically(out / SUMMARY_JSON, (repo_relative_paths(json.dumps(summary, indent=1, default=str)) + "\n").encode())
+    _write_atomically(out / SUMMARY_MD, portable(markdown(summary)))
+    _write_atomically(out / SUMMARY_JSON, portable(json.dumps(summary, indent=1, default=str) + "\n"))
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
