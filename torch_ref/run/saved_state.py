@@ -33,14 +33,18 @@ def count_problem(value: Any, name: str, least: int = 0) -> str | None:
 
 
 def plain(value: Any) -> bool:
-    """A config value as a run saves one: None, a switch, a number, a name, a list or tuple of
-    them, or a dict of named ones (model.lineage) (no tensor: comparing one with the run's config
-    has no single answer)."""
+    """A config value as a run saves one: None, a switch, a number, a name, or a list or tuple
+    of them (no tensor: comparing one with the run's config has no single answer)."""
     if isinstance(value, (list, tuple)):
         return all(plain(item) for item in value)
-    if isinstance(value, dict):
-        return all(isinstance(key, str) and plain(item) for key, item in value.items())
     return value is None or isinstance(value, (bool, int, float, str))
+
+
+def plain_field(name: str, value: Any) -> bool:
+    """A saved section's field: `plain`, or its `lineage`, a dict of plain named switches."""
+    if name == "lineage" and isinstance(value, dict):
+        return all(isinstance(key, str) and plain(item) for key, item in value.items())
+    return plain(value)
 
 
 def resume_problem(payload: dict[str, Any]) -> str | None:
@@ -56,7 +60,7 @@ def resume_problem(payload: dict[str, Any]) -> str | None:
     if not all(isinstance(key, str) for name in SECTIONS for key in config[name]):
         return "has a config whose field names are not all names"
     if (field := next((f"{section}.{key}" for section in SECTIONS for key, value in config[section].items()
-                       if not plain(value)), None)) is not None:
+                       if not plain_field(key, value)), None)) is not None:
         return f"has a config whose {field} is not a number, a name, a switch or a list of them"
     if not isinstance(payload["optimizers"], list) or not isinstance(payload["schedulers"], list):
         return "has optimizers or schedulers that are not lists"

@@ -84,3 +84,23 @@ def test_a_failed_save_stops_the_run_and_keeps_the_previous_checkpoint(small_run
             f"device: '{folder}/.3.pt.tmp-{os.getpid()}'). The newest complete checkpoint is step 2 in {folder}") in err, err
     assert sorted(p.name for p in folder.iterdir()) == ["2.pt"]
     assert convert.read_checkpoint(folder / "2.pt")["step"] == 2
+
+
+def test_a_saved_config_holds_a_dict_only_as_a_sections_lineage():
+    """Each section's `lineage` is a dict of plain switches; any other dict-valued field, or a
+    lineage switch that is not plain, is named as not a number, a name, a switch or a list."""
+    import torch
+
+    from torch_ref import config as torch_cfg
+    from torch_ref.run import saved_state
+
+    def payload(config):
+        return {"model": {}, "step": 2, "optimizers": [], "schedulers": [],
+                "data_position": {"shard_index": 0, "pos": 0}, "config": config}
+
+    config = ckpt.config_dict(torch_cfg.get_preset("softcap"))
+    assert saved_state.resume_problem(payload(config)) is None
+    odd = {**config, "model": {**config["model"], "vocab_size": {"rows": 50257}}}
+    assert "model.vocab_size is not a number" in saved_state.resume_problem(payload(odd))
+    odd = {**config, "train": {**config["train"], "lineage": {**config["train"]["lineage"], "data_ranks": torch.ones(1)}}}
+    assert "train.lineage is not a number" in saved_state.resume_problem(payload(odd))
