@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from jaxgpt.config import ModelConfig, with_fields
+from jaxgpt.config import ModelConfig, smoke_preset, with_fields
 
 SMALL_VOCAB = 512
 SMALL_EOT = SMALL_VOCAB - 1
@@ -38,15 +38,11 @@ def synthetic_tokens(num_tokens: int, seed: int, *, eot_id: int = SMALL_EOT) -> 
 
 
 def small_model_config(**overrides) -> ModelConfig:
-    """A 4-layer, 64-wide, one-head fp32 model over SMALL_VOCAB that keeps each per-layer
-    pattern of the record in miniature: a value-embedding slot shared by the first and last
-    layer, long windows at both ends, an attention-free layer, a U-net of 2 + 2 layers."""
-    fields: dict[str, Any] = dict(
-        vocab_size=SMALL_VOCAB, eot_id=SMALL_EOT, num_layers=4, num_heads=1, model_dim=64,
-        value_embed_slots=(0, None, None, 0), long_window_layers=(0, 3), attention_free_layers=(2,),
-        max_window_blocks=4, dtype_policy="fp32",
-    )
-    return with_fields(ModelConfig(**fields), **overrides)
+    """The smoke preset's model in fp32 over SMALL_VOCAB: 4 layers, 64 wide, one head, each
+    per-layer pattern of the record in miniature (a value-embedding slot shared by the first and
+    last layer, long windows at both ends, an attention-free layer, a U-net of 2 + 2 layers)."""
+    fields: dict[str, Any] = dict(vocab_size=SMALL_VOCAB, eot_id=SMALL_EOT, dtype_policy="fp32")
+    return with_fields(smoke_preset().model, **{**fields, **overrides})
 
 
 def read_tensorboard_scalars(folder: Path) -> dict[tuple[str, int], float]:

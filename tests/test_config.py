@@ -49,8 +49,20 @@ def test_presets_hold_the_records_numbers_and_tiny_is_cpu_sized():
         cfg.get_preset("huge")
 
 
+def test_smoke_is_the_tiny_run_with_each_per_layer_pattern_once():
+    tiny, smoke = cfg.get_preset("tiny"), cfg.get_preset("smoke")
+    assert (smoke.optim, smoke.train) == (tiny.optim, tiny.train)
+    model = smoke.model
+    assert (model.num_layers, model.model_dim, model.num_heads) == (4, 64, 1)
+    # A value table shared by the first and last layer, long windows at both ends, one layer
+    # without attention, and the 2 + 2 U-net (num_layers even), as the record's 12 layers have.
+    assert model.value_embed_slots == (0, None, None, 0) and model.long_window_layers == (0, 3)
+    assert model.attention_free_layers == (2,) and model.lineage == tiny.model.lineage
+    assert (model.vocab_size, model.eot_id, model.dtype_policy) == (tiny.model.vocab_size, tiny.model.eot_id, "record")
+
+
 def test_preset_json_roundtrip():
-    for name in ("record", "tiny"):
+    for name in ("record", "tiny", "smoke"):
         preset = cfg.get_preset(name)
         assert cfg.preset_from_json(cfg.config_to_json(preset)) == preset
     assert isinstance(cfg.preset_from_json(cfg.config_to_json(cfg.Preset())).model.value_embed_slots, tuple)

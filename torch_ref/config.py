@@ -302,6 +302,14 @@ def tiny_preset() -> Preset:
     )
 
 
+
+def smoke_preset() -> Preset:
+    """The tiny run on the smallest model with each per-layer pattern once (4 layers x 64, one head)."""
+    tiny = tiny_preset()
+    return replace(tiny, model=replace(tiny.model, num_layers=4, num_heads=1, model_dim=64,
+                                       value_embed_slots=(0, None, None, 0), long_window_layers=(0, 3),
+                                       attention_free_layers=(2,)))
+
 # --- The lineage: each record as switch values (LINEAGE.md sections 3-6) ---
 
 _ALL_LAYERS = tuple(range(12))
@@ -375,7 +383,7 @@ LINEAGE_PRESETS = {
     "record": (20, "Sub3Min", record_preset),
 }
 
-PRESETS = {"record": record_preset, "tiny": tiny_preset, "sub3min": record_preset,
+PRESETS = {"record": record_preset, "tiny": tiny_preset, "smoke": smoke_preset, "sub3min": record_preset,
            **{name: build for name, (_, _, build) in LINEAGE_PRESETS.items()}}
 
 

@@ -20,8 +20,8 @@ Parts, each guarded (a failure is recorded and the others still run):
                init in the record's format, its SHA-256 reported), with a final checkpoint: log
                lines, wall and training time, peak memory, val losses side by side, and the two
                metrics files plotted when both are in the same output folder
-The dry run (DRY_SIZES) runs the same code on the CPU at tiny sizes (tiny preset, short sequences,
-no pytest) and writes the same files, so the command itself is tested in CI.
+The dry run (DRY_SIZES) runs the same code on the CPU at tiny sizes (the smoke preset, short
+sequences, no pytest) and writes the same files, so the command itself is tested in CI.
 """
 
 from __future__ import annotations
@@ -74,9 +74,10 @@ class Sizes:
 GPU_SIZES = Sizes("record", 65536, 30, 65536, 8192, 14, "cuda", "cuda", "pallas", None, None, None)
 # The dry run tests this script, not the kernel or the policy: on a CPU `pallas` runs in Pallas's
 # interpreter and torch's bf16 is emulated (minutes per torch_ref step); both have their own tests.
-# One 256-token sequence a step: the smallest the tiny preset takes (the dry run's time is its
-# compiles; the steps themselves are what a GPU times).
-DRY_SIZES = Sizes("tiny", 256, 4, 512, 256, 2, "cpu", "cpu", "blocked", "fp32", 4, 2, seq_len=256)
+# The smoke preset (the record's per-layer patterns in 4 layers) at one 256-token sequence a
+# step: the dry run's time is its compiles and per-op overheads, a third of the tiny preset's;
+# the steps themselves are what a GPU times.
+DRY_SIZES = Sizes("smoke", 256, 4, 512, 256, 2, "cpu", "cpu", "blocked", "fp32", 4, 2, seq_len=256)
 
 
 say = logger("gpu_check")
@@ -135,11 +136,12 @@ def parity(sizes: Sizes, val_glob: str) -> dict[str, Any]:
     from jaxgpt.data import read_shard
     from jaxgpt.run import convert
     from jaxgpt_tools.parity import compare_checkpoint as compare
+    from torch_ref import config as torch_config
     from torch_ref import model as torch_model
 
     model_cfg = cfg.get_preset(sizes.preset).model
     torch.manual_seed(0)
-    gpt = torch_model.GPT(model_cfg.vocab_size, model_cfg.num_layers, model_cfg.num_heads, model_cfg.model_dim)
+    gpt = torch_model.GPT.from_config(torch_config.get_preset(sizes.preset).model)
     # The record zero-initialises three projections and the head; perturb every weight so that
     # all layers and the logits carry signal.
     state_dict = {name: value + 0.01 * torch.randn_like(value) if value.is_floating_point() else value

@@ -23,7 +23,7 @@ The steps (`record_steps`), most wanted first:
 The three step times are medians over one step range (after the compiling first step and the
 clock reset at step 10, before the traced steps and the last validation): `step_range`.
 
-`cpu_stand_ins` swaps the GPU-only parts for CPU ones of the same shape (tiny trainer runs, a
+`cpu_stand_ins` swaps the GPU-only parts for CPU ones of the same shape (smoke-preset trainer runs, a
 record-format log printer, the attention bench's portable backend), so the plan's control flow
 is tested in `make test` (tests/tools/gpu/test_device_plan.py).
 """
@@ -270,7 +270,7 @@ def child_env(cpu: bool) -> dict[str, str]:
 
 
 def trainer_step(framework: str, options: PlanOptions) -> Step:
-    """One trainer's CLI: record preset (tiny, fp32 on the CPU), one device, `options.steps` steps,
+    """One trainer's CLI: record preset (smoke, fp32 on the CPU), one device, `options.steps` steps,
     the sample shards cycled, `trace_window` profiled; its kernels ranked."""
     sizes = replace(gpu_check.DRY_SIZES if options.cpu else gpu_check.GPU_SIZES, batch_tokens=options.batch_tokens,
                     val_tokens=options.val_tokens, seq_len=options.seq_len,
@@ -390,7 +390,7 @@ def parse_caps(pairs: list[str], caps: dict[str, float]) -> dict[str, float]:
 
 
 def cpu_stand_ins(options: PlanOptions) -> PlanOptions:
-    """The plan on a CPU: the tiny preset in fp32 at one 256-token sequence a step, 18 steps (a
+    """The plan on a CPU: the smoke preset in fp32 at one 256-token sequence a step, 18 steps (a
     step range of 12..13, steps 15:16 traced), short caps; the record's run a printer of its log
     format (its script is still patched into its folder)."""
     caps: dict[str, float] = {"preflight": 60, "jaxgpt": 120, "torch_ref": 120, "record": 30, "attention": 60, "mosaic": 60}

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 @pytest.mark.slow
 def test_gpu_check_dry_run_writes_the_report(tmp_path, stand_in):
-    # GPT-2's EOT id, since the dry run trains the tiny preset (GPT-2 vocabulary).
+    # GPT-2's EOT id, since the dry run trains the smoke preset (GPT-2 vocabulary).
     write_shard(tmp_path / "train_000.bin", synthetic_tokens(20_000, seed=0, eot_id=50256))
     write_shard(tmp_path / "val_000.bin", synthetic_tokens(4_096, seed=1, eot_id=50256))
     out = tmp_path / "check"
