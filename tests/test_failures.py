@@ -27,7 +27,7 @@ from jaxgpt.run import checkpoint, cli, interrupt
 from jaxgpt.run.cli import PROG
 
 REPO = Path(__file__).resolve().parents[1]
-VOCAB = 1024  # a small model: the run below compiles in well under a minute
+VOCAB = 1024  # with the smoke preset: the runs below compile in seconds
 
 
 def write_shards(folder: Path, *, train_lengths=(20_000,), val_length=5_000, largest: int = VOCAB - 1,
@@ -47,7 +47,7 @@ def write_shards(folder: Path, *, train_lengths=(20_000,), val_length=5_000, lar
 def run_args(shards: tuple[str, str], out: Path, *extra: str) -> list[str]:
     train_files, val_files = shards
     return [
-        "--preset", "tiny", "--train-files", train_files, "--val-files", val_files, "--vocab-size", str(VOCAB),
+        "--preset", "smoke", "--train-files", train_files, "--val-files", val_files, "--vocab-size", str(VOCAB),
         "--eot-id", "0", "--seq-len", "256", "--batch-tokens", "1024", "--val-tokens", "1024",
         "--window-max-tokens", "256", "--steps", "4", "--val-every", "100", "--devices", "1",
         "--out-dir", str(out), "--no-progress", *extra,
@@ -450,13 +450,15 @@ def test_a_folder_with_neither_is_used_with_a_note(capsys, monkeypatch, tmp_path
 
 
 def test_token_check_uses_the_init_checkpoint_vocabulary(capsys, tmp_path):
-    """The tiny preset's vocabulary is 50257, the --init-from model's 1024: id 2000 is refused."""
+    """The smoke preset's vocabulary is 50257, the --init-from model's 1024: id 2000 is refused."""
     import torch  # noqa: PLC0415 - a record-format checkpoint, as the record's code writes one
 
+    from torch_ref import config as torch_config  # noqa: PLC0415
     from torch_ref.model import GPT  # noqa: PLC0415
 
     torch.manual_seed(0)
-    torch.save({"model": GPT(VOCAB, 12, 2, 128).state_dict()}, tmp_path / "init.pt")
+    model = torch_config.replace(torch_config.get_preset("smoke").model, vocab_size=VOCAB)
+    torch.save({"model": GPT.from_config(model).state_dict()}, tmp_path / "init.pt")
     shards = write_shards(tmp_path)
     tokens = np.random.default_rng(2).integers(0, VOCAB, 20_000)
     tokens[4321] = 2000

@@ -176,8 +176,8 @@ def model_config_from_state_dict(
         raise ValueError(f"block indices must be 0..L-1, found {layers}")
     if len(layers) != base.num_layers:
         raise ValueError(
-            f"found {len(layers)} blocks; the per-layer patterns are only known for the record's "
-            f"{base.num_layers} layers; pass a ModelConfig explicitly"
+            f"found {len(layers)} blocks, but the config's per-layer patterns are for {base.num_layers} layers; "
+            "choose a preset (or pass a ModelConfig) of that depth"
         )
     if vocab_size <= base.eot_id:
         raise ValueError(

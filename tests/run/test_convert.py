@@ -90,7 +90,7 @@ def test_inference_errors_are_clear():
         convert.model_config_from_state_dict({k: v for k, v in state.items() if k != "embed.weight"})
     with pytest.raises(ValueError, match="not divisible by head_dim 96"):
         convert.model_config_from_state_dict(state, head_dim=96, eot_id=999)
-    with pytest.raises(ValueError, match="only known for the record's 12 layers"):
+    with pytest.raises(ValueError, match="the config's per-layer patterns are for 12 layers; choose a preset"):
         convert.model_config_from_state_dict({k: v for k, v in state.items() if not k.startswith("blocks.11.")}, eot_id=999)
 
 

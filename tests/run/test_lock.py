@@ -133,7 +133,7 @@ def shards(folder: Path) -> tuple[str, str]:
 
 
 def run_args(shard_globs: tuple[str, str], out: Path, *extra: str) -> list[str]:
-    return ["--preset", "tiny", "--train-files", shard_globs[0], "--val-files", shard_globs[1], "--vocab-size",
+    return ["--preset", "smoke", "--train-files", shard_globs[0], "--val-files", shard_globs[1], "--vocab-size",
             str(VOCAB), "--eot-id", "0", "--model-dim", "64", "--num-heads", "1", "--seq-len", "128", "--batch-tokens",
             "128", "--val-tokens", "128", "--window-max-tokens", "128", "--steps", "4", "--val-every", "100", "--devices",
             "1", "--out-dir", str(out), "--no-progress", *extra]
