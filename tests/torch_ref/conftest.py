@@ -1,7 +1,7 @@
 """Fixtures of the torch_ref tests that call `torch_ref.train.main` as a user's command line would.
 
-`small_run`: the record's 12 layers at width 64 with a 1024-token vocabulary (an `init.pt`
-for --init-from, a few hundred ms a step here, 8 MB a checkpoint), a train shard of 8
+`small_run`: the smoke preset's model (4 layers, 64 wide, one head) with a 1024-token vocabulary
+(an `init.pt` for --init-from, tens of ms a step here, 1 MB a checkpoint), a train shard of 8
 sequences and a val shard of 2, and the argument list of a 4-step fp32 CPU run on them.
 Session-scoped: built once per test process, only read by the tests (outputs go to tmp_path).
 """
@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 
+from torch_ref import config as torch_config
 from torch_ref import train as train_lib
 from torch_ref.data import write_shard
 from torch_ref.model import GPT
@@ -32,7 +33,8 @@ class SmallRun:
     def args(self, out: Path, *extra: str) -> list[str]:
         """A 4-step fp32 run of one sequence per step from init.pt, writing under `out`."""
         return [
-            "--device", "cpu", "--dtype", "fp32", "--init-from", str(self.root / "init.pt"), "--head-dim", "64",
+            "--preset", "smoke", "--device", "cpu", "--dtype", "fp32", "--init-from", str(self.root / "init.pt"),
+            "--head-dim", "64",
             "--train-files", str(self.root / "t_train_*.bin"), "--val-files", str(self.root / "t_val_*.bin"),
             "--seq-len", str(self.seq_len), "--batch-tokens", str(self.seq_len), "--val-tokens", str(self.seq_len),
             "--val-every", "100", "--window-max-tokens", "512", "--steps", "4", "--out-dir", str(out), *extra,
@@ -46,7 +48,8 @@ def small_run(tmp_path_factory) -> SmallRun:
     write_shard(run.root / "t_train_000001.bin", rng.integers(0, run.vocab, 8 * run.seq_len + 2))
     write_shard(run.root / "t_val_000000.bin", rng.integers(0, run.vocab, 2 * run.seq_len + 2))
     torch.manual_seed(0)
-    torch.save({"model": GPT(run.vocab, 12, 1, 64).state_dict()}, run.root / "init.pt")
+    model = torch_config.replace(torch_config.get_preset("smoke").model, vocab_size=run.vocab)
+    torch.save({"model": GPT.from_config(model).state_dict()}, run.root / "init.pt")
     return run
 
 

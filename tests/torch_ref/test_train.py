@@ -18,7 +18,7 @@ import torch
 
 from torch_ref.run import checkpoint as ckpt_lib
 from torch_ref import train as train_lib
-from torch_ref.config import EOT_ID
+from torch_ref.config import EOT_ID, get_preset
 from torch_ref.data import write_shard
 from torch_ref.model import GPT
 from torch_ref.run.convert import load_record_state_dict, read_checkpoint, strip_compile_prefix
@@ -29,6 +29,7 @@ VAL_LINE = re.compile(r"^step:(\d+)/(\d+) val_loss:(\d+\.\d{4}) train_time:(\d+)
 TRAIN_LINE = re.compile(r"^step:(\d+)/(\d+) train_time:(\d+)ms step_avg:(nan|\d+\.\d{2})ms$")
 SEQ_LEN = 128  # one 128-token block per sequence keeps the 50304-way head cheap on 2 cores
 STEPS = 24
+SMOKE = get_preset("smoke").model  # 4 layers x 64, one head: the runs' model
 # One OpenMP thread: on a shared 2-core CI box, 2 spinning threads made a step ~10x slower.
 _ONE_THREAD_ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
@@ -52,15 +53,15 @@ def workspace(tmp_path_factory) -> Path:
     write_shard(root / "tiny_train_000001.bin", _corpus(STEPS * SEQ_LEN * 2 + 4096, seed=1))
     write_shard(root / "tiny_val_000000.bin", _corpus(2048, seed=2))
     torch.manual_seed(0)
-    # 12 layers keep every per-layer pattern of the record; D = 64 with head_dim 64 is one head.
-    model = GPT(50257, 12, 1, 64)
+    # The smoke preset's model: each per-layer pattern of the record once, D = 64 in one head.
+    model = GPT.from_config(SMOKE)
     torch.save({"model": model.state_dict()}, root / "init.pt")
     return root
 
 
 def _args(root: Path, *extra: str) -> list[str]:
     return [
-        "--device", "cpu",
+        "--preset", "smoke", "--device", "cpu",
         "--init-from", str(root / "init.pt"), "--head-dim", "64",
         "--train-files", str(root / "tiny_train_*.bin"), "--val-files", str(root / "tiny_val_*.bin"),
         "--seq-len", str(SEQ_LEN), "--val-tokens", str(2 * SEQ_LEN),
@@ -79,7 +80,7 @@ def _val_losses(stdout: str) -> dict[int, float]:
 
 def _eval_checkpoint_state(state: dict, tokens: np.ndarray, window: int) -> float:
     """Val loss of a state dict computed here, without the training code: mean over 2 sequences."""
-    model = GPT(50257, 12, 1, 64)
+    model = GPT.from_config(SMOKE)
     load_record_state_dict(model, state)
     model.eval()
     threads = torch.get_num_threads()
@@ -204,7 +205,7 @@ def test_record_dtype_policy_trains_on_the_cpu(workspace):
     assert saved["lm_head.weight"].dtype == torch.float32
 
 
-# --steps 0 and an interrupted run resumed (conftest.small_run: 12 layers at width 64, fp32) -----
+# --steps 0 and an interrupted run resumed (conftest.small_run: the smoke model, fp32) -----
 
 
 def test_steps_0_validates_and_exits(small_run, tmp_path, capsys, one_thread):
@@ -256,14 +257,13 @@ def test_interrupted_and_resumed_run_is_bit_exact(small_run, tmp_path, capsys, m
 
 @pytest.fixture
 def scalar_lr(monkeypatch):
-    """scalar_lr(value): the record preset (small_run's) with the scalars' Adam learning rate set
+    """scalar_lr(value): the smoke preset (small_run's) with the scalars' Adam learning rate set
     to `value`; torch_ref's command line has no flag for it."""
     import torch_ref.config as cfg  # noqa: PLC0415
 
     def use(value: float) -> None:
-        record = cfg.PRESETS["record"]
-        monkeypatch.setitem(cfg.PRESETS, "record", lambda: cfg.Preset(
-            model=record().model, optim=cfg.replace(record().optim, scalar_lr=value), train=record().train))
+        smoke = cfg.PRESETS["smoke"]
+        monkeypatch.setitem(cfg.PRESETS, "smoke", lambda: cfg.replace(smoke(), optim=cfg.replace(smoke().optim, scalar_lr=value)))
 
     return use
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from torch_ref.run import checkpoint as ckpt
 from torch_ref.run import cli, convert, preflight
-from torch_ref.model import GPT
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -22,7 +22,7 @@ def test_save_step_keeps_the_newest(tmp_path):
 
 
 def test_resume_refuses_a_config_change(small_run, tmp_path, fails):
-    state = GPT(small_run.vocab, 12, 1, 64).state_dict()
+    state = torch.load(small_run.root / "init.pt", weights_only=True)["model"]  # the smoke model
     preset, options = cli.parse_args(small_run.args(tmp_path / "out"))
     preset = preflight.run_preset(preset, options, state, None, None)
     saved = {"model": state, "step": 2, "optimizers": [], "schedulers": [],
