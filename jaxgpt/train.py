@@ -302,7 +302,7 @@ class TrainLoop:
             train_cfg.out_dir, start.run_id, jax.process_index(), jax.process_count()))
         # (step, loss, agreed stop flag, window) of steps dispatched, not yet logged
         self.in_flight: list[tuple[int, jax.Array, jax.Array, int]] = []
-        self.watch = peers.PeerWatch(self.directory)
+        self.watch = peers.PeerWatch(self.directory, options.peer_timeout_s)
         self.stop: interrupt.StopRequest | None = None
         self.flags: dict[int, Any] = {}  # signal flag -> its device array (the same two arrays every step)
 

@@ -19,6 +19,10 @@ from jaxgpt import config as cfg
 from jaxgpt.run import compile_cache, names
 
 PROG = "python -m jaxgpt.train"
+# A process of a multi-process run whose heartbeat is silent this long is lost (jaxgpt.run.peers,
+# which beats every 2 s: the bound's floor leaves a live process three beats).
+PEER_TIMEOUT_S = 20.0
+MIN_PEER_TIMEOUT_S = 6.0
 
 
 def print_error(message: object) -> None:
@@ -47,6 +51,7 @@ class RunOptions:
     profile: tuple[int, int] | None = None  # trace steps START..STOP (train-line numbers) with jax.profiler
     compile_cache: str | None = None  # JAX's persistent compilation cache folder (None: none)
     tensorboard: str | None = None  # also write the metrics as TensorBoard events into <tensorboard>/<run_id>
+    peer_timeout_s: float = PEER_TIMEOUT_S  # multi-process: a process silent this long is lost (run.peers)
     overridden: tuple[str, ...] = ()  # "section.field" of every config flag given
 
 
@@ -67,6 +72,17 @@ def or_none(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
     parse_or_none.__name__ = parse.__name__  # argparse names the type in its error message
     return parse_or_none
+
+
+def parse_peer_timeout(text: str) -> float:
+    """--peer-timeout's seconds: at least MIN_PEER_TIMEOUT_S (a live process must never look silent)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not seconds >= MIN_PEER_TIMEOUT_S:  # NaN too
+        raise argparse.ArgumentTypeError(f"{text} s is below {MIN_PEER_TIMEOUT_S:g} s, three of the heartbeat's 2-s beats")
+    return seconds
 
 
 def parse_profile_window(text: str) -> tuple[int, int]:
@@ -240,6 +256,9 @@ def build_parser() -> argparse.ArgumentParser:
     hosts.add_argument("--coordinator", metavar="HOST:PORT", help="coordinator address; also read from JAX_COORDINATOR_ADDRESS")
     hosts.add_argument("--num-processes", type=int, help="number of processes (hosts)")
     hosts.add_argument("--process-id", type=int, help="index of this process")
+    hosts.add_argument("--peer-timeout", type=parse_peer_timeout, default=PEER_TIMEOUT_S, metavar="SECONDS",
+                       help="a process whose heartbeat is silent this long is lost: the others stop, naming it and "
+                            f"the newest checkpoint (default {PEER_TIMEOUT_S:g}; at least {MIN_PEER_TIMEOUT_S:g})")
     return parser
 
 
@@ -267,6 +286,6 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[cfg.Preset, RunOption
         num_processes=args.num_processes, process_id=args.process_id, head_dim=args.head_dim,
         debug=args.debug, sync=args.sync, allow_nonfinite_loss=args.allow_nonfinite_loss, profile=args.profile,
         compile_cache=compile_cache.resolve(args.compile_cache), tensorboard=args.tensorboard,
-        overridden=tuple(sorted(overridden)),
+        peer_timeout_s=args.peer_timeout, overridden=tuple(sorted(overridden)),
     )
     return preset, options

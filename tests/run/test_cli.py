@@ -41,6 +41,15 @@ def test_help_lists_every_fixed_flag():
         assert flag in result.stdout, flag
 
 
+def test_peer_timeout_takes_seconds_of_at_least_three_heartbeats(capsys):
+    assert cli.parse_args([])[1].peer_timeout_s == cli.PEER_TIMEOUT_S == 20.0
+    assert cli.parse_args(["--peer-timeout", "6"])[1].peer_timeout_s == 6.0
+    for bad, said in [("5.9", "below 6 s"), ("nan", "below 6 s"), ("soon", "expected seconds")]:
+        with pytest.raises(SystemExit) as exited:
+            cli.parse_args(["--peer-timeout", bad])
+        assert exited.value.code == 2 and said in capsys.readouterr().err
+
+
 # Per-layer tuples have no flags (presets and --init-from set them).
 TUPLE_FIELDS = {"value_embed_slots", "long_window_layers", "attention_free_layers"}
 
