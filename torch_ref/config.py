@@ -302,13 +302,13 @@ def tiny_preset() -> Preset:
     )
 
 
-
 def smoke_preset() -> Preset:
     """The tiny run on the smallest model with each per-layer pattern once (4 layers x 64, one head)."""
     tiny = tiny_preset()
     return replace(tiny, model=replace(tiny.model, num_layers=4, num_heads=1, model_dim=64,
                                        value_embed_slots=(0, None, None, 0), long_window_layers=(0, 3),
                                        attention_free_layers=(2,)))
+
 
 # --- The lineage: each record as switch values (LINEAGE.md sections 3-6) ---
 

@@ -1,8 +1,8 @@
 """Fixtures of the torch_ref tests that call `torch_ref.train.main` as a user's command line would.
 
 `small_run`: the smoke preset's model (4 layers, 64 wide, one head) with a 1024-token vocabulary
-(an `init.pt` for --init-from, tens of ms a step here, 1 MB a checkpoint), a train shard of 8
-sequences and a val shard of 2, and the argument list of a 4-step fp32 CPU run on them.
+(an `init.pt` for --init-from), a train shard of 8 sequences and a val shard of 2, and the
+argument list of a 4-step fp32 CPU run on them.
 Session-scoped: built once per test process, only read by the tests (outputs go to tmp_path).
 """
 
