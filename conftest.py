@@ -4,7 +4,7 @@ persistent compilation cache for the session, removed at its end;
 quick loop on any machine; scripts/gpu_check.py runs `-m gpu` with JAX_PLATFORMS=cuda); tests
 that need torch skipped, with the reason, where torch is not installed (`make test-compat`'s
 python 3.12 venv: no CPU build of torch installs for it here); the longest test files collected
-first (for make test's xdist workers)."""
+first (for make test's two xdist workers)."""
 
 import atexit
 import importlib.util
@@ -101,15 +101,12 @@ def _cuda_visible() -> bool:
     return torch.cuda.is_available()
 
 
-# The files that take longest in `make test`, longest first (the per-file sums of its --durations
-# over two runs of three workers, 2026-11-27): collected first, so that xdist's per-file
-# scheduling (--dist loadfile) never starts one of them last while the other workers idle. Only
-# the order changes; a stale entry costs nothing.
-LONGEST_FIRST = ("parity_tests/test_lineage_checks.py", "parity_tests/test_checks.py", "tests/test_train_multihost.py",
-                 "parity_tests/test_record_code.py", "tests/test_model.py", "parity_tests/test_model_parity.py",
-                 "tests/torch_ref/test_train_multiprocess.py", "tests/torch_ref/test_train.py", "tests/test_failures.py",
-                 "tests/test_train.py", "tests/test_sample.py", "tests/tools/gpu/test_check.py",
-                 "tests/tools/gpu/test_device_plan.py")
+# The files that take longest in `make test` (its --durations list, fresh clone, 2026-11-23):
+# collected first, so that xdist's per-file scheduling (--dist loadfile) never starts one of
+# them last while the other worker idles. Only the order changes; a stale entry costs nothing.
+LONGEST_FIRST = ("tests/tools/gpu/test_check.py", "tests/torch_ref/test_train.py", "tests/test_model_qkv_layout.py",
+                 "tests/test_train.py", "tests/test_train_multihost.py", "parity_tests/test_checks.py",
+                 "parity_tests/test_lineage_checks.py")
 
 
 def _schedule_rank(item: pytest.Item) -> int:
