@@ -47,12 +47,9 @@ sample: $(SAMPLE)
 train: $(SAMPLE)
 	$(PY) -m jaxgpt.train --preset tiny --save-checkpoint
 
-# Three pytest workers (pytest-xdist) on the two cores CI has, one test file each at a time so
-# that a file's module-scoped fixtures (one training run shared by its tests) are built once. A
-# third worker fills the time tests spend waiting on their child processes (start-up, rendezvous,
-# a peer's timeout): the whole suite measured 12m45s against 13m36s with two (XLA and torch held
-# to AVX2 code on the 2-core AVX-512 machine; README, "What the tests check").
-TEST_WORKERS ?= 3
+# Two pytest workers (pytest-xdist), one test file each at a time so that a file's module-scoped
+# fixtures (one training run shared by its tests) are built once: most tests compile on one core.
+TEST_WORKERS ?= 2
 
 test: $(SAMPLE)
 	$(PY) -m pytest tests parity_tests -m "not gpu" -n $(TEST_WORKERS) --dist loadfile --durations=25

@@ -17,9 +17,9 @@ import pytest
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # One OpenMP thread for torch, here and in every child process (set before torch is first
-# imported): make test runs at least one xdist worker per core, and torch's second intra-op
-# thread only spins against the other workers' work (parity_tests/test_model_parity.py's fp32
-# one_doc cases on the shared 2-core machine: 88 s of CPU with torch's default 2 threads, 36 s with 1). Several
+# imported): make test runs one xdist worker per core, and torch's second intra-op thread only
+# spins against the other worker's work (parity_tests/test_model_parity.py's fp32 one_doc cases on
+# the shared 2-core machine: 88 s of CPU with torch's default 2 threads, 36 s with 1). Several
 # tests and the CPU dry runs already pinned one thread each; OMP_NUM_THREADS=N overrides.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 # One persistent compilation cache for the session, never the user's (the training CLI's default,
