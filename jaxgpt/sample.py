@@ -62,8 +62,8 @@ def load_checkpoint(path: str | Path, *, head_dim: int | None = None) -> LoadedM
         preset = saved_state.saved_preset(meta["config"], f"--checkpoint {path}")
         train = preset.train
         # The run's last validation window, in its schedule's unit (#15's is tokens).
-        window = schedules.window_value(train.steps, train.steps, train.window_max_tokens, train.lineage.window_schedule) \
-            if train.steps else schedules.window_value(0, 1, train.window_max_tokens, train.lineage.window_schedule)
+        window = schedules.window_value(train.steps, max(train.steps, 1), train.window_max_tokens,
+                                        train.lineage.window_schedule)
         # The val shards' folder, relative to the working directory as in training.
         val_files = sorted(glob.glob(train.val_files))
         shards_meta = Path(val_files[0]).parent / corpus.META_FILE if val_files else None
