@@ -470,7 +470,7 @@ def smoke_preset() -> Preset:
     """The tiny preset's run on the smallest model that has each per-layer pattern once: 4 layers
     x 64, one head; a value-embedding slot shared by the first and last layer, long windows at
     both ends, the layer without attention, a 2 + 2 U-net. Its first step, compile included, took
-    5.2 s on a CPU (tiny: 13.8 s; 4 x 256 tokens): smoke runs, dry runs and the machinery's tests."""
+    5.2 s on a CPU (tiny: 13.8 s; 4 x 256 tokens, vocab 1024): smoke runs, dry runs, machinery tests."""
     tiny = tiny_preset()
     return replace(tiny, model=replace(
         tiny.model, num_layers=4, num_heads=1, model_dim=64, value_embed_slots=(0, None, None, 0),

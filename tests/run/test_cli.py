@@ -9,7 +9,7 @@ from typing import get_args
 
 import pytest
 
-from jaxgpt.run import cli
+from jaxgpt.run import cli, peers
 from jaxgpt import config as cfg
 
 
@@ -43,6 +43,7 @@ def test_help_lists_every_fixed_flag():
 
 def test_peer_timeout_takes_seconds_of_at_least_three_heartbeats(capsys):
     assert cli.parse_args([])[1].peer_timeout_s == cli.PEER_TIMEOUT_S == 20.0
+    assert cli.MIN_PEER_TIMEOUT_S == 3 * peers.BEAT_S  # the floor is stated in cli, the beat in peers
     assert cli.parse_args(["--peer-timeout", "6"])[1].peer_timeout_s == 6.0
     for bad, said in [("5.9", "below 6 s"), ("nan", "below 6 s"), ("soon", "expected seconds")]:
         with pytest.raises(SystemExit) as exited:
