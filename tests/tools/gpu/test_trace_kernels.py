@@ -42,10 +42,13 @@ def test_jax_cpu_trace_ranks_xla_ops_without_counting_a_loop_twice(tmp_path):
 
 
 def test_torch_cpu_trace_ranks_innermost_operators(tmp_path, capsys):
-    layer = torch.nn.Linear(64, 64)
+    # 256 x 256: the matmul takes ~400 us a call against linear's own ~2 us, a margin that a
+    # preemption inside linear's few microseconds does not undo (at 8 x 64 it was 27 us against
+    # linear's 94 us once in a loaded make test: a flaky ordering).
+    layer = torch.nn.Linear(256, 256)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
         for _ in range(3):
-            layer(torch.ones(8, 64)).relu()
+            layer(torch.ones(256, 256)).relu()
     profiler.export_chrome_trace(str(tmp_path / "trace_rank0.json"))
 
     ranking = trace_kernels.rank(tmp_path / "trace_rank0.json")
