@@ -4,9 +4,11 @@ persistent compilation cache for the session, removed at its end;
 quick loop on any machine; scripts/gpu_check.py runs `-m gpu` with JAX_PLATFORMS=cuda); tests
 that need torch skipped, with the reason, where torch is not installed (`make test-compat`'s
 python 3.12 venv: no CPU build of torch installs for it here); the longest test files collected
-first (for make test's two xdist workers)."""
+first (for make test's two xdist workers); Python's cycle collector tuned once collection has imported
+the libraries."""
 
 import atexit
+import gc
 import importlib.util
 import os
 import shutil
@@ -123,6 +125,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip = pytest.mark.skip(reason=f"needs a CUDA GPU; none visible (JAX_PLATFORMS={os.environ['JAX_PLATFORMS']})")
     for item in gpu_items:
         item.add_marker(skip)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Python's cycle collector, tuned for this process: the objects of the modules imported by
+    collection (jax, flax, torch: ~370k) frozen out of its walks, and its youngest generation
+    collected every 50,000 net allocations rather than 700 (JAX's tracing makes millions of
+    short-lived objects). Measured over test_model.py, test_sample.py and test_checks.py: 5.8 s of
+    collections -> 1.9 s, of ~140 s. Memory is freed by reference counting as before; only
+    cycles wait longer."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
 
 
 @pytest.fixture(autouse=True)
