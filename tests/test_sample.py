@@ -57,8 +57,9 @@ def full_and_cached_logits(config: ModelConfig, ids: np.ndarray, window: int, ch
     """Logits of `ids` from one full forward pass and from decoding `chunk` tokens at a time."""
     model = convert.model_from_params(random_params(config), config)
     padded = np.pad(ids, (0, -len(ids) % config.block_size))  # the full pass needs whole blocks
-    # Jitted like the decoding step below (and as fast: eager, each op compiles on its own).
-    full = np.asarray(jax.jit(lambda ids: model.logits(ids, window))(jnp.asarray(padded)[None]), np.float32)[0, : len(ids)]
+    # Jitted, as the decoding step below is (run eagerly, each op would compile a program of its own).
+    full_logits = jax.jit(lambda ids: model.logits(ids, window))
+    full = np.asarray(full_logits(jnp.asarray(padded)[None]), np.float32)[0, : len(ids)]
     decode.init_cache(model, batch=1, max_len=len(ids))
     graphdef, params, cache = nnx.split(model, nnx.Param, nnx.Cache)
 
