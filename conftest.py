@@ -131,8 +131,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Python's cycle collector, tuned for this process: the objects of the modules imported by
     collection (jax, flax, torch: ~370k) frozen out of its walks, and its youngest generation
     collected every 50,000 net allocations rather than 700 (JAX's tracing makes millions of
-    short-lived objects). Measured over test_model.py, test_sample.py and test_checks.py: 5.8 s of
-    collections -> 1.9 s, of ~140 s. Memory is freed by reference counting as before; only
+    short-lived objects). Measured over test_model.py, test_sample.py and test_checks.py (its
+    record_shape_fp32 left out): 5.8 s of collections -> 1.9 s, of ~140 s. Memory is freed by reference counting as before; only
     cycles wait longer."""
     gc.collect()
     gc.freeze()

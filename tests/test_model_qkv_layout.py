@@ -141,7 +141,7 @@ def test_merged_and_separate_agree_on_logits_gradients_and_one_step(policy):
     merged, separate = _models(policy, perturb=True)
     x, y = _batch()
     # The forward is bit-identical: each q/k/v output element is the same length-D dot product.
-    logits = jax.jit(lambda model: model.logits(x, WINDOW))  # one compile per layout, not one per op
+    logits = nnx.jit(lambda model: model.logits(x, WINDOW))  # one compile per layout, not one per op
     np.testing.assert_array_equal(np.asarray(logits(separate)), np.asarray(logits(merged)))
     loss_m, grads_m, step_m = _step(merged, x, y)
     loss_s, grads_s, step_s = _step(separate, x, y)
