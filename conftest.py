@@ -103,12 +103,30 @@ def _cuda_visible() -> bool:
     return torch.cuda.is_available()
 
 
-# The files that take longest in `make test` (its --durations list, fresh clone, 2026-11-23):
-# collected first, so that xdist's per-file scheduling (--dist loadfile) never starts one of
-# them last while the other worker idles. Only the order changes; a stale entry costs nothing.
-LONGEST_FIRST = ("tests/tools/gpu/test_check.py", "tests/torch_ref/test_train.py", "tests/test_model_qkv_layout.py",
-                 "tests/test_train.py", "tests/test_train_multihost.py", "parity_tests/test_checks.py",
-                 "parity_tests/test_lineage_checks.py")
+# The test files of at least 14 s in `make test`, longest first (its --durations, XLA and torch
+# held to AVX2 code, cold Inductor cache, 2 workers; 2026-11-27). Collected first, so that xdist's
+# per-file scheduling (--dist loadfile) hands out the long files first and ends on short ones
+# (longest-processing-time order) instead of starting a long one last while the other worker
+# idles. Only the order changes; a stale entry costs balance, nothing else.
+LONGEST_FIRST = (
+    "parity_tests/test_lineage_checks.py", "parity_tests/test_checks.py", "tests/test_train_multihost.py",
+    "parity_tests/test_record_code.py", "parity_tests/test_model_parity.py", "tests/test_model.py",
+    "tests/tools/gpu/test_device_plan.py", "tests/tools/gpu/test_check.py", "tests/torch_ref/test_train_multiprocess.py",
+    "tests/torch_ref/test_train.py", "tests/test_sample.py", "tests/test_failures.py", "tests/test_train.py",
+    "tests/test_kernels_mosaic_attention.py", "tests/test_kernels_flash_attention.py",
+    "tests/tools/parity/test_compare_checkpoint.py", "tests/test_model_qkv_layout.py", "tests/tools/bench/test_suites.py",
+    "parity_tests/test_optim_parity.py", "tests/test_muon_distributed.py", "tests/tools/fusion/test_report.py",
+    "tests/torch_ref/test_masks.py", "tests/test_attention.py", "tests/run/test_lock.py", "tests/test_train_launchers.py",
+    "tests/torch_ref/test_train_launchers.py", "tests/test_muon.py", "tests/run/test_compile_cache.py",
+    "tests/tools/bench/test_parity_step.py",
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """pytest-xdist sorts --dist loadfile's files by their number of tests by default (its
+    --loadscope-reorder), which would undo LONGEST_FIRST: the longest files hold few tests."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 def _schedule_rank(item: pytest.Item) -> int:
