@@ -38,7 +38,6 @@ from jax import lax
 from jaxgpt.config import BLOCK_SIZE, AttentionBackend
 from jaxgpt.kernels.block_lists import KernelBlockLists
 from jaxgpt.kernels.flash_attention import default_interpret, flash_attention
-from jaxgpt.kernels.mosaic_attention import mosaic_attention
 from jaxgpt.masks import WindowBlocks, allowed_at, check_attention_inputs, closed_form_mask
 
 # Query blocks per scan step of the blocked backend (upper bound; the largest divisor of N at
@@ -229,6 +228,10 @@ def attention(
         return flash_attention(q, k, v, doc_ids, window_blocks, scale=scale, block_size=block_size,
                                max_window_blocks=max_window_blocks, lists=kernel_lists)
     if backend == "mosaic":
+        # Imported here: Mosaic GPU's modules take ~0.3 s to import, a cost every process that
+        # imports the model (each trainer and test child) would pay for a GPU-only backend.
+        from jaxgpt.kernels.mosaic_attention import mosaic_attention
+
         return mosaic_attention(q, k, v, doc_ids, window_blocks, scale=scale, block_size=block_size,
                                 max_window_blocks=max_window_blocks, lists=kernel_lists)
     check_attention_inputs(q, k, v, doc_ids, window_blocks, block_size=block_size, max_window_blocks=max_window_blocks)
