@@ -25,6 +25,7 @@ from jaxgpt_tools.parity.measures import (
     NS_SHAPES,
     Result,
     gradient_gaps,
+    jax_newton_schulz,
     lineage_model_config,
     perturb_parameters,
     rel_norm,
@@ -50,18 +51,14 @@ def _bf16_ulp(values: np.ndarray) -> np.ndarray:
 def _ns_pair(x: np.ndarray, steps: int, fp32: bool) -> tuple[np.ndarray, np.ndarray]:
     """(jaxgpt's, torch_ref's) `steps`-step Newton-Schulz of the fp32 matrix `x` (rows, cols), each
     iterated in fp32 or bf16 (`fp32`), both returned as fp32 arrays of x's shape."""
-    import jax
-    import jax.numpy as jnp
     import torch
 
-    from jaxgpt.muon import newton_schulz
     from torch_ref.muon import zeropower_via_newtonschulz5
 
-    torch_dtype, jax_dtype = (torch.float32, jnp.float32) if fp32 else (torch.bfloat16, jnp.bfloat16)
     with torch_threads(1):  # see trajectory(): torch's second thread spins against XLA's pool here
-        theirs = zeropower_via_newtonschulz5(torch.from_numpy(x), steps, torch_dtype).float().numpy()
-    ours = jax.jit(lambda a: newton_schulz(a, steps, dtype=jax_dtype))(jnp.asarray(x))
-    return np.asarray(ours, np.float32), theirs
+        theirs = zeropower_via_newtonschulz5(torch.from_numpy(x), steps, torch.float32 if fp32 else torch.bfloat16)
+    ours = jax_newton_schulz(steps, fp32)(x)
+    return np.asarray(ours, np.float32), theirs.float().numpy()
 
 
 def check_ns_bf16_one_iteration() -> Result:
@@ -324,6 +321,7 @@ def trajectory(framework: str, ns_dtype: NSDType, devices: int = 1, init: Init =
     import torch
 
     from jaxgpt import train as jax_train
+    from jaxgpt.run import compile_cache
     from torch_ref import train as torch_train
     from torch_ref.run.cli import RunOptions as TorchRunOptions
 
@@ -346,7 +344,10 @@ def trajectory(framework: str, ns_dtype: NSDType, devices: int = 1, init: Init =
             params = {name: value.float().numpy() for name, value in state.items()}
             val_losses, metrics_path = torch_result.val_losses, torch_result.metrics_path
         elif framework == "jaxgpt":
-            jax_result = jax_train.train(preset, jax_train.RunOptions(init_from=str(init_path), run_id="parity", progress=False))
+            # The training command line's compilation cache: runs that differ only in their
+            # init or data (record vs signal init) compile the same step once.
+            jax_result = jax_train.train(preset, jax_train.RunOptions(
+                init_from=str(init_path), run_id="parity", progress=False, compile_cache=compile_cache.resolve(None)))
             params = {name: np.asarray(value, np.float32) for name, value in jax_result.params.items()}
             val_losses, metrics_path = jax_result.val_losses, str(jax_result.metrics_path)
         else:

@@ -532,23 +532,20 @@ def ns_column(steps: int, fp32: bool, seed: int) -> tuple[str, bool]:
     """(text, within the row's bound) of both frameworks' `steps`-step Newton-Schulz against #20's
     own zeropower_via_newtonschulz5 (eager, bf16 as written or fp32) on the row's matrices; the
     bound is the row's own (relative Frobenius 2e-2 in bf16, 1e-5 in fp32)."""
-    import jax
-    import jax.numpy as jnp
     import torch
 
-    from jaxgpt.muon import newton_schulz
-    from jaxgpt_tools.parity.measures import NS_SHAPES, rel_norm
+    from jaxgpt_tools.parity.measures import NS_SHAPES, jax_newton_schulz, rel_norm
     from torch_ref.muon import zeropower_via_newtonschulz5
 
     loaded = rc.load("record", EOT)
-    torch_dtype, jax_dtype = (torch.float32, jnp.float32) if fp32 else (torch.bfloat16, jnp.bfloat16)
+    torch_dtype = torch.float32 if fp32 else torch.bfloat16
     worst = {"jaxgpt": 0.0, "torch_ref": 0.0}
     with rc._ns_dtype(loaded, "float32" if fp32 else "bfloat16"), torch_threads(1):
         for shape in NS_SHAPES.values():
             g = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
             own = loaded.module.zeropower_via_newtonschulz5(torch.from_numpy(g), steps).float().numpy()
             theirs = zeropower_via_newtonschulz5(torch.from_numpy(g), steps, torch_dtype).float().numpy()
-            ours = np.asarray(jax.jit(lambda a: newton_schulz(a, steps, dtype=jax_dtype))(jnp.asarray(g)), np.float32)
+            ours = np.asarray(jax_newton_schulz(steps, fp32)(g), np.float32)
             worst["jaxgpt"] = max(worst["jaxgpt"], rel_norm(ours, own))
             worst["torch_ref"] = max(worst["torch_ref"], rel_norm(theirs, own))
     bound = 1e-5 if fp32 else 2e-2
