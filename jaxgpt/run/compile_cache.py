@@ -39,8 +39,11 @@ def resolve(flag: str | None, environ: Mapping[str, str] = os.environ) -> str | 
 def use(folder: str | None) -> str | None:
     """Point JAX's persistent cache at `folder` (None: no persistent cache) for the compilations
     that follow in this process, also after earlier ones (JAX decides once per process unless
-    reset). A folder that cannot be created or written is a note, not an error: the run then
-    compiles as without a cache. Returns the folder in use."""
+    reset), and cache every program, not only those that took JAX's default 1 s to compile
+    (overriding $JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS): a restarted run then also loads its
+    small programs (the eval step, the parameter init's random draws). A folder that cannot be
+    created or written is a note, not an error: the run then compiles as without a cache. Returns
+    the folder in use."""
     import jax  # here, so that the command line's `resolve` imports no jax
     from jax.experimental.compilation_cache import compilation_cache
 
@@ -55,5 +58,6 @@ def use(folder: str | None) -> str | None:
                   f"(--compile-cache DIR or {OFF})", file=sys.stderr)
             folder = None
     jax.config.update("jax_compilation_cache_dir", folder)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
     compilation_cache.reset_cache()
     return folder

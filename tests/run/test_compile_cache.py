@@ -70,19 +70,17 @@ def test_cached_run_trains_bitwise_as_the_uncached_run(tmp_path):
         events.append(event)
 
     jax.monitoring.register_event_listener(count)
-    # Every compilation is cached here, however fast this machine compiles the small steps.
-    previous_min_time = jax.config.jax_persistent_cache_min_compile_time_secs
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
     try:
         # Cold: nothing to load, every step compiled (and written to the cache): an uncached run.
         uncached = _train(tmp_path, str(cache), "cold")
+        # Every compilation is cached, however fast this machine compiles the small steps.
+        assert jax.config.jax_persistent_cache_min_compile_time_secs == 0
         assert "/jax/compilation_cache/cache_hits" not in events
         assert any(cache.iterdir()), "the first run wrote no cache entry"
         cached = _train(tmp_path, str(cache), "warm")
         hits = events.count("/jax/compilation_cache/cache_hits")
     finally:
         jax.monitoring.unregister_event_listener(count)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", previous_min_time)
         compile_cache.use(None)
     # The warm run loaded its train and eval steps (and the small helpers) instead of compiling them.
     assert hits >= 2, f"{hits} cache hits"
