@@ -5,8 +5,6 @@ width."""
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,18 +27,6 @@ class Result:
 
 
 NS_SHAPES = {"96x96": (96, 96), "64x160": (64, 160), "160x64": (160, 64), "768x768": (768, 768)}
-
-
-@functools.cache
-def jax_newton_schulz(steps: int, fp32: bool) -> Callable[[Any], Any]:
-    """jaxgpt's `steps`-step Newton-Schulz in fp32 or bf16 (`fp32`), jitted once per process:
-    the checks call it on the same shapes many times, and a fresh jit would compile each call."""
-    import jax
-    import jax.numpy as jnp
-
-    from jaxgpt.muon import newton_schulz
-
-    return jax.jit(functools.partial(newton_schulz, steps=steps, dtype=jnp.float32 if fp32 else jnp.bfloat16))
 
 
 def rel_norm(x: np.ndarray, ref: np.ndarray) -> float:

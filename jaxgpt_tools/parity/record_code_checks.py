@@ -528,26 +528,23 @@ NOT_FILLED = {
 }
 
 
-def ns_column(steps: int, fp32: bool, seed: int) -> tuple[str, bool]:
-    """(text, within the row's bound) of both frameworks' `steps`-step Newton-Schulz against #20's
-    own zeropower_via_newtonschulz5 (eager, bf16 as written or fp32) on the row's matrices; the
-    bound is the row's own (relative Frobenius 2e-2 in bf16, 1e-5 in fp32)."""
+def ns_column(steps: int, fp32: bool, seed: int, outputs: dict[str, dict[str, np.ndarray]]) -> tuple[str, bool]:
+    """(text, within the row's bound) of both frameworks' `steps`-step Newton-Schulz `outputs`
+    ({framework: {NS_SHAPES name: result}}, each from the fp32 standard normal matrix of `seed`)
+    against #20's own zeropower_via_newtonschulz5 (eager, bf16 as written or fp32) on the same
+    matrices; the bound is the row's own (relative Frobenius 2e-2 in bf16, 1e-5 in fp32)."""
     import torch
 
-    from jaxgpt_tools.parity.measures import NS_SHAPES, jax_newton_schulz, rel_norm
-    from torch_ref.muon import zeropower_via_newtonschulz5
+    from jaxgpt_tools.parity.measures import NS_SHAPES, rel_norm
 
     loaded = rc.load("record", EOT)
-    torch_dtype = torch.float32 if fp32 else torch.bfloat16
-    worst = {"jaxgpt": 0.0, "torch_ref": 0.0}
+    worst = dict.fromkeys(outputs, 0.0)
     with rc._ns_dtype(loaded, "float32" if fp32 else "bfloat16"), torch_threads(1):
-        for shape in NS_SHAPES.values():
+        for name, shape in NS_SHAPES.items():
             g = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
             own = loaded.module.zeropower_via_newtonschulz5(torch.from_numpy(g), steps).float().numpy()
-            theirs = zeropower_via_newtonschulz5(torch.from_numpy(g), steps, torch_dtype).float().numpy()
-            ours = np.asarray(jax_newton_schulz(steps, fp32)(g), np.float32)
-            worst["jaxgpt"] = max(worst["jaxgpt"], rel_norm(ours, own))
-            worst["torch_ref"] = max(worst["torch_ref"], rel_norm(theirs, own))
+            for framework, results in outputs.items():
+                worst[framework] = max(worst[framework], rel_norm(results[name], own))
     bound = 1e-5 if fp32 else 2e-2
     text = "against #20's own function: " + ", ".join(f"{fw} {rel:.2e}" for fw, rel in worst.items())
     return text, max(worst.values()) <= bound
