@@ -109,15 +109,34 @@ def _cuda_visible() -> bool:
 # (longest-processing-time order) instead of starting a long one last while the other worker
 # idles. Only the order changes; a stale entry costs balance, nothing else.
 LONGEST_FIRST = (
-    "parity_tests/test_lineage_checks.py", "parity_tests/test_checks.py", "tests/test_train_multihost.py",
-    "parity_tests/test_record_code.py", "parity_tests/test_model_parity.py", "tests/test_model.py",
-    "tests/tools/gpu/test_device_plan.py", "tests/tools/gpu/test_check.py", "tests/torch_ref/test_train_multiprocess.py",
-    "tests/torch_ref/test_train.py", "tests/test_sample.py", "tests/test_failures.py", "tests/test_train.py",
-    "tests/test_kernels_mosaic_attention.py", "tests/test_kernels_flash_attention.py",
-    "tests/tools/parity/test_compare_checkpoint.py", "tests/test_model_qkv_layout.py", "tests/tools/bench/test_suites.py",
-    "parity_tests/test_optim_parity.py", "tests/test_muon_distributed.py", "tests/tools/fusion/test_report.py",
-    "tests/torch_ref/test_masks.py", "tests/test_attention.py", "tests/run/test_lock.py", "tests/test_train_launchers.py",
-    "tests/torch_ref/test_train_launchers.py", "tests/test_muon.py", "tests/run/test_compile_cache.py",
+    "parity_tests/test_lineage_checks.py",
+    "parity_tests/test_checks.py",
+    "tests/test_train_multihost.py",
+    "parity_tests/test_record_code.py",
+    "parity_tests/test_model_parity.py",
+    "tests/test_model.py",
+    "tests/tools/gpu/test_device_plan.py",
+    "tests/tools/gpu/test_check.py",
+    "tests/torch_ref/test_train_multiprocess.py",
+    "tests/torch_ref/test_train.py",
+    "tests/test_sample.py",
+    "tests/test_failures.py",
+    "tests/test_train.py",
+    "tests/test_kernels_mosaic_attention.py",
+    "tests/test_kernels_flash_attention.py",
+    "tests/tools/parity/test_compare_checkpoint.py",
+    "tests/test_model_qkv_layout.py",
+    "tests/tools/bench/test_suites.py",
+    "parity_tests/test_optim_parity.py",
+    "tests/test_muon_distributed.py",
+    "tests/tools/fusion/test_report.py",
+    "tests/torch_ref/test_masks.py",
+    "tests/test_attention.py",
+    "tests/run/test_lock.py",
+    "tests/test_train_launchers.py",
+    "tests/torch_ref/test_train_launchers.py",
+    "tests/test_muon.py",
+    "tests/run/test_compile_cache.py",
     "tests/tools/bench/test_parity_step.py",
 )
 
@@ -150,8 +169,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     collection (jax, flax, torch: ~370k) frozen out of its walks, and its youngest generation
     collected every 50,000 net allocations rather than 700 (JAX's tracing makes millions of
     short-lived objects). Measured over test_model.py, test_sample.py and test_checks.py (its
-    record_shape_fp32 left out): 5.8 s of collections -> 1.9 s, of ~140 s. Memory is freed by reference counting as before; only
-    cycles wait longer."""
+    record_shape_fp32 left out): 5.8 s of collections -> 1.9 s, of ~140 s. Memory is freed by
+    reference counting as before; only cycles wait longer."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 20, 20)
