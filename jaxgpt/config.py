@@ -358,14 +358,17 @@ class TrainLineage:
 @dataclass(frozen=True)
 class TrainConfig:
     """One training run. `batch_tokens` is global; each device gets batch_tokens / devices
-    tokens as batch_tokens / (devices * seq_len) packed sequences of `seq_len` tokens."""
+    tokens as batch_tokens / (devices * seq_len) packed sequences of `seq_len` tokens.
+    Validation at step 0, every `val_every` steps and after the last step (RECORD.md section 7,
+    step 3); `val_every` 0 is the record script's `val_loss_every = 0` ("only at the end"): after
+    the last step only, no step-0 validation. `val_tokens` 0: none at all."""
 
     train_files: str = "data/fineweb10B/fineweb_train_*.bin"
     val_files: str = "data/fineweb10B/fineweb_val_*.bin"
     steps: int = 1393
     batch_tokens: int = 8 * 64 * 1024
     seq_len: int = 64 * 1024
-    val_every: int = 125
+    val_every: int = 125  # validate at step 0, every K and the last step; 0: the last only (record's val_loss_every)
     val_tokens: int = 10_485_760
     window_max_tokens: int = 1728  # window at step s: 1728 * s / steps, rounded up to blocks
     devices: int | None = None  # None: all visible devices
@@ -383,8 +386,8 @@ class TrainConfig:
             _fail("batch_tokens", f"{self.batch_tokens} is not a positive multiple of seq_len {self.seq_len}")
         if self.steps < 0:
             _fail("steps", f"must be >= 0, got {self.steps}")
-        if self.val_every <= 0:
-            _fail("val_every", f"must be positive, got {self.val_every}")
+        if self.val_every < 0:
+            _fail("val_every", f"must be >= 0 (0: validate after the last step only), got {self.val_every}")
         if self.val_tokens < 0:
             _fail("val_tokens", f"must be >= 0, got {self.val_tokens}")
         if self.lineage.shard_switch != "global" and self.batch_tokens % self.lineage.data_ranks:

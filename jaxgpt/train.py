@@ -311,7 +311,8 @@ class TrainLoop:
         self.stop, train_cfg, checkpointer = stop, self.train_cfg, self.checkpointer
         for step in range(self.start.step, self.total_steps + 1):
             stop.starting(step)
-            val_due = train_cfg.val_tokens and (step == self.total_steps or step % train_cfg.val_every == 0)
+            every = train_cfg.val_every  # 0: the last step only (the record's val_loss_every 0)
+            val_due = train_cfg.val_tokens and (step == self.total_steps or (every > 0 and step % every == 0))
             save_due = checkpointer is not None and checkpoint.is_due(step, self.start.step, train_cfg,
                                                                       self.options.save_checkpoint)
             # Every process takes the same branches here (a local signal changes nothing until

@@ -49,11 +49,13 @@ def test_every_torch_ref_preset_field_equals_jaxgpt(name):
 
 
 def test_torch_ref_validates_like_jaxgpt():
-    for bad in (dict(seq_len=100), dict(batch_tokens=1000, seq_len=128), dict(steps=-1), dict(val_every=0)):
+    for bad in (dict(seq_len=100), dict(batch_tokens=1000, seq_len=128), dict(steps=-1), dict(val_every=-1)):
         with pytest.raises(ValueError):
             jax_cfg.TrainConfig(**bad)
         with pytest.raises(ValueError):
             torch_cfg.TrainConfig(**bad)
+    # 0 is the record's val_loss_every 0 ("only at the end") in both
+    assert jax_cfg.TrainConfig(val_every=0).val_every == torch_cfg.TrainConfig(val_every=0).val_every == 0
 
 
 @pytest.mark.parametrize("total", [1, 7, 60, 1393])

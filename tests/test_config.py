@@ -14,6 +14,12 @@ def test_config_validation_names_the_field():
         cfg.replace(cfg.tiny_preset().train, seq_len=100)
 
 
+def test_val_every_0_is_the_records_only_at_the_end_and_a_negative_one_is_refused():
+    assert cfg.replace(cfg.tiny_preset().train, val_every=0).val_every == 0  # the record's val_loss_every 0
+    with pytest.raises(ValueError, match=r"`val_every`: must be >= 0 \(0: validate after the last step only\), got -1"):
+        cfg.replace(cfg.tiny_preset().train, val_every=-1)
+
+
 def test_bad_remat_value_raises():
     with pytest.raises(ValueError, match="remat"):
         cfg.replace(cfg.ModelConfig(), remat="layers")

@@ -11,6 +11,7 @@ replaced where the fault is not provoked for real.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import signal
@@ -317,6 +318,8 @@ def test_a_leftover_tmp_dir_is_reported_and_never_restored(capsys, tmp_path, int
 def test_an_invalid_config_value_is_a_usage_error(capsys):
     err = failed(capsys, ["--preset", "tiny", "--steps", "-1"], code=2)
     assert "steps" in err
+    err = failed(capsys, ["--preset", "tiny", "--val-every", "-1"], code=2)  # 0 is legal: after the last step only
+    assert "`val_every`: must be >= 0" in err
 
 
 def test_more_devices_than_exist_is_an_error(capsys, tmp_path):
@@ -398,7 +401,7 @@ def test_compare_checkpoint_on_a_non_torch_file_is_one_line(capsys, tmp_path):
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
-# 9. --steps 0: every start-up check and the step-0 validation, then exit 0 ---------------------
+# 9. --steps 0: every start-up check and the step-0 validation, then exit 0; --val-every 0 ------
 
 
 @pytest.mark.slow  # compiles the eval step (~10 s here)
@@ -410,6 +413,20 @@ def test_steps_0_validates_and_exits(capsys, tmp_path):
     assert len(step_lines) == 1 and step_lines[0].startswith("step:0/0 val_loss:"), captured.out
     assert "writes no checkpoint" not in captured.err and "Traceback" not in captured.err
     assert not [p for p in (tmp_path / "out").rglob("*") if p.is_dir() and p.name.isdigit()]  # no step was saved
+
+
+def test_val_every_0_validates_after_the_last_step_only(capsys, monkeypatch, tmp_path):
+    """The record's val_loss_every 0 ("only at the end"): no step-0 validation (whose eval
+    program a GPU lease would compile before the timed steps for nothing), one after the last
+    step. The train step is replaced (nothing to learn here); the evaluation is the real one."""
+    replace_train_step(monkeypatch, lambda params: (params, np.float32(1.0)))
+    out = tmp_path / "out"
+    assert train_lib.main(run_args(write_shards(tmp_path), out, "--steps", "2", "--val-every", "0", "--run-id", "z")) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("step:")]
+    assert [line.split(" ")[0] for line in lines if " val_loss:" in line] == ["step:2/2"], lines
+    assert [line.split(" ")[0] for line in lines] == ["step:1/2", "step:2/2", "step:2/2"]  # train 1, train 2, val 2
+    metrics = [json.loads(line) for line in (out / "logs" / "z.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics if m["kind"] == "val"] == [2]
 
 
 def test_steps_0_still_runs_the_start_up_checks(capsys, tmp_path):

@@ -209,14 +209,17 @@ class TrainLineage:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """The record's Hyperparameters: files, steps, batch and validation sizes (global tokens)."""
+    """The record's Hyperparameters: files, steps, batch and validation sizes (global tokens).
+    Validation at step 0, every `val_every` steps and after the last step (RECORD.md section 7,
+    step 3); `val_every` 0 is the record's `val_loss_every = 0` ("only at the end"): after the
+    last step only, no step-0 validation. `val_tokens` 0: none at all."""
 
     train_files: str = "data/fineweb10B/fineweb_train_*.bin"
     val_files: str = "data/fineweb10B/fineweb_val_*.bin"
     steps: int = 1393
     batch_tokens: int = 8 * 64 * 1024
     seq_len: int = 64 * 1024
-    val_every: int = 125
+    val_every: int = 125  # validate at step 0, every K and the last step; 0: the last only (record's val_loss_every)
     val_tokens: int = 10_485_760
     window_max_tokens: int = 1728
     devices: int | None = None
@@ -233,7 +236,7 @@ class TrainConfig:
         _check(self.batch_tokens > 0 and self.batch_tokens % self.seq_len == 0, "batch_tokens",
                f"{self.batch_tokens} is not a positive multiple of seq_len {self.seq_len}")
         _check(self.steps >= 0, "steps", f"must be >= 0, got {self.steps}")
-        _check(self.val_every > 0, "val_every", f"must be positive, got {self.val_every}")
+        _check(self.val_every >= 0, "val_every", f"must be >= 0 (0: validate after the last step only), got {self.val_every}")
         _check(self.val_tokens >= 0, "val_tokens", f"must be >= 0, got {self.val_tokens}")
         _check(self.checkpoint_every >= 0, "checkpoint_every", f"must be >= 0, got {self.checkpoint_every}")
         _check(self.keep_checkpoints >= 1, "keep_checkpoints", f"must be >= 1, got {self.keep_checkpoints}")

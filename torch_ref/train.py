@@ -215,7 +215,8 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
             for step in range(start_step, steps + 1):
                 stop.starting(step)
                 last_step = step == steps
-                val_due = train_cfg.val_tokens and (last_step or step % train_cfg.val_every == 0)
+                every = train_cfg.val_every  # 0: the last step only (the record's val_loss_every 0)
+                val_due = train_cfg.val_tokens and (last_step or (every > 0 and step % every == 0))
                 save_due = ckpt.is_due(step, start_step, train_cfg, save_final=False)
                 # Every loss before a validation or a save is read first (they wait for the device
                 # anyway), so no NaN state is saved between a NaN step and its check; otherwise only

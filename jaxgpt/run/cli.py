@@ -114,7 +114,8 @@ def _add_run_flags(group: Any) -> None:
     add("steps", int, "training steps N; the LR decay (last 40%%) and window warmup 1728*s/N follow N")
     add("seq_len", int, "tokens per packed sequence T (a multiple of 128)")
     add("batch_tokens", int, "global batch in tokens per step (a multiple of seq_len * devices)")
-    add("val_every", int, "validate at step 0, every K steps and after the last step")
+    add("val_every", int, "validate at step 0, every K steps and after the last step; 0: after the last step only "
+        "(the record's val_loss_every 0, 'only at the end')")
     add("val_tokens", int, "validation tokens per evaluation (a multiple of batch_tokens)")
     add("window_max_tokens", int, "attention window at the last step in tokens (1728 in the record)")
     add("devices", or_none(int), "use the first D devices (none: all)")

@@ -9,12 +9,16 @@ from torch_ref import config as cfg
 
 
 @pytest.mark.parametrize("section, field, value", [
-    ("train", "seq_len", 100), ("train", "keep_checkpoints", 0), ("model", "num_heads", 5),
+    ("train", "seq_len", 100), ("train", "keep_checkpoints", 0), ("train", "val_every", -1), ("model", "num_heads", 5),
     ("model", "dtype_policy", "fp16"), ("optim", "ns_dtype", "fp16"),
 ])
 def test_config_validation_names_the_field(section, field, value):
     with pytest.raises(ValueError, match=f"invalid config field `{field}`"):
         cfg.replace(getattr(cfg.record_preset(), section), **{field: value})
+
+
+def test_val_every_0_is_the_records_only_at_the_end():
+    assert cfg.replace(cfg.record_preset().train, val_every=0).val_every == 0  # the record's val_loss_every 0
 
 
 def test_unknown_preset_names_the_choices():

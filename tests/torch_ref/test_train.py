@@ -217,6 +217,19 @@ def test_steps_0_validates_and_exits(small_run, tmp_path, capsys, one_thread):
     assert read_checkpoint(tmp_path / "init.pt")["step"] == 0
 
 
+def test_val_every_0_validates_after_the_last_step_only(small_run, tmp_path, capsys, one_thread):
+    """The record's val_loss_every 0 ("only at the end"): no step-0 validation (whose eval graph
+    Inductor would compile before the timed steps for nothing on a GPU), one after the last step."""
+    out = tmp_path / "out"
+    assert train_lib.main(small_run.args(out, "--steps", "2", "--val-every", "0", "--run-id", "z")) == 0
+    stdout = capsys.readouterr().out
+    lines = [line for line in stdout.splitlines() if line.startswith("step:")]
+    assert [int(m[1]) for m in _val_lines(stdout)] == [2], lines
+    assert [line.split(" ")[0] for line in lines] == ["step:1/2", "step:2/2", "step:2/2"]  # train 1, train 2, val 2
+    metrics = [json.loads(line) for line in (out / "logs" / "z.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics if m["kind"] == "val"] == [2]
+
+
 @pytest.mark.slow
 def test_interrupted_and_resumed_run_is_bit_exact(small_run, tmp_path, capsys, monkeypatch, one_thread,
                                                   interrupt_at_update, same_state):

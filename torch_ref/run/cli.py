@@ -120,7 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch-tokens", type=int, help="global tokens per step (a multiple of devices * seq_len)")
     parser.add_argument("--cycle-data", action="store_true", default=None,
                         help="start the training shards over when they run out (default: stop with an error)")
-    parser.add_argument("--val-every", type=int, help="validate every K steps (and after the last)")
+    parser.add_argument("--val-every", type=int, help="validate at step 0, every K steps and after the last step; 0: after "
+                        "the last step only (the record's val_loss_every 0, 'only at the end')")
     parser.add_argument("--val-tokens", type=int, help="validation tokens (a multiple of devices * seq_len)")
     parser.add_argument("--window-max-tokens", type=int, help="attention window at the last step, in tokens (1728 in the record)")
     parser.add_argument("--dtype", choices=cfg.DTYPE_POLICIES, help="record: bf16 + FP8 head; fp32: all fp32, plain head "

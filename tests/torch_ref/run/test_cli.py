@@ -17,6 +17,7 @@ ARGS = ["--device", "cpu", "--steps", "1", "--seq-len", "256", "--batch-tokens",
     [
         (["--seq-len", "100"], "seq_len"),  # invalid config values are usage errors
         (["--batch-tokens", "384"], "batch_tokens"),  # not a multiple of seq_len 256
+        (["--val-every", "-1"], "`val_every`: must be >= 0"),  # 0 is legal: after the last step only
         (["--devices", "0"], "--devices must be >= 1"),
     ],
 )
