@@ -29,7 +29,18 @@ TORCH_CUDA_VENV ?= .venv-torch-cuda
 TORCH_CUDA_SPEC ?= torch==2.14.1
 TORCH_CUDA_STAMP := $(TORCH_CUDA_VENV)/.installed
 
-.PHONY: train test lint test-compat setup sample clean gpu-plan gpu-aot torch-cuda fusion fusion-quick
+# The lent GPU machine's torch (2.11.0 with triton 3.6.0) on the CPU, pinned, in a venv of its own so
+# that .venv (CI's) keeps its CPU torch: scripts/torch_api_check.py resolves every torch API that the
+# record's script and torch_ref's CUDA branches call, binds their arguments, and runs what a CPU allows
+# of them (jaxgpt_tools/gpu/torch_api.py). PyPI's Linux wheel is a CUDA build: ~4.6 GB with its
+# nvidia-* and triton dependencies, about 2 minutes to download and install here. The record's exercises read its
+# script (runs/upstream/) or its log (../shared/upstream), and skip without them.
+TORCH_API_VENV ?= .venv-torch211
+TORCH_API_SPEC ?= torch==2.11.0
+TORCH_API_STAMP := $(TORCH_API_VENV)/.installed-$(subst ==,-,$(TORCH_API_SPEC))
+TORCH_API_JSON ?= artifacts/gpu/torch_$(patsubst torch==%,%,$(TORCH_API_SPEC))_api.json
+
+.PHONY: train test lint test-compat setup sample clean gpu-plan gpu-aot torch-cuda torch-api-check fusion fusion-quick
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -92,6 +103,17 @@ $(TORCH_CUDA_STAMP): pyproject.toml
 
 torch-cuda: $(TORCH_CUDA_STAMP)
 
+$(TORCH_API_STAMP):
+	test -x $(TORCH_API_VENV)/bin/python || $(PYTHON) -m venv $(TORCH_API_VENV)
+	$(TORCH_API_VENV)/bin/pip install --quiet "$(TORCH_API_SPEC)" numpy  # numpy: torch's tensor.numpy(), as the record uses
+	touch $@
+
+# No install of this project there (its jax dependencies are not needed): the repository on PYTHONPATH.
+# Inductor's caches off, so that every compiled exercise compiles (and its seconds are a cold compile's).
+torch-api-check: $(TORCH_API_STAMP)
+	PYTHONPATH=. TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 $(TORCH_API_VENV)/bin/python scripts/torch_api_check.py \
+		--json $(TORCH_API_JSON)
+
 # The fusion study (docs/FUSION.md, artifacts/fusion/): everything that runs on this machine,
 # both compilers' H100 code compiled without a GPU included (their venvs are built first).
 FUSION_ARGS ?= --write-docs
@@ -102,4 +124,4 @@ fusion-quick: $(VENV)/.installed
 	$(PY) scripts/fusion_report.py --quick
 
 clean:
-	rm -rf $(VENV) $(GPU_VENV) $(COMPAT_VENV) $(TORCH_CUDA_VENV) data/sample
+	rm -rf $(VENV) $(GPU_VENV) $(COMPAT_VENV) $(TORCH_CUDA_VENV) $(TORCH_API_VENV) data/sample
