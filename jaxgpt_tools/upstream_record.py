@@ -106,11 +106,13 @@ class Patch:
 @dataclass(frozen=True)
 class RecordRun:
     """What the run does: steps, tokens per step (one GPU's share of the record's batch by
-    default) and validation tokens (a multiple of the script's 65,536-token sequence)."""
+    default), validation tokens (a multiple of the script's 65,536-token sequence) and, when set,
+    `val_loss_every` (0: the script's own "only at the end", no step-0 validation)."""
 
     steps: int
     batch_tokens: int = 65536
     val_tokens: int = 65536
+    val_loss_every: int | None = None  # None: the script's 125
 
 
 def _setting(name: str, value: str, reason: str) -> Patch:
@@ -124,6 +126,10 @@ def record_patches(run: RecordRun) -> list[Patch]:
     """The changes, each with its reason. Nothing about the model, optimizer, schedule shapes or
     numerics changes: the LR cooldown and the attention window follow num_iterations, as the
     trainers' --steps do."""
+    validation = [] if run.val_loss_every is None else [_setting(
+        "val_loss_every", str(run.val_loss_every),
+        "validation cadence; 0 is the script's own 'only at the end': the step-0 validation compiles a "
+        "forward-only graph before the timed steps and measures nothing, the training step is unchanged")]
     return [
         _setting("train_files", '"shards/train/*.bin"',
                  "data path: the script globs relative to its working directory (Path.glob takes no absolute "
@@ -135,6 +141,7 @@ def record_patches(run: RecordRun) -> list[Patch]:
                  "unchanged, one process would accumulate 8 sequences per step"),
         _setting("val_tokens", str(run.val_tokens),
                  "validation tokens: the sample validation shard holds fewer than the record's 10,485,760"),
+        *validation,
         Patch("iter(files) -> itertools.cycle(files)", "the sample shards hold fewer batches than the steps; the loader would "
               "end the run when they run out (the script's own comment names this change)",
               r"\biter\(files\)", "itertools.cycle(files)"),

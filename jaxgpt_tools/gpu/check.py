@@ -209,7 +209,7 @@ def trainer_command(framework: str, sizes: Sizes, data: dict[str, str], steps: i
               "--val-tokens", str(sizes.val_tokens), "--train-files", data["train"], "--val-files", data["val"],
               "--cycle-data"]
     common += ["--steps", str(steps)] if steps else []
-    common += ["--val-every", str(val_every)] if val_every else []
+    common += ["--val-every", str(val_every)] if val_every is not None else []  # 0: only after the last step
     common += ["--dtype", sizes.dtype] if sizes.dtype else []
     common += ["--seq-len", str(sizes.seq_len)] if sizes.seq_len else []
     if framework == "jaxgpt":

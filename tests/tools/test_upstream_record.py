@@ -42,6 +42,12 @@ def test_patches_change_only_the_listed_settings_each_matching_once(stand_in):
     assert all(a["reason"] for a in applied)
 
 
+def test_validation_at_the_end_only_is_the_scripts_own_zero(stand_in):
+    patched, applied = ur.patch_script(stand_in, ur.record_patches(ur.RecordRun(steps=30, val_loss_every=0)))
+    assert settings(patched)["val_loss_every"] == 0 and "# a note" in patched
+    assert "val_loss_every = 0" in [a["name"] for a in applied]
+
+
 def test_a_patch_that_does_not_match_once_names_itself(stand_in):
     with pytest.raises(ValueError, match="'num_iterations = 30' matched 0 times"):
         ur.patch_script(stand_in.replace("num_iterations", "iterations"), ur.record_patches(ur.RecordRun(30)))

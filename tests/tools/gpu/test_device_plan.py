@@ -1,17 +1,24 @@
-"""jaxgpt_tools.gpu.device_plan: the control flow of the one-lease GPU plan (caps, the deadline, a
-failing, a hanging and a skipped step, a publish after every step, at most 8 flat files), then
-the whole plan through scripts/device_plan.py with its CPU stand-ins. No timing is asserted
-beyond the plan's own deadline, which is what it promises."""
+"""jaxgpt_tools.gpu.device_plan: the control flow of the one-lease GPU plan with fake steps (caps,
+the deadline, a failing, a hanging and a skipped step, a publish after every step and while a step
+runs, at most 8 flat files; processes an earlier step left, a busy GPU, the plan itself stopped;
+a publish that fails; the compile caches packed and restored), then the whole plan through
+scripts/device_plan.py with its CPU stand-ins, its refusals and its one-second check. No timing is
+asserted beyond the plan's own deadline, which is what it promises."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
 import pytest
 
+from jaxgpt_tools.common.subprocesses import marked_processes
 from jaxgpt_tools.gpu import device_plan
 from jaxgpt_tools.gpu.device_plan import Launch, PlanOptions, Skip, Step
 
@@ -40,7 +47,8 @@ def test_the_plan_records_each_steps_fate_within_its_deadline_and_publishes_afte
         python_step("outlives_the_deadline", "import time; time.sleep(60)", 30),
         python_step("too_late", "print('never')", 10),
     ]
-    options = PlanOptions(out=tmp_path / "out", work=tmp_path / "work", deadline_s=6.0, margin_s=0.5)
+    options = PlanOptions(out=tmp_path / "out", work=tmp_path / "work", deadline_s=6.0, margin_s=0.5,
+                          marker=f"JAXGPT_TEST_PLAN_{os.getpid()}")
     after_each = []
     start = time.monotonic()
     summary = device_plan.run_plan(steps, options, on_publish=lambda name, result: after_each.append(
@@ -105,7 +113,7 @@ def test_the_whole_plan_with_cpu_stand_ins_ends_inside_its_deadline(tmp_path, st
     summary = json.loads((out / device_plan.SUMMARY_JSON).read_text())
     assert code == 0, summary
     assert published(out) == sorted(device_plan.PUBLISHED)
-    assert list(summary["steps"]) == ["preflight", "jaxgpt", "torch_ref", "record", "attention", "mosaic"]
+    assert list(summary["steps"]) == ["preflight", "jaxgpt", "record", "torch_ref", "attention", "mosaic"]
     assert all(step["status"] == "ok" for step in summary["steps"].values())
     for trainer in ("jaxgpt", "torch_ref"):
         step = summary["steps"][trainer]
@@ -113,7 +121,8 @@ def test_the_whole_plan_with_cpu_stand_ins_ends_inside_its_deadline(tmp_path, st
         assert step["command"].startswith("python3 -m ") and "$WORK" in step["command"]
     # The record's step: its script patched (18 steps), the stand-in's log format read, peak memory included.
     record = summary["steps"]["record"]
-    assert "num_iterations = 18" in record["patches"] and record["step_ms_median"] == 10 and record["peak_mib"] == 123
+    assert {"num_iterations = 18", "val_loss_every = 0"} <= set(record["patches"])
+    assert record["step_ms_median"] == 10 and record["peak_mib"] == 123
     assert summary["record_step_ms"] == 10 and summary["ratio_jax_over_record"] > 0
     kernels = (out / "kernels.txt").read_text()
     # The published text names no machine's folders (the lease's files are committed as they come).
@@ -121,12 +130,18 @@ def test_the_whole_plan_with_cpu_stand_ins_ends_inside_its_deadline(tmp_path, st
     assert "$WORK/jaxgpt/logs/jaxgpt.txt" in logs["jaxgpt.log"]
     assert not [name for name, text in logs.items() if str(tmp_path) in text]
     assert "## jaxgpt: steps 15:16 traced" in kernels and "## torch_ref: steps 15:16 traced" in kernels
-    attention = json.loads((out / "attention.json").read_text())
+    attention = summary["steps"]["attention"]["results"]
     assert set(attention["timings"]["blocked"]) == {"1", "4", "14"} and "skipped" in attention["timings"]["pallas"]
     assert [row["window_blocks"] for row in attention["rows"]] == [1, 4, 14]
     assert "Hopper" in summary["steps"]["mosaic"]["results"]["skipped"]
     assert summary["steps"]["preflight"]["results"]["inputs"]["encoding"] in ("gpt2", "bytes")
-    assert "CPU stand-ins" in (out / device_plan.SUMMARY_MD).read_text()
+    with tarfile.open(out / device_plan.ARCHIVE) as archive:
+        assert "CPU stand-ins" in archive.extractfile(device_plan.SUMMARY_MD).read().decode()
+        assert "attention.json" in archive.getnames()
+    # The trainers compiled into the plan's cache root: JAX's programs came back in the caches' archive.
+    assert summary["caches"]["state"] == "cold" and summary["caches"]["packed"]["bytes"] > 0
+    assert summary["steps"]["jaxgpt"]["compiled"]["jax_programs"] > 0
+    assert summary["steps"]["jaxgpt"]["progress"]["phase"].startswith("done")
     assert "Median step ms over steps 12..13" in capsys.readouterr().out
 
 
@@ -137,3 +152,162 @@ def test_caps_from_the_command_line_replace_one_step_and_refuse_nonsense():
                       ("record", "want STEP=SECONDS"), ("jaxgpt=0", "positive")]:
         with pytest.raises(ValueError, match=said):
             device_plan.parse_caps([bad], caps)
+
+
+def plan_options(tmp_path: Path, **changes) -> PlanOptions:
+    # A marker of its own: a plan ends every marked process before each step, a neighbour's too.
+    return PlanOptions(out=tmp_path / "out", work=tmp_path / "work", deadline_s=60.0, margin_s=1.0,
+                       marker=f"JAXGPT_TEST_PLAN_{os.getpid()}", **changes)
+
+
+def test_a_process_an_earlier_step_left_is_ended_before_the_next_and_the_gpu_memory_read(tmp_path, monkeypatch):
+    # Step one leaves a process in a session of its own (out of its group's reach); step two
+    # finds it by the marker every step's environment carries. The GPU reads busy once, then free.
+    pid_file = tmp_path / "escaped.pid"
+    leave = ("import subprocess, sys; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], "
+             f"start_new_session=True); open({str(pid_file)!r}, 'w').write('x')")
+    steps = [python_step("leaves_one", leave, 10), python_step("next", "print('clean')", 10)]
+    readings = iter([0, 5000, 12])
+    monkeypatch.setattr(device_plan.time, "sleep", lambda seconds: None)  # the wait for a busy GPU
+    summary = device_plan.run_plan(steps, plan_options(tmp_path), gpu_memory=lambda: next(readings))
+    first, second = summary["steps"]["leaves_one"], summary["steps"]["next"]
+    assert first["status"] == "ok" and first["before"] == {"gpu_memory_used_mib": 0, "leftovers_ended": []}
+    assert len(second["before"]["leftovers_ended"]) == 1 and "time.sleep(120)" in second["before"]["leftovers_ended"][0]
+    assert second["before"]["gpu_memory_used_mib"] == 12 and "gpu_busy" not in second["before"]
+    assert marked_processes(f"JAXGPT_TEST_PLAN_{os.getpid()}") == []
+
+
+def test_a_gpu_still_busy_after_the_wait_is_said_and_the_step_runs(tmp_path, monkeypatch):
+    monkeypatch.setattr(device_plan.time, "sleep", lambda seconds: None)
+    summary = device_plan.run_plan([python_step("runs", "print('ok')", 10)], plan_options(tmp_path),
+                                   gpu_memory=lambda: 70_000)
+    step = summary["steps"]["runs"]
+    assert step["status"] == "ok" and "70000 MiB in use" in step["before"]["gpu_busy"]
+
+
+def test_a_running_step_publishes_its_phase_and_a_killed_one_says_how_far_it_got(tmp_path, monkeypatch):
+    lines = "".join(f"print('step:{s}/10 train_time:{100 * s}ms', flush=True);" for s in range(1, 4))
+    code = f"import time; {lines} time.sleep(60)"
+    while_running = []
+    publish = device_plan.publish
+
+    def spy(summary, options, step_logs=None, archives=True):
+        publish(summary, options, step_logs, archives)
+        if not archives:  # the cheap publish of a running step: the summary on disk says so
+            while_running.append(json.loads((options.out / device_plan.SUMMARY_JSON).read_text())["steps"]["slow"])
+
+    monkeypatch.setattr(device_plan, "publish", spy)
+    summary = device_plan.run_plan([python_step("slow", code, 2.0, log="record.log")], plan_options(tmp_path, tick_s=0.3))
+    assert while_running and all(step["status"] == "running" for step in while_running)
+    assert while_running[-1]["progress"]["phase"] == "step 4 of 10: running (3 logged)"
+    step = summary["steps"]["slow"]
+    assert step["status"] == "timed_out" and step["progress"]["phase"] == "step 4 of 10: running (3 logged)"
+    assert step["progress"]["last_line"].startswith("[killed after 2 s")
+
+
+def test_stopping_the_plan_ends_its_running_step_and_publishes_why(tmp_path):
+    # The plan in a process of its own, SIGTERM as the device tool or a user sends it.
+    pid_file, options = tmp_path / "step.pid", plan_options(tmp_path)
+    step_code = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
+    plan_code = "\n".join([
+        "import signal, sys",
+        "from pathlib import Path",
+        "from jaxgpt_tools.gpu import device_plan",
+        "from scripts.device_plan import _interrupt",
+        "signal.signal(signal.SIGTERM, _interrupt)",
+        f"step = device_plan.Step('hangs', 60, lambda work: device_plan.Launch([sys.executable, '-c', {step_code!r}]))",
+        f"options = device_plan.PlanOptions(out=Path({str(options.out)!r}), work=Path({str(options.work)!r}), "
+        f"deadline_s=100, margin_s=1, marker={options.marker!r})",
+        "try:",
+        "    device_plan.run_plan([step], options)",
+        "except KeyboardInterrupt:",
+        "    sys.exit(143)",
+    ])
+    plan = subprocess.Popen([sys.executable, "-c", plan_code], cwd=device_plan.REPO_ROOT,
+                            env=dict(os.environ, PYTHONPATH=str(device_plan.REPO_ROOT)))
+    deadline = time.monotonic() + 60
+    while not (pid_file.is_file() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    step_pid = int(pid_file.read_text())
+    plan.send_signal(signal.SIGTERM)
+    assert plan.wait(timeout=30) == 143
+    assert not Path(f"/proc/{step_pid}").exists() or " Z " in Path(f"/proc/{step_pid}/stat").read_text()
+    summary = json.loads((options.out / device_plan.SUMMARY_JSON).read_text())
+    assert summary["steps"]["hangs"]["status"] == "interrupted" and "SIGTERM" in summary["steps"]["hangs"]["reason"]
+
+
+def test_a_publish_that_fails_loses_one_file_not_the_plan_and_a_stale_partial_goes(tmp_path):
+    options = plan_options(tmp_path)
+    options.out.mkdir(parents=True)
+    (options.out / "jaxgpt.log").mkdir()  # a folder where the log should go: its write fails
+    (options.out / ".summary.json.partial").write_text("{")  # what a publish killed mid-write leaves
+    steps = [python_step("jaxgpt", "print('one')", 10, log="jaxgpt.log"), python_step("record", "print('two')", 10,
+                                                                                       log="record.log")]
+    summary = device_plan.run_plan(steps, options)
+    assert [step["status"] for step in summary["steps"].values()] == ["ok", "ok"]
+    assert "jaxgpt.log" in summary["publish_errors"] and "two" in (options.out / "record.log").read_text()
+    assert not (options.out / ".summary.json.partial").exists()
+    assert json.loads((options.out / device_plan.SUMMARY_JSON).read_text())["steps"]["record"]["status"] == "ok"
+
+
+def test_the_rest_archive_is_capped_and_says_what_it_left_out(tmp_path, monkeypatch):
+    monkeypatch.setattr(device_plan, "ARCHIVE_CAP", 300_000)
+    code = "import os; [open(f'part{i}.bin', 'wb').write(os.urandom(100_000)) for i in range(5)]"
+    step = Step("writes", 10, lambda work: Launch([sys.executable, "-c", code], cwd=work))
+    summary = device_plan.run_plan([step], plan_options(tmp_path))
+    archive = (tmp_path / "out" / device_plan.ARCHIVE)
+    assert archive.stat().st_size <= 300_000
+    with tarfile.open(archive) as opened:
+        kept = [name for name in opened.getnames() if name.startswith("part")]
+    assert len(kept) == 2 and len(summary["left_out_of_archive"]) == 3
+
+
+def test_compile_caches_come_back_in_one_archive_and_warm_the_next_plan(tmp_path):
+    # A compiling step writes one "kernel" into the Triton cache its environment names, unless
+    # it is already there: the second plan, given the first's archive, compiles nothing.
+    code = ("import os, pathlib; kernel = pathlib.Path(os.environ['TRITON_CACHE_DIR']) / 'abc' / 'k.cubin'; "
+            "print('hit' if kernel.exists() else 'compiled', flush=True); kernel.parent.mkdir(parents=True, exist_ok=True); "
+            "kernel.write_bytes(b'sm_90a')")
+    step = Step("record", 10, lambda work: Launch([sys.executable, "-c", code]), log="record.log", compiles=True)
+    first = device_plan.run_plan([step], plan_options(tmp_path / "one"))
+    archive = tmp_path / "one" / "out" / device_plan.CACHES
+    assert first["caches"]["state"] == "cold" and first["steps"]["record"]["compiled"]["triton_kernels"] == 1
+    assert first["caches"]["packed"]["bytes"] == archive.stat().st_size <= device_plan.CACHES_CAP
+    second = device_plan.run_plan([step], plan_options(tmp_path / "two", caches_archive=archive))
+    assert second["caches"]["state"] == "warm" and second["caches"]["counts_at_start"]["triton_kernels"] == 1
+    assert second["steps"]["record"]["compiled"]["triton_kernels"] == 0
+    assert "hit" in (tmp_path / "two" / "out" / "record.log").read_text()
+    broken = tmp_path / "broken.tar.gz"
+    broken.write_bytes(b"not an archive")
+    third = device_plan.run_plan([step], plan_options(tmp_path / "three", caches_archive=broken))
+    assert third["caches"]["state"] == "cold" and "broken.tar.gz" in third["caches"]["restore_error"]
+
+
+def test_the_command_refuses_a_deadline_past_one_device_command_and_strict_caps_over_it(tmp_path, capsys):
+    from scripts import device_plan as command
+
+    for args, said in [(["--deadline", "700"], "past the 580 s one device command can hold"),
+                       (["--strict-caps", "--cap", "torch_ref=500"], "caps sum to")]:
+        with pytest.raises(SystemExit) as refused:
+            command.main(["--cpu", "--out", str(tmp_path / "out"), *args])
+        assert refused.value.code == 2 and said in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_one_second_check_before_a_lease(tmp_path, capsys, stand_in):
+    from scripts import device_plan as command
+
+    script = tmp_path / "train_gpt.py"
+    script.write_text(stand_in)
+    broken = tmp_path / "caches.tar.gz"
+    broken.write_bytes(b"not an archive")
+    assert command.main(["--check", "--only", "preflight,jaxgpt"]) == 0
+    printed = capsys.readouterr().out
+    assert "steps preflight, jaxgpt: caps 120 s for 545 s before the deadline" in printed and "shards: " in printed
+    # The record's step selected with a script that is not the record's, a broken caches' archive,
+    # the caps over the deadline: each a problem, the status 1.
+    assert command.main(["--check", "--record-script", str(script), "--caches", str(broken),
+                         "--cap", "torch_ref=500"]) == 1
+    printed = capsys.readouterr().out
+    assert "PROBLEM: the record script's SHA-256" in printed and "PROBLEM: " in printed.split("SHA-256")[1]
+    assert "torch_ref: cap 500 s, runs only on the time" in printed or "torch_ref: cap 500 s shrunk" in printed
