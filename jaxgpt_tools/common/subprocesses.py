@@ -18,6 +18,7 @@ from pathlib import Path
 
 from jaxgpt_tools.common.artifacts import REPO_ROOT
 
+
 @dataclass(frozen=True)
 class Launch:
     """A child process: argv, working folder, environment (None: this process's)."""
