@@ -11,7 +11,7 @@ modules as needed; a config flag by attribute lookup) and binds the arguments to
 bindings carry (`torch.tensor`, `torch.empty`), else the ATen op schema (`torch._scaled_mm`:
 `torch.ops.aten._scaled_mm.<overload>._schema`); the call is accepted when any of them binds.
 
-`EXERCISES` go further where a CPU allows, each in seconds: the record's FP8 custom ops
+`torch_exercises.EXERCISES` go further where a CPU allows, each in seconds: the record's FP8 custom ops
 (`torch.library.custom_op`, `register_fake`, `register_autograd`, executed from the record's own
 text with the op namespace renamed) under FakeTensorMode, eagerly (its `torch._scaled_mm` calls on
 the CPU kernel) and compiled by Inductor for the CPU; torch_ref's `_scaled_mm` branch on CPU
@@ -26,13 +26,10 @@ runs it under the GPU machine's torch in a venv of its own.
 
 from __future__ import annotations
 
-import functools
 import importlib
 import inspect
 import re
-import time
-import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,11 +68,11 @@ class ApiUse:
     note: str = ""
 
 
-def _record(line: int, needle: str) -> Site:
+def record_at(line: int, needle: str) -> Site:
     return Site(RECORD, needle, line)
 
 
-def _ref(path: str, needle: str) -> Site:
+def ref_at(path: str, needle: str) -> Site:
     return Site(f"torch_ref/{path}", needle)
 
 
@@ -85,82 +82,82 @@ _FLEX = "torch.nn.attention.flex_attention"
 
 API_USES: tuple[ApiUse, ...] = (
     # The record's FP8 lm_head: two custom ops, their fake (meta) functions and autograd formula.
-    ApiUse("torch.library.custom_op", (_record(24, '"nanogpt::mm"'), _record(51, '"nanogpt::mm_backward"')),
+    ApiUse("torch.library.custom_op", (record_at(24, '"nanogpt::mm"'), record_at(51, '"nanogpt::mm_backward"')),
            1, ("mutates_args",)),
-    ApiUse(f"{_OPS}.register_fake", (_record(43, "mm_op.register_fake"), _record(81, "mm_backward_op.register_fake")), 1),
-    ApiUse(f"{_OPS}.register_autograd", (_record(100, "register_autograd"),), 1, ("setup_context",)),
-    ApiUse(f"{_CTX}.save_for_backward", (_record(96, "save_for_backward"),), 2),
-    ApiUse(f"{_CTX}.set_materialize_grads", (_record(98, "set_materialize_grads"),), 1),
-    ApiUse("torch._scaled_mm", (_record(31, "torch._scaled_mm("), _record(60, "torch._scaled_mm("),
-                                _record(69, "torch._scaled_mm("), _ref("fp8.py", "torch._scaled_mm(")),
+    ApiUse(f"{_OPS}.register_fake", (record_at(43, "mm_op.register_fake"), record_at(81, "mm_backward_op.register_fake")), 1),
+    ApiUse(f"{_OPS}.register_autograd", (record_at(100, "register_autograd"),), 1, ("setup_context",)),
+    ApiUse(f"{_CTX}.save_for_backward", (record_at(96, "save_for_backward"),), 2),
+    ApiUse(f"{_CTX}.set_materialize_grads", (record_at(98, "set_materialize_grads"),), 1),
+    ApiUse("torch._scaled_mm", (record_at(31, "torch._scaled_mm("), record_at(60, "torch._scaled_mm("),
+                                record_at(69, "torch._scaled_mm("), ref_at("fp8.py", "torch._scaled_mm(")),
            2, ("out_dtype", "scale_a", "scale_b", "use_fast_accum")),
-    ApiUse("torch.float8_e4m3fn", (_record(29, "torch.float8_e4m3fn"), _ref("fp8.py", "torch.float8_e4m3fn")), call=False),
-    ApiUse("torch.float8_e5m2", (_record(59, "torch.float8_e5m2"), _ref("fp8.py", "torch.float8_e5m2")), call=False),
+    ApiUse("torch.float8_e4m3fn", (record_at(29, "torch.float8_e4m3fn"), ref_at("fp8.py", "torch.float8_e4m3fn")), call=False),
+    ApiUse("torch.float8_e5m2", (record_at(59, "torch.float8_e5m2"), ref_at("fp8.py", "torch.float8_e5m2")), call=False),
     # Compilation.
-    ApiUse("torch.compile", (_record(26, "@torch.compile"), _record(53, "@torch.compile"), _record(110, "@torch.compile"),
-                             _record(543, "torch.compile(model)"), _ref("compilation.py", "torch.compile(model)"),
-                             _ref("muon.py", "torch.compile(_newton_schulz)")), 1),
-    ApiUse("torch.compile", (_ref("attention.py", "torch.compile(flex_attention, dynamic=False)"),), 1, ("dynamic",)),
+    ApiUse("torch.compile", (record_at(26, "@torch.compile"), record_at(53, "@torch.compile"), record_at(110, "@torch.compile"),
+                             record_at(543, "torch.compile(model)"), ref_at("compilation.py", "torch.compile(model)"),
+                             ref_at("muon.py", "torch.compile(_newton_schulz)")), 1),
+    ApiUse("torch.compile", (ref_at("attention.py", "torch.compile(flex_attention, dynamic=False)"),), 1, ("dynamic",)),
     ApiUse("torch._inductor.config.coordinate_descent_tuning",
-           (_record(19, "coordinate_descent_tuning = True"), _ref("compilation.py", '"coordinate_descent_tuning"')),
+           (record_at(19, "coordinate_descent_tuning = True"), ref_at("compilation.py", '"coordinate_descent_tuning"')),
            call=False),
     # FlexAttention with the record's hand-built block masks.
-    ApiUse(f"{_FLEX}.flex_attention", (_record(285, "flex_attention("), _ref("attention.py", "block_mask=mask, scale=scale")),
+    ApiUse(f"{_FLEX}.flex_attention", (record_at(285, "flex_attention("), ref_at("attention.py", "block_mask=mask, scale=scale")),
            3, ("block_mask", "scale")),
-    ApiUse(f"{_FLEX}.BlockMask", (_record(18, "BlockMask"), _ref("masks.py", "import BlockMask")), call=False),
-    ApiUse(f"{_FLEX}.BlockMask.from_kv_blocks", (_record(384, "BlockMask.from_kv_blocks("),
-                                                 _ref("masks.py", "BlockMask.from_kv_blocks(")),
+    ApiUse(f"{_FLEX}.BlockMask", (record_at(18, "BlockMask"), ref_at("masks.py", "import BlockMask")), call=False),
+    ApiUse(f"{_FLEX}.BlockMask.from_kv_blocks", (record_at(384, "BlockMask.from_kv_blocks("),
+                                                 ref_at("masks.py", "BlockMask.from_kv_blocks(")),
            4, ("BLOCK_SIZE", "mask_mod")),
-    ApiUse("torch.nn.functional.rms_norm", (_record(223, "F.rms_norm("),), 2),
-    ApiUse("torch.nn.Buffer", (_record(246, "nn.Buffer("), _record(247, "nn.Buffer(")), 1, ("persistent",)),
+    ApiUse("torch.nn.functional.rms_norm", (record_at(223, "F.rms_norm("),), 2),
+    ApiUse("torch.nn.Buffer", (record_at(246, "nn.Buffer("), record_at(247, "nn.Buffer(")), 1, ("persistent",)),
     # The process group and its collectives (NCCL on the GPU).
-    ApiUse("torch.distributed.init_process_group", (_record(478, "dist.init_process_group("),), 0, ("backend", "device_id")),
-    ApiUse("torch.distributed.init_process_group", (_ref("train.py", "dist.init_process_group("),), 1,
+    ApiUse("torch.distributed.init_process_group", (record_at(478, "dist.init_process_group("),), 0, ("backend", "device_id")),
+    ApiUse("torch.distributed.init_process_group", (ref_at("train.py", "dist.init_process_group("),), 1,
            ("init_method", "rank", "world_size", "device_id", "timeout")),
-    ApiUse("torch.distributed.barrier", (_record(479, "dist.barrier()"), _ref("train.py", "dist.barrier()"))),
-    ApiUse("torch.distributed.broadcast", (_record(516, "dist.broadcast("), _ref("train.py", "dist.broadcast(")), 2),
-    ApiUse("torch.distributed.all_gather_into_tensor", (_record(215, "dist.all_gather_into_tensor("),
-                                                        _ref("muon.py", "dist.all_gather_into_tensor")),
+    ApiUse("torch.distributed.barrier", (record_at(479, "dist.barrier()"), ref_at("train.py", "dist.barrier()"))),
+    ApiUse("torch.distributed.broadcast", (record_at(516, "dist.broadcast("), ref_at("train.py", "dist.broadcast(")), 2),
+    ApiUse("torch.distributed.all_gather_into_tensor", (record_at(215, "dist.all_gather_into_tensor("),
+                                                        ref_at("muon.py", "dist.all_gather_into_tensor")),
            2, ("async_op",)),
-    ApiUse("torch.distributed.all_gather_single", (_ref("muon.py", '"all_gather_single"'),), 2, ("async_op",),
+    ApiUse("torch.distributed.all_gather_single", (ref_at("muon.py", '"all_gather_single"'),), 2, ("async_op",),
            optional=True, note="newer torch's name; torch_ref falls back to all_gather_into_tensor"),
-    ApiUse("torch.distributed.all_reduce", (_record(580, "dist.all_reduce("), _record(600, "dist.all_reduce("),
-                                            _ref("train.py", "dist.all_reduce(")), 1, ("op",)),
-    ApiUse("torch.distributed.ReduceOp.AVG", (_record(580, "dist.ReduceOp.AVG"), _ref("train.py", "dist.ReduceOp.AVG")),
+    ApiUse("torch.distributed.all_reduce", (record_at(580, "dist.all_reduce("), record_at(600, "dist.all_reduce("),
+                                            ref_at("train.py", "dist.all_reduce(")), 1, ("op",)),
+    ApiUse("torch.distributed.ReduceOp.AVG", (record_at(580, "dist.ReduceOp.AVG"), ref_at("train.py", "dist.ReduceOp.AVG")),
            call=False),
-    ApiUse("torch.distributed.new_group", (_ref("train.py", 'dist.new_group(backend="gloo")'),), 0, ("backend",)),
-    ApiUse("torch.distributed.destroy_process_group", (_record(619, "dist.destroy_process_group()"),
-                                                       _ref("train.py", "dist.destroy_process_group()"))),
-    ApiUse("torch.distributed.distributed_c10d._get_default_store", (_ref("run/peers.py", "_get_default_store()"),)),
+    ApiUse("torch.distributed.new_group", (ref_at("train.py", 'dist.new_group(backend="gloo")'),), 0, ("backend",)),
+    ApiUse("torch.distributed.destroy_process_group", (record_at(619, "dist.destroy_process_group()"),
+                                                       ref_at("train.py", "dist.destroy_process_group()"))),
+    ApiUse("torch.distributed.distributed_c10d._get_default_store", (ref_at("run/peers.py", "_get_default_store()"),)),
     # CUDA device, memory, timing and host-pinned buffers.
-    ApiUse("torch.cuda.is_available", (_record(475, "torch.cuda.is_available()"), _ref("run/cli.py", "torch.cuda.is_available()"))),
-    ApiUse("torch.cuda.device_count", (_ref("run/preflight.py", "torch.cuda.device_count()"),)),
-    ApiUse("torch.cuda.set_device", (_record(477, "torch.cuda.set_device("), _ref("train.py", "torch.cuda.set_device(")), 1),
-    ApiUse("torch.cuda.synchronize", (_record(546, "torch.cuda.synchronize()"), _record(566, "torch.cuda.synchronize()"),
-                                      _record(584, "torch.cuda.synchronize()"))),
-    ApiUse("torch.cuda.synchronize", (_ref("run/runlog.py", "torch.cuda.synchronize("),
-                                      _ref("run/profiling.py", "torch.cuda.synchronize(")), 1),
-    ApiUse("torch.cuda.max_memory_allocated", (_record(616, "max_memory_allocated()"), _ref("train.py", "max_memory_allocated()"))),
-    ApiUse("torch.cuda.max_memory_reserved", (_record(617, "max_memory_reserved()"), _ref("train.py", "max_memory_reserved()"))),
-    ApiUse("torch.cuda.Event", (_ref("run/runlog.py", "torch.cuda.Event()"),)),
-    ApiUse("torch.cuda.Event.record", (_ref("run/runlog.py", "event.record()"),)),
-    ApiUse("torch.cuda.Event.query", (_ref("run/runlog.py", "event.query()"),)),
-    ApiUse("torch.cuda.Event.synchronize", (_ref("run/runlog.py", "event.synchronize()"),)),
-    ApiUse("torch.version.cuda", (_record(501, "torch.version.cuda"),), call=False),
-    ApiUse("torch.empty", (_record(13, 'torch.empty(1, device="cuda", requires_grad=True)'),), 1, ("device", "requires_grad")),
-    ApiUse("torch.empty", (_record(171, "torch.empty(self.world_size, size"),), 2, ("dtype", "device")),
-    ApiUse("torch.empty", (_record(431, "pin_memory=True"), _ref("run/runlog.py", "pin_memory=True")), 1, ("dtype", "pin_memory")),
-    ApiUse("torch.tensor", (_record(541, "pin_memory=True"),), 1, ("dtype", "pin_memory")),
-    ApiUse("torch.tensor", (_ref("fp8.py", "torch.tensor(a_scale"), _ref("train.py", "torch.tensor(window, ")), 1,
+    ApiUse("torch.cuda.is_available", (record_at(475, "torch.cuda.is_available()"), ref_at("run/cli.py", "torch.cuda.is_available()"))),
+    ApiUse("torch.cuda.device_count", (ref_at("run/preflight.py", "torch.cuda.device_count()"),)),
+    ApiUse("torch.cuda.set_device", (record_at(477, "torch.cuda.set_device("), ref_at("train.py", "torch.cuda.set_device(")), 1),
+    ApiUse("torch.cuda.synchronize", (record_at(546, "torch.cuda.synchronize()"), record_at(566, "torch.cuda.synchronize()"),
+                                      record_at(584, "torch.cuda.synchronize()"))),
+    ApiUse("torch.cuda.synchronize", (ref_at("run/runlog.py", "torch.cuda.synchronize("),
+                                      ref_at("run/profiling.py", "torch.cuda.synchronize(")), 1),
+    ApiUse("torch.cuda.max_memory_allocated", (record_at(616, "max_memory_allocated()"), ref_at("train.py", "max_memory_allocated()"))),
+    ApiUse("torch.cuda.max_memory_reserved", (record_at(617, "max_memory_reserved()"), ref_at("train.py", "max_memory_reserved()"))),
+    ApiUse("torch.cuda.Event", (ref_at("run/runlog.py", "torch.cuda.Event()"),)),
+    ApiUse("torch.cuda.Event.record", (ref_at("run/runlog.py", "event.record()"),)),
+    ApiUse("torch.cuda.Event.query", (ref_at("run/runlog.py", "event.query()"),)),
+    ApiUse("torch.cuda.Event.synchronize", (ref_at("run/runlog.py", "event.synchronize()"),)),
+    ApiUse("torch.version.cuda", (record_at(501, "torch.version.cuda"),), call=False),
+    ApiUse("torch.empty", (record_at(13, 'torch.empty(1, device="cuda", requires_grad=True)'),), 1, ("device", "requires_grad")),
+    ApiUse("torch.empty", (record_at(171, "torch.empty(self.world_size, size"),), 2, ("dtype", "device")),
+    ApiUse("torch.empty", (record_at(431, "pin_memory=True"), ref_at("run/runlog.py", "pin_memory=True")), 1, ("dtype", "pin_memory")),
+    ApiUse("torch.tensor", (record_at(541, "pin_memory=True"),), 1, ("dtype", "pin_memory")),
+    ApiUse("torch.tensor", (ref_at("fp8.py", "torch.tensor(a_scale"), ref_at("train.py", "torch.tensor(window, ")), 1,
            ("dtype", "device")),
-    ApiUse("torch.Tensor.cuda", (_record(541, ".cuda(non_blocking=True)"),), 0, ("non_blocking",)),
-    ApiUse("torch.Tensor.pin_memory", (_ref("data.py", ".pin_memory()"),)),
-    ApiUse("torch.from_file", (_record(426, "torch.from_file("),), 3, ("dtype",)),
+    ApiUse("torch.Tensor.cuda", (record_at(541, ".cuda(non_blocking=True)"),), 0, ("non_blocking",)),
+    ApiUse("torch.Tensor.pin_memory", (ref_at("data.py", ".pin_memory()"),)),
+    ApiUse("torch.from_file", (record_at(426, "torch.from_file("),), 3, ("dtype",)),
     # The optimizer's fused CUDA kernel, and the profiler's CUDA activity.
-    ApiUse("torch.optim.Adam", (_record(528, "torch.optim.Adam("),), 1, ("betas", "fused", "eps")),
-    ApiUse("torch.optim.Adam", (_ref("optim.py", "torch.optim.Adam("),), 1, ("betas", "eps", "weight_decay", "fused")),
-    ApiUse("torch.profiler.profile", (_ref("run/profiling.py", "profile(activities=activities)"),), 0, ("activities",)),
-    ApiUse("torch.profiler.ProfilerActivity.CUDA", (_ref("run/profiling.py", "ProfilerActivity.CUDA"),), call=False),
+    ApiUse("torch.optim.Adam", (record_at(528, "torch.optim.Adam("),), 1, ("betas", "fused", "eps")),
+    ApiUse("torch.optim.Adam", (ref_at("optim.py", "torch.optim.Adam("),), 1, ("betas", "eps", "weight_decay", "fused")),
+    ApiUse("torch.profiler.profile", (ref_at("run/profiling.py", "profile(activities=activities)"),), 0, ("activities",)),
+    ApiUse("torch.profiler.ProfilerActivity.CUDA", (ref_at("run/profiling.py", "ProfilerActivity.CUDA"),), call=False),
 )
 
 
@@ -345,296 +342,6 @@ def check_uses(uses: Iterable[ApiUse] = API_USES) -> list[dict[str, Any]]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Exercised on the CPU
-
-
-class Skipped(Exception):
-    """An exercise that cannot run here (what it needs is absent); the reason is its message."""
-
-
-# The record's custom ops are registered under this namespace instead of its "nanogpt" (which the
-# parity harness, jaxgpt_tools.parity.record_code, may already have registered in this process).
-OP_NAMESPACE = "jaxgpt_torch_api"
-
-
-def record_source() -> str:
-    """The record's script: where scripts/fetch_record.py writes it, else from its log beside the
-    checkout (../shared/upstream or $JAXGPT_UPSTREAM_LOGS). Skipped when neither is there;
-    ValueError when it is not the record's script."""
-    from jaxgpt_tools import upstream_record
-    from jaxgpt_tools.parity import record_code
-
-    if upstream_record.DEFAULT_SCRIPT.is_file():
-        source = upstream_record.DEFAULT_SCRIPT.read_text()
-    else:
-        try:
-            source = record_code.record_script("record")
-        except FileNotFoundError as error:
-            raise Skipped(f"the record's script is absent ({RECORD}; its log neither): {one_line(error)}") from None
-    if upstream_record.sha256(source) != upstream_record.SCRIPT_SHA256:
-        raise ValueError("the record's script has another SHA-256 than the Sub3Min record's")
-    return source
-
-
-@functools.cache
-def record_fp8_ops() -> dict[str, Any]:
-    """The record's FP8 section (its `# Custom operators` line up to `# Muon optimizer`) executed
-    as written, its two ops renamed into OP_NAMESPACE; line numbers are the script's. Once per
-    process (a second registration of an op fails)."""
-    import torch
-
-    source = record_source()
-    start, end = source.index("# Custom operators"), source.index("# Muon optimizer")
-    section = source[start:end]
-    for old, count in (('"nanogpt::', 2), ("torch.ops.nanogpt.", 2)):
-        if section.count(old) != count:
-            raise ValueError(f"the record's FP8 section holds {old!r} {section.count(old)} times, not {count}")
-        section = section.replace(old, old.replace("nanogpt", OP_NAMESPACE))
-    namespace: dict[str, Any] = {"torch": torch, "Tensor": torch.Tensor, "__name__": "record_fp8"}
-    code = compile("\n" * source.count("\n", 0, start) + section, RECORD, "exec")
-    exec(code, namespace)  # noqa: S102 - the record's own code, the point of this check
-    return namespace
-
-
-def _relative_error(got: Any, want: Any) -> float:
-    got, want = got.detach().float(), want.detach().float()
-    return float((got - want).norm() / want.norm())
-
-
-def _fp8_inputs(requires_grad: bool = True) -> tuple[Any, Any]:
-    import torch
-
-    generator = torch.Generator().manual_seed(0)
-    x = torch.randn(256, 128, generator=generator).bfloat16()
-    w = torch.randn(512, 128, generator=generator) * 0.01
-    return x.requires_grad_(requires_grad), w.requires_grad_(requires_grad)
-
-
-def _record_fp8_against_fp32(lm_head: Callable[[Any, Any], Any]) -> str:
-    """The record's lm_head_fp8 forward and backward on CPU tensors against fp32 matmuls."""
-    import torch
-
-    x, w = _fp8_inputs()
-    out = lm_head(x, w)
-    # The record's grad scale 2^29 is sized for a loss averaged over 65,536 tokens.
-    (out.float().sum() / 65536).backward()
-    xf, wf = x.detach().float(), w.detach()
-    grad = torch.full(out.shape, 1 / 65536)
-    errors = {"out": _relative_error(out, xf @ wf.t()), "grad_x": _relative_error(x.grad, grad @ wf),
-              "grad_w": _relative_error(w.grad, grad.t() @ xf)}
-    dtypes = (out.dtype, x.grad.dtype, w.grad.dtype)
-    assert str(dtypes) == "(torch.bfloat16, torch.bfloat16, torch.float32)", f"dtypes {dtypes}"
-    assert all(error < 0.1 for error in errors.values()), f"relative errors against fp32 {errors}"  # FP8: a few %
-    return "relative error against fp32 " + ", ".join(f"{k} {v:.3f}" for k, v in errors.items())
-
-
-def exercise_record_fp8_fake() -> str:
-    """The record's ops registered; their fake functions and autograd formula under FakeTensorMode."""
-    import torch
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    ops = record_fp8_ops()
-    with FakeTensorMode():
-        x = torch.empty(256, 128, dtype=torch.bfloat16, requires_grad=True)
-        w = torch.empty(512, 128, requires_grad=True)
-        out = ops["lm_head_fp8"](x, w)
-        out.float().sum().backward()
-        outputs: list[Any] = [out, x.grad, w.grad]
-        shapes = [(tuple(t.shape), str(t.dtype)) for t in outputs]
-    want = [((256, 512), "torch.bfloat16"), ((256, 128), "torch.bfloat16"), ((512, 128), "torch.float32")]
-    assert shapes == want, f"fake outputs {shapes}, expected {want}"
-    return "fake forward and backward: " + ", ".join(f"{s} {d}" for s, d in shapes)
-
-
-def exercise_record_fp8_eager() -> str:
-    """The record's ops run with torch.compile in force-eager stance: its torch._scaled_mm calls on the CPU kernel."""
-    import torch
-
-    ops = record_fp8_ops()
-    with torch.compiler.set_stance("force_eager"):
-        return _record_fp8_against_fp32(ops["lm_head_fp8"])
-
-
-def exercise_record_fp8_compiled() -> str:
-    """The record's ops with their inner torch.compile'd functions compiled by Inductor for the CPU."""
-    from torch._dynamo.utils import counters
-
-    ops = record_fp8_ops()
-    before = counters["stats"]["unique_graphs"]
-    result = _record_fp8_against_fp32(ops["lm_head_fp8"])
-    graphs = counters["stats"]["unique_graphs"] - before
-    assert graphs >= 2, f"{graphs} graphs compiled (expected the forward's and the backward's impl)"
-    return f"{graphs} graphs compiled; {result}"
-
-
-def exercise_torch_ref_fp8() -> str:
-    """torch_ref's FP8 matmul on its `_scaled_mm` branch, with CPU tensors, against its emulation."""
-    from torch_ref import fp8
-
-    results = []
-    for use_scaled_mm in (True, False):
-        x, w = _fp8_inputs()
-        scales = (fp8.X_SCALE, fp8.W_SCALE, fp8.GRAD_SCALE)
-        out = fp8._FP8Matmul.apply(x, w, scales, use_scaled_mm)
-        (out.float().sum() / 65536).backward()
-        results.append((out, x.grad, w.grad))
-    errors = {k: _relative_error(a, b) for k, a, b in zip(("out", "grad_x", "grad_w"), *results, strict=True)}
-    assert all(error < 1e-2 for error in errors.values()), f"relative differences {errors}"
-    return "_scaled_mm against the emulation: " + ", ".join(f"{k} {v:.1e}" for k, v in errors.items())
-
-
-def _attention_case(window_blocks: int) -> tuple[Any, Any, Any, Any]:
-    """q, k, v (1, 2, 1024, 64), torch_ref's BlockMask for 3 documents and a window, and the
-    (T, T) allowed mask of the same lists."""
-    import torch
-
-    from torch_ref import masks
-
-    generator = torch.Generator().manual_seed(0)
-    tokens = torch.randint(0, 50000, (1024,), generator=generator)
-    tokens[[100, 400, 700]] = 50256
-    docs = masks.document_ids(tokens, 50256, 128)
-    lists = masks.truncate_to_window(masks.block_lists(docs, 128), window_blocks)
-    q, k, v = (torch.randn(1, 2, 1024, 64, generator=generator) for _ in range(3))
-    return (q, k, v), masks.build_block_mask(lists, docs, 128), masks.allowed_mask_from_block_lists(lists, docs, 128), docs
-
-
-def exercise_flex_eager() -> str:
-    """torch_ref's BlockMask.from_kv_blocks on the CPU and eager flex_attention(block_mask=, scale=)
-    against SDPA with the same allowed set (a window over all 8 blocks: eager ignores the lists)."""
-    import torch.nn.functional as F
-    from torch.nn.attention.flex_attention import flex_attention
-
-    (q, k, v), block_mask, allowed, _ = _attention_case(8)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # "flex_attention called without torch.compile()"
-        got = flex_attention(q, k, v, block_mask=block_mask, scale=0.12)
-    want = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, scale=0.12)
-    diff = float((got - want).abs().max())
-    assert diff < 1e-4, f"max difference {diff}"
-    return f"BlockMask {tuple(block_mask.shape)}; max |flex - SDPA| {diff:.1e}"
-
-
-def exercise_flex_compiled() -> str:
-    """torch_ref's compiled flex_attention (Inductor's CPU kernel) with a 3-block window, against SDPA."""
-    import torch.nn.functional as F
-
-    from torch_ref import attention
-
-    (q, k, v), block_mask, allowed, _ = _attention_case(3)
-    got = attention.attend(q, k, v, block_mask)
-    want = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, scale=attention.ATTN_SCALE)
-    diff = float((got - want).abs().max())
-    assert diff < 1e-4, f"max difference {diff}"
-    return f"max |flex - SDPA| {diff:.1e}"
-
-
-def exercise_newton_schulz_compiled() -> str:
-    """torch_ref's torch.compile'd Newton-Schulz (the CUDA path's) on the CPU: as close to the fp32
-    iteration as eager bf16 is (the two bf16 paths round at different points, ~3% apart)."""
-    import torch
-
-    from torch_ref import muon
-
-    G = torch.randn(128, 256, generator=torch.Generator().manual_seed(0))
-    compiled = muon._compiled_newton_schulz()(G, 5, torch.bfloat16, "poly")
-    fp32 = muon._newton_schulz(G, 5, torch.float32, "poly")
-    errors = {"compiled": _relative_error(compiled, fp32),
-              "eager": _relative_error(muon._newton_schulz(G, 5, torch.bfloat16, "poly"), fp32)}
-    assert compiled.dtype == torch.bfloat16, f"compiled returned {compiled.dtype}"
-    assert errors["compiled"] < min(1.5 * errors["eager"], 0.05), f"relative errors against fp32 {errors}"
-    return "bf16, relative error against fp32: " + ", ".join(f"{k} {v:.3f}" for k, v in errors.items())
-
-
-def exercise_inductor_settings() -> str:
-    """torch_ref's apply_inductor_settings (the record's config flag) set, then restored."""
-    import torch._inductor.config as inductor_config
-
-    from torch_ref import compilation
-
-    with inductor_config.patch(coordinate_descent_tuning=False):
-        applied = compilation.apply_inductor_settings()
-        read = {name: getattr(inductor_config, name) for name in applied}
-    assert read == applied, f"read back {read}"
-    return f"set {applied}"
-
-
-def exercise_all_gather() -> str:
-    """torch_ref's Muon all-gather (async) and the record's all_gather_into_tensor on a one-process gloo group."""
-    import torch
-    import torch.distributed as dist
-
-    from torch_ref import muon
-
-    if dist.is_initialized():
-        raise Skipped("a process group is already initialised in this process")
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    try:
-        local = torch.arange(8.0)
-        gathered, record = torch.empty(8), torch.empty(8)
-        muon._all_gather_flat(gathered, local).wait()
-        with warnings.catch_warnings():  # newer torch: "deprecated, use all_gather_single"
-            warnings.simplefilter("ignore", FutureWarning)
-            dist.all_gather_into_tensor(record, local, async_op=True).wait()  # the record's call (its line 215)
-    finally:
-        dist.destroy_process_group()
-    assert torch.equal(gathered, local) and torch.equal(record, local), f"gathered {gathered}, {record}"
-    which = "all_gather_single" if getattr(dist, "all_gather_single", None) else "all_gather_into_tensor"
-    return f"torch_ref gathers with {which}; both equal the input"
-
-
-@dataclass(frozen=True)
-class Exercise:
-    """A run of the code on the CPU; `slow` ones compile with Inductor (seconds to tens of seconds)."""
-
-    name: str
-    run: Callable[[], str]
-    sites: tuple[Site, ...]
-    slow: bool = False
-
-
-EXERCISES: tuple[Exercise, ...] = (
-    Exercise("record FP8 ops: custom_op + register_fake + register_autograd under FakeTensorMode",
-             exercise_record_fp8_fake, (_record(24, "custom_op"), _record(43, "register_fake"), _record(100, "register_autograd"))),
-    Exercise("record FP8 ops: torch._scaled_mm on the CPU (torch.compile force-eager)", exercise_record_fp8_eager,
-             (_record(31, "_scaled_mm"), _record(60, "_scaled_mm"), _record(69, "_scaled_mm"))),
-    Exercise("record FP8 ops: inner torch.compile by Inductor for the CPU", exercise_record_fp8_compiled,
-             (_record(26, "@torch.compile"), _record(53, "@torch.compile")), slow=True),
-    Exercise("torch_ref FP8 matmul: the _scaled_mm branch on CPU tensors", exercise_torch_ref_fp8,
-             (_ref("fp8.py", "torch._scaled_mm("),)),
-    Exercise("torch_ref BlockMask.from_kv_blocks + eager flex_attention on the CPU", exercise_flex_eager,
-             (_ref("masks.py", "BlockMask.from_kv_blocks("),)),
-    Exercise("torch_ref compiled flex_attention on the CPU (Inductor)", exercise_flex_compiled,
-             (_ref("attention.py", "torch.compile(flex_attention"),), slow=True),
-    Exercise("torch_ref compiled Newton-Schulz on the CPU (Inductor)", exercise_newton_schulz_compiled,
-             (_ref("muon.py", "torch.compile(_newton_schulz)"),), slow=True),
-    Exercise("torch_ref Inductor setting (coordinate_descent_tuning)", exercise_inductor_settings,
-             (_ref("compilation.py", "setattr(inductor_config"),)),
-    Exercise("torch_ref Muon all-gather on a one-process gloo group", exercise_all_gather,
-             (_ref("muon.py", "gather(output, local, async_op=True)"), _record(215, "all_gather_into_tensor"))),
-)
-
-
-def run_exercise(exercise: Exercise) -> dict[str, Any]:
-    """One exercise's row: ok with what it showed and its seconds, None when skipped, else the error."""
-    start = time.perf_counter()
-    row = {"name": f"exercised: {exercise.name}", "where": where(exercise.sites)}
-    try:
-        shown = exercise.run()
-    except Skipped as skipped:
-        return {**row, "ok": None, "problem": "", "checked": f"skipped: {skipped}"}
-    except Exception as error:  # noqa: BLE001 - any failure of the exercised code is the row's result
-        return {**row, "ok": False, "problem": f"{type(error).__name__}: {one_line(error)}",
-                "checked": f"exercised ({time.perf_counter() - start:.1f} s)"}
-    return {**row, "ok": True, "problem": "", "checked": f"exercised ({time.perf_counter() - start:.1f} s): {shown}"}
-
-
-def run_exercises(slow: bool = True, exercises: Iterable[Exercise] = EXERCISES) -> list[dict[str, Any]]:
-    """A row per exercise (the slow ones only with `slow`)."""
-    return [run_exercise(exercise) for exercise in exercises if slow or not exercise.slow]
-
-
-# ---------------------------------------------------------------------------------------------
 # The report
 
 
@@ -656,6 +363,8 @@ def environment() -> dict[str, Any]:
 
 def report(exercise: bool = True, slow: bool = True) -> dict[str, Any]:
     """Environment, every API row and (with `exercise`) the exercises' rows, and the failures' count."""
+    from jaxgpt_tools.gpu.torch_exercises import run_exercises  # it builds on this module's sites
+
     rows = check_uses()
     if exercise:
         rows += run_exercises(slow=slow)

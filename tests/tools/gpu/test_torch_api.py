@@ -10,7 +10,7 @@ import json
 import pytest
 import torch
 
-from jaxgpt_tools.gpu import torch_api
+from jaxgpt_tools.gpu import torch_api, torch_exercises
 from jaxgpt_tools.gpu.torch_api import ApiUse, Site
 from scripts import torch_api_check
 
@@ -49,10 +49,10 @@ def test_an_absent_optional_name_passes_and_says_so():
 
 def test_each_listed_place_holds_what_it_names():
     try:
-        record = torch_api.record_source().splitlines()
-    except torch_api.Skipped:
+        record = torch_exercises.record_source().splitlines()
+    except torch_exercises.Skipped:
         record = None  # neither the fetched script nor its log: torch_ref's places are still checked
-    for site in [s for use in torch_api.API_USES for s in use.sites] + [s for e in torch_api.EXERCISES for s in e.sites]:
+    for site in [s for use in torch_api.API_USES for s in use.sites] + [s for e in torch_exercises.EXERCISES for s in e.sites]:
         if site.line is None:
             assert torch_api.site_lines(site), f"{site.path} no longer holds {site.needle!r}"
         elif record is not None:
@@ -60,7 +60,7 @@ def test_each_listed_place_holds_what_it_names():
 
 
 def test_the_quick_exercises_run_on_the_cpu():
-    rows = torch_api.run_exercises(slow=False)
+    rows = torch_exercises.run_exercises(slow=False)
     assert rows and not [row for row in rows if row["ok"] is False], rows
     assert all(row["name"].startswith("exercised: ") for row in rows)
 
