@@ -66,13 +66,13 @@ test: $(SAMPLE)
 	$(PY) -m pytest tests parity_tests -m "not gpu" -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 # ruff (the rules in pyproject.toml; `ruff format` is not applied: the hanging-indent style is kept)
-# and mypy over the three packages; both pinned by the lint extra, installed into .venv once.
+# and mypy over the four packages; both pinned by the lint extra, installed into .venv once.
 $(VENV)/.lint-installed: pyproject.toml $(VENV)/.installed
 	$(PY) -m pip install --quiet -e ".[lint]"
 	touch $@
 
 lint: $(VENV)/.lint-installed
-	$(VENV)/bin/ruff check jaxgpt torch_ref jaxgpt_tools scripts
+	$(VENV)/bin/ruff check jaxgpt torch_ref runkit jaxgpt_tools scripts
 	$(VENV)/bin/mypy
 
 $(COMPAT_VENV)/.installed: pyproject.toml

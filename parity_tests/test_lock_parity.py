@@ -1,29 +1,38 @@
-"""jaxgpt.run.lock / torch_ref.run.lock and jaxgpt.run.names / torch_ref.run.names: two statements of one rule.
+"""jaxgpt.run.lock.run_places / torch_ref.run.lock.run_places: the two trainers lock the same files.
 
-The trainers lock the same files in the same way, so a jaxgpt run and a torch_ref run on one
-folder exclude each other, and both read the other's holder; a name is plain or not alike."""
+Both take their locks with runkit.lock, so a jaxgpt run and a torch_ref run on one --out-dir and
+run id (or on one --resume folder) exclude each other as long as each names the same places for
+the same run: the same lock files, described alike, with the same remedies."""
 
 from __future__ import annotations
 
 import pytest
 
 from jaxgpt.run import lock as jax_lock
-from jaxgpt.run import names as jax_names
+from runkit import lock
 from torch_ref.run import lock as torch_lock
-from torch_ref.run import names as torch_names
 
 
-@pytest.mark.parametrize("first, second", [(jax_lock, torch_lock), (torch_lock, jax_lock)])
-def test_each_trainer_refuses_the_folders_the_other_holds(tmp_path, first, second):
-    assert (first.FOLDER_LOCK, first.LOCK_SUFFIX) == (second.FOLDER_LOCK, second.LOCK_SUFFIX)
-    held = first.RunLock([first.folder_place(tmp_path / "ckpt", "the checkpoint folder", "wait")]).acquire()
-    with pytest.raises(second.FolderInUseError, match=f"pid {held.holder.pid} on host {held.holder.host}, started "):
-        second.RunLock([second.folder_place(tmp_path / "ckpt", "the checkpoint folder", "wait")]).acquire()
+def test_a_fresh_run_locks_the_same_places_in_both_trainers(tmp_path):
+    out, tensorboard = tmp_path / "out", str(tmp_path / "tb")
+    jax_places = jax_lock.run_places(str(out), "r", resume=None, saves=True, tensorboard=tensorboard)
+    torch_places = torch_lock.run_places(out / "logs", "r", out / "checkpoints" / "r", resume=None,
+                                         tensorboard=tensorboard)
+    assert jax_places == torch_places and len(jax_places) == 3
+    held = lock.RunLock(jax_places).acquire()
+    with pytest.raises(lock.FolderInUseError, match=f"the logs of run 'r' in {out / 'logs'} is in use"):
+        lock.RunLock(torch_places).acquire()
     held.release()
-    second.RunLock([second.folder_place(tmp_path / "ckpt", "the checkpoint folder", "wait")]).acquire().release()
 
 
-@pytest.mark.parametrize("text", ["same", "../x", ".h", "..", "a/b", "a\\b", "a\x01", "a\u200b", "", "x" * 200,
-                                  "x" * 201, "é" * 101, "a..b"])
-def test_names_are_judged_alike(text):
-    assert jax_names.name_problem(text) == torch_names.name_problem(text)
+def test_a_resume_locks_the_same_checkpoint_folder_in_both_trainers(tmp_path):
+    out, folder = tmp_path / "out", tmp_path / "out" / "checkpoints" / "r"
+    folder.mkdir(parents=True)
+    jax_places = jax_lock.run_places(str(out), "s", resume=str(folder), saves=True)
+    torch_places = torch_lock.run_places(out / "logs", "s", folder, resume=str(folder))
+    assert jax_places == torch_places
+    assert jax_places[1].remedy == "resume from it once that run has ended"
+    held = lock.RunLock(torch_places[1:]).acquire()
+    with pytest.raises(lock.FolderInUseError, match=f"the checkpoint folder {folder} is in use"):
+        lock.RunLock(jax_places[1:]).acquire()
+    held.release()

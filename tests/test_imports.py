@@ -1,20 +1,26 @@
-"""The import graph of the three packages (docs/DESIGN.md, "What each module may import"), read
+"""The import graph of the four packages (docs/DESIGN.md, "What each module may import"), read
 from the source with ast (imports inside functions count too): no cycle anywhere; the record's
 modules at the top of jaxgpt/ and torch_ref/ never import their run machinery (run/), the
-data-making code (corpus/) or the entry points (train, sample); run/ never imports the entry
-points; jaxgpt_tools' shared module group (common/) imports no other group; the tool groups
-import each other without a cycle; and torch_ref mirrors jaxgpt module for module, every
-difference named with its reason."""
+data-making code (corpus/), the entry points (train, sample) or the shared machinery (runkit/);
+run/ never imports the entry points; torch_ref imports no jaxgpt and no JAX library; runkit/
+imports the standard library only (no framework: no jax, flax, optax, orbax, torch, numpy),
+checked again in a fresh interpreter where those cannot be imported; jaxgpt_tools' shared
+module group (common/) imports no other group; the tool groups import each other without a
+cycle; and torch_ref mirrors jaxgpt module for module, every difference named with its reason."""
 
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("jaxgpt", "torch_ref", "jaxgpt_tools")
+PACKAGES = ("jaxgpt", "torch_ref", "runkit", "jaxgpt_tools")
+NEUTRAL = "runkit"  # the run machinery both trainers share: no framework
 ENTRY_POINTS = {"train", "sample"}
 OUTSIDE_THE_CORE = ("run", "corpus", *ENTRY_POINTS)
 
@@ -95,6 +101,70 @@ def test_the_record_never_imports_its_machinery_and_run_never_imports_the_entry_
             if part in ("run", "corpus") and top_part(dep) in ENTRY_POINTS:
                 upward.append(f"{name} -> {dep}")
     assert not upward, upward
+
+
+def external_imports(path: Path) -> set[str]:
+    """The top-level names of every absolute import in `path` (this project's packages and
+    third-party ones alike): `from jax import numpy` -> jax."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+    return found
+
+
+FRAMEWORKS = {"jax", "jaxlib", "flax", "optax", "orbax", "torch", "triton", "numpy", "ml_dtypes", "tensorstore"}
+
+
+@pytest.mark.parametrize("package", ["jaxgpt", "torch_ref"])
+def test_the_record_never_imports_the_shared_machinery(package):
+    """runkit serves run/ and the entry points; the record's numerics never depend on it."""
+    upward = [f"{name} -> {dep}" for name, deps in GRAPH.items() if name.startswith(package + ".")
+              and top_part(name) not in OUTSIDE_THE_CORE for dep in deps if dep.split(".")[0] == NEUTRAL]
+    assert not upward, upward
+
+
+def test_the_shared_machinery_imports_the_standard_library_only():
+    outside = {f"{name}: {module}" for name, path in modules(NEUTRAL).items() for module in external_imports(path)
+               if module != NEUTRAL and module not in sys.stdlib_module_names}
+    assert not outside, sorted(outside)
+    assert not {module for path in modules(NEUTRAL).values() for module in external_imports(path)} & FRAMEWORKS
+
+
+# Runs in the child: a meta-path finder refuses every framework and the other packages.
+_NEUTRAL_CHILD = f"""
+import importlib, importlib.abc, pkgutil, sys
+BLOCKED = {tuple(sorted(FRAMEWORKS | {"jaxgpt", "torch_ref", "jaxgpt_tools", "tensorboardX", "tqdm"}))!r}
+class Refuse(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ImportError(f"{{name}} is blocked: {NEUTRAL} must import without it")
+sys.meta_path.insert(0, Refuse())
+import {NEUTRAL}
+names = sorted(info.name for info in pkgutil.walk_packages({NEUTRAL}.__path__, "{NEUTRAL}."))
+for name in names:
+    importlib.import_module(name)
+print(len(names))
+"""
+
+
+def test_every_shared_module_imports_where_no_framework_can():
+    done = subprocess.run([sys.executable, "-c", _NEUTRAL_CHILD], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert int(done.stdout.split()[-1]) == len(modules(NEUTRAL)) - 1  # every module but the package's __init__
+
+
+def test_torch_ref_imports_no_jaxgpt_and_no_jax_library():
+    """torch_ref states the record's numerics on its own (parity_tests compare them with
+    jaxgpt's): it imports neither jaxgpt, the tools, nor JAX and its libraries; both packages
+    may import runkit."""
+    banned = {"jaxgpt", "jaxgpt_tools", "jax", "jaxlib", "flax", "optax", "orbax"}
+    found = {f"{name}: {module}" for name, path in modules("torch_ref").items()
+             for module in external_imports(path) & banned}
+    assert not found, sorted(found)
 
 
 def test_tool_groups_import_without_a_cycle_and_common_imports_no_group():

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any, get_args
 
 from jaxgpt import config as cfg
-from jaxgpt.run import compile_cache, names
+from jaxgpt.run import compile_cache
+from runkit import names
 
 PROG = "python -m jaxgpt.train"
 # A process of a multi-process run whose heartbeat is silent this long is lost (jaxgpt.run.peers,

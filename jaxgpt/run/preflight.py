@@ -22,9 +22,11 @@ import jax
 from jaxgpt import config as cfg
 from jaxgpt import data
 from jaxgpt.data import DataPosition
-from jaxgpt.run import checkpoint, compile_cache, convert, names, peers, profiling
+from jaxgpt.run import checkpoint, compile_cache, convert, peers, profiling
 from jaxgpt.run import lock as run_lock
 from jaxgpt.run.cli import RunOptions
+from runkit import names
+from runkit.lock import NoLock, RunLock
 
 
 def check_geometry(preset: cfg.Preset, num_devices: int, process_count: int) -> None:
@@ -191,7 +193,7 @@ class RunStart:
     position: DataPosition  # of the training data at `step`
     saved_meta: dict[str, Any] | None  # the resumed checkpoint's meta
     init_state: dict[str, Any] | None  # the --init-from state dict, read once (convert.init_preset)
-    lock: run_lock.RunLock | run_lock.NoLock  # the run's folders, held until the run ends (jaxgpt.run.lock)
+    lock: RunLock | NoLock  # the run's folders, held until the run ends (runkit.lock)
 
 
 def start_run(preset: cfg.Preset, options: RunOptions) -> RunStart:
@@ -214,7 +216,7 @@ def start_run(preset: cfg.Preset, options: RunOptions) -> RunStart:
 
 
 def _open_run(preset: cfg.Preset, options: RunOptions, devices: list, run_id: str,
-              lock: run_lock.RunLock | run_lock.NoLock) -> RunStart:
+              lock: RunLock | NoLock) -> RunStart:
     """The rest of `start_run`, once the run holds its folders."""
     checkpointer, step, position, saved_meta = checkpoint.open_run_checkpoints(
         preset, options.resume, run_id, options.save_checkpoint)

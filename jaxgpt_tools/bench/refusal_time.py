@@ -2,7 +2,7 @@
 `scripts/refusal_time.py` (docs/RELIABILITY.md, "Two runs, one folder").
 
 A first run (the trainer named, a small model on synthetic shards in a temporary folder) is
-started and, once it holds its folders (jaxgpt.run.lock: its lock file names it), stopped with
+started and, once it holds its folders (runkit.lock: its lock file names it), stopped with
 SIGSTOP so that it takes no CPU from the measurement; the same command is then started
 `repeats` times and each is timed from its start to its exit (1, one line). Beside it, the
 time the same interpreter takes to import the trainer's module and exit, and the trainer's
@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from jaxgpt import data
-from jaxgpt.run import lock
+from runkit import lock
 
 VOCAB = 1024
 COMMON = ["--train-files", "{root}/t_train_*.bin", "--val-files", "{root}/t_val_*.bin", "--seq-len", "128",

@@ -7,7 +7,8 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Top-level folders of this repository: a path that reaches one of them is written from there on.
-_REPO_FOLDERS = ("jaxgpt", "torch_ref", "jaxgpt_tools", "scripts", "tests", "parity_tests", "docs", "artifacts", "runs")
+_REPO_FOLDERS = ("jaxgpt", "torch_ref", "runkit", "jaxgpt_tools", "scripts", "tests", "parity_tests", "docs", "artifacts",
+                 "runs")
 _ABSOLUTE = re.compile(r"(?<![\w.])(?:/[\w.+@-]+)+/?")
 _SITE_PACKAGES = re.compile(r"^(?:/[\w.+@-]+)+/site-packages/")
 # A virtual environment's own files (its interpreter, as `nvidia-smi` lists a process): `.venv`,

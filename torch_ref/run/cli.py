@@ -19,7 +19,7 @@ from typing import Any, Literal
 import torch
 
 import torch_ref.config as cfg
-from torch_ref.run import names
+from runkit import names
 
 PROG = "python -m torch_ref.train"
 
@@ -209,7 +209,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[cfg.Preset, RunOption
 
 def with_run_id(options: RunOptions) -> RunOptions:
     """`options` with a fresh uuid4 as the run id when none was given; ValueError when the one
-    given is not a plain name (torch_ref.run.names)."""
+    given is not a plain name (runkit.names)."""
     if options.run_id is not None:
         names.plain_name(options.run_id)  # a Python caller's name: the command line checked its own
         return options

@@ -1,8 +1,9 @@
-"""torch_ref.run.lock and torch_ref.run.names through `python -m torch_ref.train` (jaxgpt's twins:
-tests/test_lock.py, tests/test_names.py). A run stopped with SIGSTOP once it holds its folders;
-meanwhile the same command and a resume of its folder are refused with one line; it then ends
-unharmed, with a JSONL of its own records only and every path it wrote inside --out-dir. A run
-killed with SIGKILL leaves a lock the next run takes over with a note."""
+"""torch_ref's trainer on runkit.lock and runkit.names, through `python -m torch_ref.train`
+(jaxgpt's: tests/run/test_lock.py, tests/run/test_names.py; the lock and the names themselves:
+tests/runkit/). A run stopped with SIGSTOP once it holds its folders; meanwhile the same command
+and a resume of its folder are refused with one line; it then ends unharmed, with a JSONL of its
+own records only and every path it wrote inside --out-dir. A run killed with SIGKILL leaves a
+lock the next run takes over with a note."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from torch_ref import train as train_lib
-from jaxgpt.run.lock import wait_for_holder  # the same lock files (parity_tests/test_lock_parity.py)
-from torch_ref.run import lock
+from runkit import lock
+from runkit.lock import wait_for_holder
 from torch_ref.run.cli import PROG
 
 REPO = Path(__file__).resolve().parents[3]

@@ -1,12 +1,12 @@
 """Names that become paths are names: `--run-id` (and any other name a run writes under).
 
-A run id names `<out_dir>/logs/<run id>.txt` / `.jsonl`, `checkpoints/<run id>/`,
-`profile/<run id>/` and `<tensorboard>/<run id>/`. A plain name keeps every one of them inside
-its folder: one path component, no separator, not `.` or `..`, no leading dot (hidden, and
-`..`-like), no control characters, at most MAX_NAME_BYTES bytes of UTF-8 (a file name of 255
-bytes must still hold the name and its suffix). `plain_name` says what is wrong (ValueError);
-`argparse_name` is the same check as an argparse type, so the command line refuses a bad name
-at parse time (exit 2). torch_ref keeps its own copy (torch_ref.run.names).
+A run id names `<out_dir>/logs/<run id>.txt` / `.jsonl` (torch_ref: under `--log-dir` too),
+`checkpoints/<run id>/`, `profile/<run id>/` and `<tensorboard>/<run id>/`, in both trainers. A
+plain name keeps every one of them inside its folder: one path component, no separator, not `.`
+or `..`, no leading dot (hidden, and `..`-like), no control characters, at most MAX_NAME_BYTES
+bytes of UTF-8 (a file name of 255 bytes must still hold the name and its suffix). `plain_name`
+says what is wrong (ValueError); `argparse_name` is the same check as an argparse type, so the
+command line refuses a bad name at parse time (exit 2).
 """
 
 from __future__ import annotations
