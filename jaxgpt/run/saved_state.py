@@ -4,8 +4,8 @@ The `meta` item of an orbax step folder (jaxgpt.run.checkpoint) is the run's sav
 arrays: `{"step": int, "data_position": {...}, "config": {"model", "optim", "train"}}`. A
 damaged or hand-edited one is refused here with one line (`meta_problem`), rather than as a
 KeyError or TypeError wherever a field is first used; `saved_preset` reads its config back into
-a Preset with the same one-line refusal. torch_ref checks its own `.pt` payloads likewise
-(torch_ref.run.saved_state).
+a Preset with the same one-line refusal. The fields' own checks are runkit.saved_state's,
+torch_ref's too (torch_ref.run.saved_state checks its `.pt` payloads likewise).
 """
 
 from __future__ import annotations
@@ -14,23 +14,7 @@ import dataclasses
 from typing import Any
 
 from jaxgpt import config as cfg
-
-SECTIONS = ("model", "optim", "train")
-CADENCE = {"checkpoint_every": 0, "keep_checkpoints": 1}  # the kept fields, each's least value
-
-
-def shown(value: Any) -> str:
-    """A value as an error line shows it: a short repr of a scalar, else its type's name."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return repr(value)[:80]
-    return f"a {type(value).__name__}"
-
-
-def count_problem(value: Any, name: str, least: int = 0) -> str | None:
-    """Why `value` is not a whole number >= `least` (bools are not counts), or None."""
-    if type(value) is not int or value < least:
-        return f"{name} is {shown(value)}, not a whole number >= {least}"
-    return None
+from runkit.saved_state import CADENCE, SECTIONS, count_problem, shown
 
 
 def meta_problem(meta: Any) -> str | None:

@@ -1,10 +1,11 @@
 """What a `--resume` checkpoint must hold before a run reads it.
 
-torch_ref's statement of jaxgpt.run.saved_state for its `.pt` payloads (torch_ref.run.checkpoint's
+jaxgpt.run.saved_state's concept for torch_ref's `.pt` payloads (torch_ref.run.checkpoint's
 docstring): `step`, `data_position` {shard_index, pos, batches}, `config` {model, optim, train},
 `optimizers` and `schedulers`. `resume_problem` refuses a damaged or hand-edited one up front
-with one line (torch_ref.run.checkpoint.restore then turns whatever torch raises on a payload
-that does not fit this run into one ValueError naming the file).
+with one line, its fields checked by runkit.saved_state as jaxgpt's are
+(torch_ref.run.checkpoint.restore then turns whatever torch raises on a payload that does not
+fit this run into one ValueError naming the file).
 """
 
 from __future__ import annotations
@@ -13,23 +14,9 @@ from typing import Any
 
 from torch import Tensor
 
-SECTIONS = ("model", "optim", "train")
-CADENCE = {"checkpoint_every": 0, "keep_checkpoints": 1}  # the fields a resumed run keeps, each's least value
+from runkit.saved_state import CADENCE, SECTIONS, count_problem, shown
+
 RESTORE_ERRORS = (KeyError, TypeError, ValueError, RuntimeError, IndexError, AttributeError)
-
-
-def shown(value: Any) -> str:
-    """A value as an error line shows it: a short repr of a scalar, else its type's name."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return repr(value)[:80]
-    return f"a {type(value).__name__}"
-
-
-def count_problem(value: Any, name: str, least: int = 0) -> str | None:
-    """Why `value` is not a whole number >= `least` (bools are not counts), or None."""
-    if type(value) is not int or value < least:
-        return f"{name} is {shown(value)}, not a whole number >= {least}"
-    return None
 
 
 def plain(value: Any) -> bool:
