@@ -43,6 +43,7 @@ from jaxgpt.kernels.flash_attention import default_interpret
 from jaxgpt.muon import Collective
 from jaxgpt.run import checkpoint, convert, interrupt, peers, preflight, profiling, quiet, runlog
 from jaxgpt.run.cli import RunOptions, parse_args, print_error
+from runkit.runlog import NonFiniteError, TrainClock, nonfinite_loss
 
 AXIS = "data"  # the mesh axis: data parallel, device index = the record's rank
 
@@ -297,7 +298,7 @@ class TrainLoop:
         runlog.write_header(self.log, self.preset, options, start.devices, start.step)
         self.val_losses: dict[int, float] = {}
         self.train_losses: dict[int, float] = {}
-        self.clock = runlog.TrainClock()
+        self.clock = TrainClock()
         self.trace = profiling.StepTrace(options.profile, profiling.trace_folder(
             train_cfg.out_dir, start.run_id, jax.process_index(), jax.process_count()))
         # (step, loss, agreed stop flag, window) of steps dispatched, not yet logged
@@ -366,7 +367,7 @@ class TrainLoop:
             self.val_losses[step] = evaluate(self.preset, self.compiled, self.params, window)
         self.log.val(step, self.val_losses[step], elapsed, int(window))
         if not (self.options.allow_nonfinite_loss or math.isfinite(self.val_losses[step])):
-            raise runlog.nonfinite_loss("val", step, self.total_steps, self.val_losses[step], self.where_to_resume())
+            raise nonfinite_loss("val", step, self.total_steps, self.val_losses[step], self.where_to_resume())
         self.clock.resume()
 
     def log_in_flight(self) -> None:
@@ -379,16 +380,16 @@ class TrainLoop:
             self.log.train(step, self.train_losses[step], self.clock.elapsed_ms(), window)
             self.stop.agree(stop_flag)
             if not (self.options.allow_nonfinite_loss or math.isfinite(self.train_losses[step])):
-                raise runlog.nonfinite_loss("train", step + 1, self.total_steps, self.train_losses[step],
-                                            self.where_to_resume())
+                raise nonfinite_loss("train", step + 1, self.total_steps, self.train_losses[step],
+                                     self.where_to_resume())
 
     def save(self, step: int) -> None:
         """Save the state after `step` updates (the loader is at `step`'s batch); never a non-finite one."""
         state = {"params": self.params, "opt_state": self.opt_state}
         if not (self.options.allow_nonfinite_loss or bool(all_finite(state))):
-            raise runlog.NonFiniteError(f"the state after step {step} holds NaN or infinite values although every loss "
-                                        f"before it was finite; the run stopped without saving it. "
-                                        f"{self.where_to_resume()}")
+            raise NonFiniteError(f"the state after step {step} holds NaN or infinite values although every loss "
+                                 f"before it was finite; the run stopped without saving it. "
+                                 f"{self.where_to_resume()}")
         assert self.checkpointer is not None  # called only when the run saves
         self.checkpointer.save(step, state, data_position=self.loader.position.to_dict(),
                                config=cfg.config_to_json(self.preset))

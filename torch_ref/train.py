@@ -40,6 +40,7 @@ import torch.multiprocessing as mp
 from torch import Tensor, nn
 
 import torch_ref.config as cfg
+from runkit.runlog import CLOCK_RESET_STEP, NonFiniteError, nonfinite_loss, train_line, val_line, val_step_avg_ms
 from torch_ref import compilation
 from torch_ref.data import ShardsExhaustedError, distributed_data_generator, val_batches
 from torch_ref.model import GPT, apply_dtype_policy
@@ -184,9 +185,9 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
         if folder is None and target is None:
             return []
         if not (options.allow_nonfinite_loss or ckpt.state_is_finite(raw_model, optimizers, control)):
-            raise runlog.NonFiniteError(f"the state after step {step} holds NaN or infinite values although every loss "
-                                        f"before it was finite; the run stopped without saving it. "
-                                        f"{ckpt.where_to_resume(directory)}")
+            raise NonFiniteError(f"the state after step {step} holds NaN or infinite values although every loss "
+                                 f"before it was finite; the run stopped without saving it. "
+                                 f"{ckpt.where_to_resume(directory)}")
         payload = ckpt.checkpoint_payload(raw_model, optimizers, schedulers, step, train_batches.position, preset, control,
                                           batches=train_batches.batches)
         written: list[Path] = []
@@ -224,13 +225,13 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
                 nonfinite = losses.first_nonfinite(wait=bool(val_due or save_due or last_step))
                 signum, nonfinite = agree(stop, nonfinite, control)
                 if nonfinite is not None and not options.allow_nonfinite_loss:
-                    raise runlog.nonfinite_loss("train", nonfinite[0] + 1, steps, nonfinite[1],
-                                                ckpt.where_to_resume(directory))
+                    raise nonfinite_loss("train", nonfinite[0] + 1, steps, nonfinite[1],
+                                         ckpt.where_to_resume(directory))
                 if signum is not None:  # the model holds `step` updates: save them, then stop
                     written = save(step, to_folder=True, to_path=True) if step != start_step else []
                     saved_in = (directory if directory is not None else written[0]) if written else None
                     raise interrupted(signum, step, saved_in, options.resume)
-                if step == runlog.CLOCK_RESET_STEP:
+                if step == CLOCK_RESET_STEP:
                     clock.reset()
                 # W_long in blocks (the record's), or #15's window in tokens (the window_schedule's unit)
                 blocks = window_value(step, schedule_steps, train_cfg.window_max_tokens, train_cfg.lineage.window_schedule)
@@ -238,12 +239,12 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
                 if val_due:
                     train_time_ms = clock.pause()
                     val_losses[step] = evaluate(model, train_cfg, window, rank, world_size, device)
-                    log.write(runlog.val_line(step, steps, val_losses[step], train_time_ms), console=True)
+                    log.write(val_line(step, steps, val_losses[step], train_time_ms), console=True)
                     runlog.write_train_metrics(log, pending_metrics, world_size)
                     log.metrics(kind="val", step=step, val_loss=val_losses[step], train_time_ms=train_time_ms,
-                                step_avg_ms=runlog.val_step_avg_ms(step, train_time_ms), window_blocks=blocks)
+                                step_avg_ms=val_step_avg_ms(step, train_time_ms), window_blocks=blocks)
                     if not (options.allow_nonfinite_loss or math.isfinite(val_losses[step])):
-                        raise runlog.nonfinite_loss("val", step, steps, val_losses[step], ckpt.where_to_resume(directory))
+                        raise nonfinite_loss("val", step, steps, val_losses[step], ckpt.where_to_resume(directory))
                     clock.resume()
                 if save_due:
                     clock.pause()
@@ -258,7 +259,7 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
                 average_gradients(raw_model, world_size)
                 optimizer_step(raw_model, optimizers, schedulers, step, preset.optim)
                 train_time_ms = clock.elapsed_ms()
-                log.write(runlog.train_line(step, steps, train_time_ms), console=True)
+                log.write(train_line(step, steps, train_time_ms), console=True)
                 pending_metrics.append((step, loss, train_time_ms, blocks))
                 if (trace_written := trace.after(step)) is not None:
                     assert options.profile is not None  # a trace is written only for --profile's window

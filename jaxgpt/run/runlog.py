@@ -1,11 +1,12 @@
-"""What a run reports: the training clock, the record's log lines, JSONL metrics, the run header.
+"""What a run reports: the record's log lines in its text log, JSONL metrics, the run header.
 
 The text log `<out_dir>/logs/<run_id>.txt` holds the record's lines (also printed on stdout)
 after a header with the config, the options and the environment (the record logs its own source
 there instead); `<out_dir>/logs/<run_id>.jsonl` holds one JSON object per logged step, and with
-`--tensorboard DIR` the same numbers go to TensorBoard event files in `DIR/<run_id>/`. Timing
-follows the record: the clock is reset at step 10 (compilation excluded) and paused around
-validation and checkpoint saves. Mirrors torch_ref.run.runlog.
+`--tensorboard DIR` the same numbers go to TensorBoard event files in `DIR/<run_id>/`. The
+record's lines, its timing (the clock reset at step 10, compilation excluded, and paused around
+validation and checkpoint saves) and the non-finite loss error are runkit.runlog's, torch_ref's
+too; torch_ref.run.runlog is this module's twin.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import json
 import platform
 import shlex
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,70 +26,7 @@ import jaxlib
 import optax
 
 from jaxgpt import config as cfg
-
-CLOCK_RESET_STEP = 10  # the record excludes steps 0..9 (compile warm-up) from train_time
-
-
-def timed_steps(step: int, clock_reset_step: int = CLOCK_RESET_STEP) -> float:
-    """Steps the clock has seen at `step`: the record resets the clock at step 10 and counts
-    step - 9 from step 12 on, NaN before (its `<= 11` guard for the val line). A resumed run
-    resets its clock 10 steps after its start step."""
-    return float("nan") if step <= clock_reset_step + 1 else float(step - clock_reset_step + 1)
-
-
-def val_step_avg_ms(step: int, train_time_ms: float, clock_reset_step: int = CLOCK_RESET_STEP) -> float:
-    """step_avg on the val line of `step`: the record divides by one step fewer than its train line."""
-    return train_time_ms / (timed_steps(step, clock_reset_step) - 1)
-
-
-def train_step_avg_ms(step: int, train_time_ms: float, clock_reset_step: int = CLOCK_RESET_STEP) -> float:
-    """step_avg on the train line logged after the update made at `step`."""
-    return train_time_ms / timed_steps(step, clock_reset_step)
-
-
-def val_line(step: int, total: int, loss: float, train_time_ms: float, clock_reset_step: int = CLOCK_RESET_STEP) -> str:
-    avg = val_step_avg_ms(step, train_time_ms, clock_reset_step)
-    return f"step:{step}/{total} val_loss:{loss:.4f} train_time:{train_time_ms:.0f}ms step_avg:{avg:.2f}ms"
-
-
-def train_line(step: int, total: int, train_time_ms: float, loss: float, clock_reset_step: int = CLOCK_RESET_STEP) -> str:
-    """Logged after the update made at `step`; shows step + 1 as the record does, then this
-    port's train loss as an extra trailing field."""
-    avg = train_step_avg_ms(step, train_time_ms, clock_reset_step)
-    return f"step:{step + 1}/{total} train_time:{train_time_ms:.0f}ms step_avg:{avg:.2f}ms train_loss:{loss:.4f}"
-
-
-class NonFiniteError(ValueError):
-    """A NaN or infinite loss (or state): the run stops before saving anything after it."""
-
-
-def nonfinite_loss(kind: str, step: int, total: int, loss: float, checkpoints: str) -> NonFiniteError:
-    """The error of a NaN or infinite `kind` ("train" or "val") loss, naming the step as its log
-    line shows it and the value; `checkpoints` says where the newest complete checkpoint is
-    (checkpoint.where_to_resume)."""
-    return NonFiniteError(f"{kind} loss is {loss} at step {step}/{total}; the run stopped without saving any later "
-                          f"state. {checkpoints} Lower the learning rates or resume from an earlier checkpoint "
-                          "(--allow-nonfinite-loss trains on regardless)")
-
-
-class TrainClock:
-    """Wall time of training only, in ms: paused around validation and saves, reset once."""
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        self._accumulated_ms, self._start = 0.0, time.perf_counter()
-
-    def pause(self) -> float:
-        self._accumulated_ms += 1000.0 * (time.perf_counter() - self._start)
-        return self._accumulated_ms
-
-    def resume(self) -> None:
-        self._start = time.perf_counter()
-
-    def elapsed_ms(self) -> float:
-        return self._accumulated_ms + 1000.0 * (time.perf_counter() - self._start)
+from runkit.runlog import CLOCK_RESET_STEP, train_line, train_step_avg_ms, val_line, val_step_avg_ms
 
 
 class RunLog:

@@ -3,9 +3,9 @@
 Rank 0 writes `<log_dir>/<run id>.txt` (the record's step lines, also printed on stdout, after a
 header with the config, the options and the environment) and `<log_dir>/<run id>.jsonl` (one
 JSON object per logged step, jaxgpt's schema; with `--tensorboard DIR` the same numbers also as
-TensorBoard scalars in `DIR/<run id>/`). Timing follows the record: the clock is reset at
-step 10 (compilation excluded) and paused around validation and checkpoint saves. The same
-concept as jaxgpt.run.runlog, written here: torch_ref imports nothing from jaxgpt.
+TensorBoard scalars in `DIR/<run id>/`). The record's lines, its timing (the clock reset at
+step 10, compilation excluded, and paused around validation and checkpoint saves) and the
+non-finite loss error are runkit.runlog's, jaxgpt's too; this module is jaxgpt.run.runlog's twin.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import math
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,49 +23,10 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+import runkit.runlog
 import torch_ref.config as cfg
+from runkit.runlog import train_step_avg_ms
 from torch_ref.run.cli import RunOptions
-
-CLOCK_RESET_STEP = 10  # the record excludes steps 0..9 (compile warm-up) from train_time
-
-
-def timed_steps(step: int) -> float:
-    """The record's step count for averages: NaN through step 11, then step - 9."""
-    return float("nan") if step <= CLOCK_RESET_STEP + 1 else float(step - CLOCK_RESET_STEP + 1)
-
-
-def val_step_avg_ms(step: int, train_time_ms: float) -> float:
-    """step_avg on the val line of `step`: the record divides by one step fewer than its train line."""
-    return train_time_ms / (timed_steps(step) - 1)
-
-
-def train_step_avg_ms(step: int, train_time_ms: float) -> float:
-    """step_avg on the train line logged after the update made at `step`."""
-    return train_time_ms / timed_steps(step)
-
-
-def val_line(step: int, total: int, loss: float, train_time_ms: float) -> str:
-    avg = val_step_avg_ms(step, train_time_ms)
-    return f"step:{step}/{total} val_loss:{loss:.4f} train_time:{train_time_ms:.0f}ms step_avg:{avg:.2f}ms"
-
-
-def train_line(step: int, total: int, train_time_ms: float) -> str:
-    """Logged after the update made at `step`; shows step + 1 as the record does."""
-    avg = train_step_avg_ms(step, train_time_ms)
-    return f"step:{step + 1}/{total} train_time:{train_time_ms:.0f}ms step_avg:{avg:.2f}ms"
-
-
-class NonFiniteError(ValueError):
-    """A NaN or infinite loss (or state): the run stops before saving anything after it."""
-
-
-def nonfinite_loss(kind: str, step: int, total: int, loss: float, checkpoints: str) -> NonFiniteError:
-    """The error of a NaN or infinite `kind` ("train" or "val") loss, naming the step as its log
-    line shows it and the value; `checkpoints` says where the newest complete checkpoint is
-    (checkpoint.where_to_resume)."""
-    return NonFiniteError(f"{kind} loss is {loss} at step {step}/{total}; the run stopped without saving any later "
-                          f"state. {checkpoints} Lower the learning rates or resume from an earlier checkpoint "
-                          "(--allow-nonfinite-loss trains on regardless)")
 
 
 class LossWatch:
@@ -105,34 +65,11 @@ class LossWatch:
         return None
 
 
-class TrainClock:
-    """Accumulated training wall time in ms; paused around validation (device synchronised)."""
+class TrainClock(runkit.runlog.TrainClock):
+    """runkit's training clock, the CUDA device synchronised before it is reset, paused or restarted."""
 
     def __init__(self, device: torch.device) -> None:
-        self._device = device
-        self.reset()
-
-    def _sync(self) -> None:
-        if self._device.type == "cuda":
-            torch.cuda.synchronize(self._device)
-
-    def reset(self) -> None:
-        self._sync()
-        self._accumulated_ms = 0.0
-        self._start = time.perf_counter()
-
-    def pause(self) -> float:
-        self._sync()
-        self._accumulated_ms += 1000 * (time.perf_counter() - self._start)
-        return self._accumulated_ms
-
-    def resume(self) -> None:
-        self._sync()
-        self._start = time.perf_counter()
-
-    def elapsed_ms(self) -> float:
-        """Without a sync, as the record's train line (an approximate time)."""
-        return self._accumulated_ms + 1000 * (time.perf_counter() - self._start)
+        super().__init__(sync=(lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else None)
 
 
 class RunLog:

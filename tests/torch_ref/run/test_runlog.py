@@ -1,6 +1,6 @@
-"""torch_ref.run.runlog: the record's log lines and timing columns, and the TensorBoard events
-beside the metrics JSONL. What a run writes (the header, every step's line and metrics) is
-checked on a real run in test_train.py."""
+"""torch_ref.run.runlog: the TensorBoard events beside the metrics JSONL (the record's lines and
+timing: tests/runkit/test_runlog.py). What a run writes (the header, every step's line and
+metrics) is checked on a real run in test_train.py."""
 
 from __future__ import annotations
 
@@ -10,17 +10,6 @@ import numpy as np
 
 from jaxgpt.testing import read_tensorboard_scalars  # a test helper only: torch_ref imports no jaxgpt
 from torch_ref.run import runlog
-
-
-def test_log_line_helpers_follow_the_record():
-    assert runlog.val_line(0, 1393, 10.82580, 0.0) == "step:0/1393 val_loss:10.8258 train_time:0ms step_avg:nanms"
-    # RECORD.md 9: the final val line of the logged run.
-    assert runlog.val_line(1393, 1393, 3.2785, 179527.0) == (
-        "step:1393/1393 val_loss:3.2785 train_time:179527ms step_avg:129.81ms"
-    )
-    # The last train line: step 1393 at 179,392 ms, step_avg 129.71 ms (update made at step 1392).
-    assert runlog.train_line(1392, 1393, 179392.0) == "step:1393/1393 train_time:179392ms step_avg:129.71ms"
-    assert runlog.train_line(11, 1393, 1234.0).endswith("step_avg:nanms")
 
 
 def test_tensorboard_events_hold_the_metrics_numbers(tmp_path, capsys):
