@@ -43,6 +43,7 @@ from jaxgpt.kernels.flash_attention import default_interpret
 from jaxgpt.muon import Collective
 from jaxgpt.run import checkpoint, convert, interrupt, peers, preflight, profiling, quiet, runlog
 from jaxgpt.run.cli import RunOptions, parse_args, print_error
+from runkit.interrupt import Interrupted
 from runkit.runlog import NonFiniteError, TrainClock, nonfinite_loss
 
 AXIS = "data"  # the mesh axis: data parallel, device index = the record's rank
@@ -468,7 +469,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with quiet.third_party_errors(options.debug):  # orbax's own tracebacks only with --debug
             train(preset, options)
-    except interrupt.Interrupted as stopped:
+    except Interrupted as stopped:
         print(stopped, file=sys.stderr)
         return stopped.exit_code
     except peers.PeerLost as lost:

@@ -40,6 +40,7 @@ import torch.multiprocessing as mp
 from torch import Tensor, nn
 
 import torch_ref.config as cfg
+from runkit.interrupt import Interrupted
 from runkit.runlog import CLOCK_RESET_STEP, NonFiniteError, nonfinite_loss, train_line, val_line, val_step_avg_ms
 from torch_ref import compilation
 from torch_ref.data import ShardsExhaustedError, distributed_data_generator, val_batches
@@ -50,7 +51,7 @@ from torch_ref.run import convert, peers, preflight, profiling, runlog
 from torch_ref.run import lock as run_lock
 from torch_ref.run.cli import RunOptions, parse_args, print_error, torchrun_world_size, with_run_id
 from torch_ref.run.convert import load_record_state_dict
-from torch_ref.run.interrupt import Interrupted, StopRequest, agree, interrupted
+from torch_ref.run.interrupt import StopRequest, agree, interrupted
 from torch_ref.schedules import window_value
 
 

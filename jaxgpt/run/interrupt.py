@@ -1,25 +1,26 @@
 """Interruptions of a training run: SIGINT / SIGTERM stop it between steps, never inside a save.
 
-`StopRequest` turns the two signals into a flag; every process of the run must stop at the same
-step (a process that stops alone leaves the others waiting in the next collective), and a
-scheduler that preempts a job signals its processes at slightly different moments. So the flag
-travels with the training step: each process feeds its own flag (0 or the signal number) to
-the step, which takes the maximum over all devices beside its gradient all-reduce, and the loop
-reads the result together with the step's loss, one step late as it reads the loss. `agree`
-records the first signal so read; every process has then read the same steps' results, so they
-all stop at the top of the same step, save the state they have (when checkpointing is on) and
-raise `Interrupted`, which `jaxgpt.train.main` turns into exit code 128 + the signal (130 for
-SIGINT, 143 for SIGTERM), as torch_ref.train does. No host synchronisation is added: a signal
-stops the run one to two steps after it arrives. docs/RELIABILITY.md describes what is left on disk.
+`StopRequest` (runkit's, as torch_ref's) turns the two signals into a flag; every process of the
+run must stop at the same step (a process that stops alone leaves the others waiting in the next
+collective), and a scheduler that preempts a job signals its processes at slightly different
+moments. So the flag travels with the training step: each process feeds its own flag (0 or the
+signal number) to the step, which takes the maximum over all devices beside its gradient
+all-reduce, and the loop reads the result together with the step's loss, one step late as it
+reads the loss. `agree` records the first signal so read; every process has then read the same
+steps' results, so they all stop at the top of the same step, save the state they have (when
+checkpointing is on) and raise `Interrupted`, which `jaxgpt.train.main` turns into exit code
+128 + the signal (130 for SIGINT, 143 for SIGTERM), as torch_ref.train does. No host
+synchronisation is added: a signal stops the run one to two steps after it arrives.
+docs/RELIABILITY.md describes what is left on disk.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import sys
-import threading
-from typing import Any
+
+import runkit.interrupt
+from runkit.interrupt import Interrupted
 
 # Test hook (tests/test_failures.py): deliver SIGINT to this process right after the save of the
 # given step was started, so the signal arrives while the asynchronous write is in flight.
@@ -30,14 +31,6 @@ TEST_INTERRUPT_AFTER_SAVE = "JAXGPT_TEST_INTERRUPT_AFTER_SAVE"
 TEST_SIGNAL_AT_STEP = "JAXGPT_TEST_SIGNAL_AT_STEP"
 
 
-class Interrupted(Exception):
-    """The run stopped on a signal; `exit_code` is 128 + the signal number (130 for SIGINT)."""
-
-    def __init__(self, signum: int, message: str) -> None:
-        super().__init__(message)
-        self.exit_code = 128 + signum
-
-
 def interrupted(signum: int, step: int, saved_in: str | None) -> Interrupted:
     """The error of a run stopped at `step`; `saved_in` is the checkpoint directory (as shown to
     the user) holding step `step`, or None when nothing was saved."""
@@ -46,27 +39,16 @@ def interrupted(signum: int, step: int, saved_in: str | None) -> Interrupted:
     return Interrupted(signum, f"interrupted by {signal.Signals(signum).name} at step {step}; {where}")
 
 
-class StopRequest:
-    """While active (a `with` block on the main thread), SIGINT and SIGTERM only record that a
-    stop was asked for (`signum`); the loop feeds `flag()` to each step, records the step's
-    agreed flag with `agree`, and stops on `agreed` between steps, saves and exits cleanly. A
-    second SIGINT falls back to Python's KeyboardInterrupt (the save in flight is still waited for)."""
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+class StopRequest(runkit.interrupt.StopRequest):
+    """runkit's StopRequest (SIGINT and SIGTERM only record `signum`) whose flag travels with the
+    steps: the loop feeds `flag()` to each step, records the step's agreed flag with `agree`,
+    and stops on `agreed` between steps, saves and exits cleanly. A second SIGINT falls back to
+    Python's KeyboardInterrupt (the save in flight is still waited for)."""
 
     def __init__(self) -> None:
-        self.signum: int | None = None  # the signal this process received
+        super().__init__(TEST_SIGNAL_AT_STEP)
         self.agreed: int | None = None  # the signal every process stops on, once a step carried it
-        self._previous: dict[int, Any] = {}
         self._interrupt_after_save = int(os.environ.get(TEST_INTERRUPT_AFTER_SAVE, -1))
-        at_step, _, name = os.environ.get(TEST_SIGNAL_AT_STEP, "-1:SIGTERM").partition(":")
-        self._signal_at_step = (int(at_step), signal.Signals[name])
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        self.signum = signum
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        print(f"\n{signal.Signals(signum).name}: stopping after this step (Ctrl-C again to abandon it)",
-              file=sys.stderr, flush=True)
 
     def flag(self) -> int:
         """This process's contribution to the next step's agreement: 0, or the signal number."""
@@ -81,17 +63,3 @@ class StopRequest:
         """Called once the save of `step` has started: the test hook's moment to send SIGINT."""
         if step == self._interrupt_after_save:
             os.kill(os.getpid(), signal.SIGINT)
-
-    def starting(self, step: int) -> None:
-        """Called at the top of every step: the other test hook's moment to send its signal."""
-        if step == self._signal_at_step[0]:
-            os.kill(os.getpid(), self._signal_at_step[1])
-
-    def __enter__(self) -> StopRequest:
-        if threading.current_thread() is threading.main_thread():
-            self._previous = {signum: signal.signal(signum, self._handle) for signum in self.SIGNALS}
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)

@@ -1,13 +1,12 @@
-"""jaxgpt.run.interrupt: SIGINT / SIGTERM only ask the loop to stop between steps; the stop is an error with
-exit code 128 + the signal and one line saying where the state is; the handlers are put back.
-(A real run stopped by SIGINT while its save is in flight: tests/test_failures.py.)"""
+"""jaxgpt.run.interrupt: the stop is an error with exit code 128 + the signal and one line saying
+where the state is; the stop flag travels with the steps (the signals' handling itself:
+tests/runkit/test_interrupt.py; a real run stopped by SIGINT while its save is in flight:
+tests/test_failures.py)."""
 
 from __future__ import annotations
 
 import os
 import signal
-
-import pytest
 
 from jaxgpt.run.interrupt import StopRequest, interrupted
 
@@ -21,19 +20,14 @@ def test_the_stop_message_names_where_the_state_is():
     assert unsaved.exit_code == 143 and "no checkpoint was written (checkpointing is off" in str(unsaved)
 
 
-def test_a_signal_is_recorded_not_raised_and_the_handlers_are_put_back(capsys):
-    before = {signum: signal.getsignal(signum) for signum in StopRequest.SIGNALS}
+def test_the_flag_travels_with_the_steps_and_the_first_agreed_one_stays(capsys):
     with StopRequest() as stop:
-        assert stop.signum is None
-        os.kill(os.getpid(), signal.SIGTERM)  # delivered to this (main) thread before kill returns
-        assert stop.signum == signal.SIGTERM
-    assert {signum: signal.getsignal(signum) for signum in StopRequest.SIGNALS} == before
+        assert stop.flag() == 0 and stop.agreed is None
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.flag() == signal.SIGTERM
+        stop.agree(0)
+        assert stop.agreed is None
+        stop.agree(signal.SIGTERM)
+        stop.agree(signal.SIGINT)
+        assert stop.agreed == signal.SIGTERM
     assert "SIGTERM: stopping after this step" in capsys.readouterr().err
-
-
-def test_a_second_sigint_abandons_the_step():
-    with StopRequest() as stop:
-        os.kill(os.getpid(), signal.SIGINT)
-        assert stop.signum == signal.SIGINT
-        with pytest.raises(KeyboardInterrupt):
-            os.kill(os.getpid(), signal.SIGINT)

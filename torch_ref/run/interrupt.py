@@ -1,9 +1,10 @@
 """SIGINT / SIGTERM stop a torch_ref run between steps, never inside a step or a save.
 
-The same convention as jaxgpt's trainer (written here, torch_ref imports nothing from jaxgpt):
-the first signal only records that a stop was asked for; the loop checks it at the top of each
-step, saves the last completed step when checkpointing is on, says where in one line and exits
-with 128 + the signal number (130 for SIGINT, 143 for SIGTERM). A second SIGINT falls back to
+The same convention as jaxgpt's trainer, one StopRequest for both (runkit.interrupt): the first
+signal only records that a stop was asked for; the ranks agree at the top of each step on the
+signal to stop on (`agree`, with the earliest non-finite loss), the loop saves the last
+completed step when checkpointing is on, says where in one line (`interrupted`) and exits with
+128 + the signal number (130 for SIGINT, 143 for SIGTERM). A second SIGINT falls back to
 Python's KeyboardInterrupt, for a user who does not want to wait for the step.
 """
 
@@ -12,22 +13,13 @@ from __future__ import annotations
 import math
 import os
 import signal
-import sys
-import threading
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-class Interrupted(Exception):
-    """The run stopped on a signal; `exit_code` is 128 + the signal number."""
-
-    def __init__(self, signum: int, message: str) -> None:
-        super().__init__(message)
-        self.exit_code = 128 + signum
+import runkit.interrupt
+from runkit.interrupt import Interrupted
 
 
 def interrupted(signum: int, step: int, saved_in: str | os.PathLike | None, resume: str | None) -> Interrupted:
@@ -50,36 +42,12 @@ def interrupted(signum: int, step: int, saved_in: str | os.PathLike | None, resu
 TEST_SIGNAL_AT_STEP = "TORCH_REF_TEST_SIGNAL_AT_STEP"
 
 
-class StopRequest:
-    """While active (a `with` block on the main thread), SIGINT and SIGTERM set `signum`."""
+class StopRequest(runkit.interrupt.StopRequest):
+    """runkit's StopRequest with torch_ref's test hook (TEST_SIGNAL_AT_STEP); the ranks agree on
+    its `signum` at the top of each step (`agree`)."""
 
     def __init__(self, announce: bool = True) -> None:
-        self.signum: int | None = None
-        self._announce = announce
-        self._previous: dict[int, Any] = {}
-        at_step, _, name = os.environ.get(TEST_SIGNAL_AT_STEP, "-1:SIGTERM").partition(":")
-        self._signal_at_step = (int(at_step), signal.Signals[name])
-
-    def starting(self, step: int) -> None:
-        """Called at the top of every step: the test hook's moment to send its signal."""
-        if step == self._signal_at_step[0]:
-            os.kill(os.getpid(), self._signal_at_step[1])
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        self.signum = signum
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        if self._announce:
-            print(f"\n{signal.Signals(signum).name}: stopping after this step (Ctrl-C again to abandon it)",
-                  file=sys.stderr, flush=True)
-
-    def __enter__(self) -> StopRequest:
-        if threading.current_thread() is threading.main_thread():
-            self._previous = {signum: signal.signal(signum, self._handle) for signum in SIGNALS}
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
+        super().__init__(TEST_SIGNAL_AT_STEP, announce)
 
 
 _FAR_STEP = 2**40  # a step code FAR - step: the all-reduce's maximum is then the earliest step
