@@ -18,6 +18,7 @@ from typing import Any, get_args
 from jaxgpt import config as cfg
 from jaxgpt.run import compile_cache
 from runkit import names
+from runkit.cli import parse_bool, parse_profile_window
 
 PROG = "python -m jaxgpt.train"
 # A process of a multi-process run whose heartbeat is silent this long is lost (jaxgpt.run.peers,
@@ -56,15 +57,6 @@ class RunOptions:
     overridden: tuple[str, ...] = ()  # "section.field" of every config flag given
 
 
-def parse_bool(text: str) -> bool:
-    lowered = text.lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
 def or_none(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     """`parse`, except that "none" gives None (the field's "not set" value)."""
 
@@ -84,18 +76,6 @@ def parse_peer_timeout(text: str) -> float:
     if not seconds >= MIN_PEER_TIMEOUT_S:  # NaN too
         raise argparse.ArgumentTypeError(f"{text} s is below {MIN_PEER_TIMEOUT_S:g} s, three of the heartbeat's 2-s beats")
     return seconds
-
-
-def parse_profile_window(text: str) -> tuple[int, int]:
-    """"START:STOP" (or one step "S") -> (START, STOP), train-line step numbers, both included."""
-    start, sep, stop = text.partition(":")
-    try:
-        window = (int(start), int(stop)) if sep else (int(text), int(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected START:STOP (train-line step numbers, e.g. 2:3), got {text!r}") from None
-    if not 1 <= window[0] <= window[1]:
-        raise argparse.ArgumentTypeError(f"need 1 <= START <= STOP (steps count from 1, as the train lines), got {text!r}")
-    return window
 
 
 def _add_field(group: Any, section: str, name: str, parse: Callable[[str], Any] | None, help_text: str, *,

@@ -22,11 +22,12 @@ import jax
 from jaxgpt import config as cfg
 from jaxgpt import data
 from jaxgpt.data import DataPosition
-from jaxgpt.run import checkpoint, compile_cache, convert, peers, profiling
+from jaxgpt.run import checkpoint, compile_cache, convert, peers
 from jaxgpt.run import lock as run_lock
 from jaxgpt.run.cli import RunOptions
 from runkit import names
 from runkit.lock import NoLock, RunLock
+from runkit.profiling import check_window
 
 
 def check_geometry(preset: cfg.Preset, num_devices: int, process_count: int) -> None:
@@ -224,7 +225,7 @@ def _open_run(preset: cfg.Preset, options: RunOptions, devices: list, run_id: st
         preset = checkpoint.keep_saved_cadence(preset, saved_meta, options.overridden)
     # --init-from's dims before the checks, so that the token-id scan uses its vocabulary.
     preset, init_state = convert.init_preset(preset, options.init_from, options.head_dim)
-    profiling.check_window(options.profile, step, preset.train.steps)
+    check_window(options.profile, step, preset.train.steps)
     check_run(preset, len(devices), jax.process_count(), step, position, announce=jax.process_index() == 0)
     if checkpointer is None and preset.train.steps > 0 and jax.process_index() == 0:
         print("note: this run writes no checkpoint (pass --checkpoint-every K or --save-checkpoint to keep its state)",

@@ -4,7 +4,8 @@ Steps are numbered as the train lines show them: step S is the update whose line
 `step:S/N` (the loop's update S - 1), so `--profile 2:3` traces the updates logged as step:2 and
 step:3. The loop waits for the step before START so that the trace holds only the chosen
 steps, and for step STOP before the trace is written; the traced steps' train_time includes
-the profiler's overhead.
+the profiler's overhead. The window is parsed and checked as torch_ref's is
+(runkit.cli.parse_profile_window, runkit.profiling.check_window).
 
 The trace goes to `<out_dir>/profile/<run_id>/plugins/profile/<time>/` (a `process<k>` folder
 per process before `plugins` when there are several): `<host>.xplane.pb` for TensorBoard's
@@ -27,16 +28,9 @@ def trace_folder(out_dir: str, run_id: str, process_index: int, process_count: i
     return folder / f"process{process_index}" if process_count > 1 else folder
 
 
-def check_window(window: tuple[int, int] | None, start_step: int, total_steps: int) -> None:
-    """--profile names only steps this run takes (a resumed run starts after `start_step`)."""
-    if window is not None and not start_step < window[0] <= window[1] <= total_steps:
-        raise ValueError(f"--profile {window[0]}:{window[1]} names steps this run does not take "
-                         f"(it logs step:{start_step + 1} .. step:{total_steps})")
-
-
 class StepTrace:
     """Starts and stops the JAX profiler around a window of steps: (START, STOP) in train-line
-    numbering (jaxgpt.run.cli.parse_profile_window), None for no trace."""
+    numbering (runkit.cli.parse_profile_window), None for no trace."""
 
     def __init__(self, window: tuple[int, int] | None, directory: Path) -> None:
         self.window = window

@@ -20,6 +20,7 @@ import torch
 
 import torch_ref.config as cfg
 from runkit import names
+from runkit.cli import parse_bool, parse_profile_window
 
 PROG = "python -m torch_ref.train"
 
@@ -46,14 +47,6 @@ class RunOptions:
     allow_nonfinite_loss: bool = False  # train on through a NaN / inf loss instead of stopping with exit 1
     debug: bool = False  # show tracebacks instead of one-line errors
     overridden: tuple[str, ...] = ()  # checkpoint_every / keep_checkpoints when given on the command line
-
-
-def parse_bool(text: str) -> bool:
-    if text.lower() in ("1", "true", "yes", "on"):
-        return True
-    if text.lower() in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 # The lineage switches on the command line: (section, field, type, choices, help). Each flag is
@@ -84,18 +77,6 @@ LINEAGE_FLAGS = (
     ("train", "shard_switch", str, cfg.SHARD_SWITCHES, "global, per_rank (#15), per_rank_inclusive (#8/#9)"),
     ("train", "data_ranks", int, None, "record ranks of the per-rank shard switch (8)"),
 )
-
-
-def parse_profile_window(text: str) -> tuple[int, int]:
-    """"START:STOP" (or one step "S") -> (START, STOP), train-line step numbers, both included."""
-    start, sep, stop = text.partition(":")
-    try:
-        window = (int(start), int(stop)) if sep else (int(text), int(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected START:STOP (train-line step numbers, e.g. 2:3), got {text!r}") from None
-    if not 1 <= window[0] <= window[1]:
-        raise argparse.ArgumentTypeError(f"need 1 <= START <= STOP (steps count from 1, as the train lines), got {text!r}")
-    return window
 
 
 def build_parser() -> argparse.ArgumentParser:

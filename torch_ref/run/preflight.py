@@ -22,9 +22,10 @@ import torch
 from torch import Tensor
 
 import torch_ref.config as cfg
+from runkit.profiling import check_window
 from torch_ref.data import batches_available, check_holds_one_batch, list_shards, read_shard, read_shard_header
 from torch_ref.run import checkpoint as ckpt
-from torch_ref.run import convert, profiling
+from torch_ref.run import convert
 from torch_ref.run.cli import RunOptions, torchrun_world_size
 from torch_ref.run.convert import check_record_shapes, model_config_from_state_dict
 from torch_ref.run.runlog import log_directory
@@ -152,7 +153,7 @@ def start_run(preset: cfg.Preset, options: RunOptions) -> None:
                   "delete it to reclaim the space)", file=sys.stderr)
     del init_state, resumed
     check_run(run_config, options, start_step, position, served)
-    profiling.check_window(options.profile, start_step, run_config.train.steps)
+    check_window(options.profile, start_step, run_config.train.steps)
     if (ckpt.checkpoint_directory(run_config, options) is None and options.save_checkpoint is None
             and run_config.train.steps > start_step and int(os.environ.get("RANK", 0)) == 0):
         print("note: this run writes no checkpoint (pass --checkpoint-every K or --save-checkpoint PATH to keep its "

@@ -5,7 +5,8 @@ S - 1), as in jaxgpt.run.profiling. Each rank writes the Chrome trace of its own
 `<out_dir>/profile/<run_id>/trace_rank<r>.json` once step STOP has finished (CUDA synchronised
 first); every traced step is marked by a `train_step_<S>` range. Open it in ui.perfetto.dev or
 chrome://tracing; `python scripts/trace_kernels.py <out_dir>/profile/<run_id>` ranks its
-kernels. The traced steps' train_time includes the profiler's overhead.
+kernels. The traced steps' train_time includes the profiler's overhead. The window is parsed
+and checked as jaxgpt's is (runkit.cli.parse_profile_window, runkit.profiling.check_window).
 """
 
 from __future__ import annotations
@@ -18,13 +19,6 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 def trace_path(out_dir: str, run_id: str, rank: int) -> Path:
     return Path(out_dir) / "profile" / run_id / f"trace_rank{rank}.json"
-
-
-def check_window(window: tuple[int, int] | None, start_step: int, total_steps: int) -> None:
-    """--profile names only steps this run takes (a resumed run starts after `start_step`)."""
-    if window is not None and not start_step < window[0] <= window[1] <= total_steps:
-        raise ValueError(f"--profile {window[0]}:{window[1]} names steps this run does not take "
-                         f"(it logs step:{start_step + 1} .. step:{total_steps})")
 
 
 class StepTrace:
