@@ -9,7 +9,8 @@ count-based inside the optimizer, so the step compiles once for the whole run. T
 waits for the step it has just dispatched (the train loss is read one step late).
 
 The command line is jaxgpt.run.cli, where a run starts and its checks jaxgpt.run.preflight, signals
-jaxgpt.run.interrupt, the log lines and timing jaxgpt.run.runlog, checkpoint files jaxgpt.run.checkpoint.
+jaxgpt.run.interrupt, the log files jaxgpt.run.runlog, checkpoint files jaxgpt.run.checkpoint; the
+parts torch_ref's trainer shares (the record's log lines and clock, when a save is due) runkit.
 Docs: docs/TRAINING.md.
 """
 
@@ -43,6 +44,7 @@ from jaxgpt.kernels.flash_attention import default_interpret
 from jaxgpt.muon import Collective
 from jaxgpt.run import checkpoint, convert, interrupt, peers, preflight, profiling, quiet, runlog
 from jaxgpt.run.cli import RunOptions, parse_args, print_error
+from runkit.checkpoint import is_due
 from runkit.interrupt import Interrupted
 from runkit.runlog import NonFiniteError, TrainClock, nonfinite_loss
 
@@ -315,8 +317,8 @@ class TrainLoop:
             stop.starting(step)
             every = train_cfg.val_every  # 0: the last step only (the record's val_loss_every 0)
             val_due = train_cfg.val_tokens and (step == self.total_steps or (every > 0 and step % every == 0))
-            save_due = checkpointer is not None and checkpoint.is_due(step, self.start.step, train_cfg,
-                                                                      self.options.save_checkpoint)
+            save_due = checkpointer is not None and is_due(step, self.start.step, train_cfg,
+                                                           self.options.save_checkpoint)
             # Every process takes the same branches here (a local signal changes nothing until
             # a step has carried it to all), so they stop and save at the same step.
             if val_due or save_due or step in (self.log.clock_reset_step, self.total_steps):

@@ -40,6 +40,7 @@ import torch.multiprocessing as mp
 from torch import Tensor, nn
 
 import torch_ref.config as cfg
+from runkit.checkpoint import is_due
 from runkit.interrupt import Interrupted
 from runkit.runlog import CLOCK_RESET_STEP, NonFiniteError, nonfinite_loss, train_line, val_line, val_step_avg_ms
 from torch_ref import compilation
@@ -219,7 +220,7 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
                 last_step = step == steps
                 every = train_cfg.val_every  # 0: the last step only (the record's val_loss_every 0)
                 val_due = train_cfg.val_tokens and (last_step or (every > 0 and step % every == 0))
-                save_due = ckpt.is_due(step, start_step, train_cfg, save_final=False)
+                save_due = is_due(step, start_step, train_cfg, save_final=False)
                 # Every loss before a validation or a save is read first (they wait for the device
                 # anyway), so no NaN state is saved between a NaN step and its check; otherwise only
                 # the losses already on the host are read. The ranks then agree on what they saw.

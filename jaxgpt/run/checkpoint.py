@@ -22,54 +22,25 @@ from typing import Any
 import jax
 import orbax.checkpoint as ocp
 
+import runkit.checkpoint
 from jaxgpt import compat
-from jaxgpt.config import Preset, TrainConfig, config_to_json, nest_lineage, replace
+from jaxgpt.config import Preset, config_to_json, nest_lineage, replace
 from jaxgpt.data import DataPosition
 from jaxgpt.run import convert, saved_state
-
-# Fields that may differ between the saved run and the resumed one: where and how often output
-# is written, and how many devices share the global batch (the batches, the optimizer state and
-# the schedules do not depend on it; only the order of the fp32 sums across devices does, so a
-# run saved on 1 device continues on 2 within the parity suite's reordering noise, and back).
-RESUME_IGNORED_FIELDS = frozenset({"train.out_dir", "train.checkpoint_every", "train.keep_checkpoints", "train.devices"})
-
-
-def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in data.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(_flatten(value, name + "."))
-        else:
-            flat[name] = value
-    return flat
 
 
 def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """Human-readable `field: saved -> current` lines for every field that differs, ignoring
-    the output-only fields of RESUME_IGNORED_FIELDS. Empty when the configs agree."""
+    the output-only fields of runkit.checkpoint.RESUME_IGNORED_FIELDS. Empty when the configs agree."""
     # A field the saved config lacks (added since) had its default then: compare that.
-    defaults = config_to_json(Preset())
-    old = {**_flatten(defaults), **_flatten(nest_lineage(saved))}
-    new = _flatten(current)
-    lines = []
-    for name in sorted(old.keys() | new.keys()):
-        if name in RESUME_IGNORED_FIELDS:
-            continue
-        before, after = old.get(name, "<absent>"), new.get(name, "<absent>")
-        if before != after:
-            lines.append(f"{name}: {before!r} -> {after!r}")
-    return lines
+    flatten = runkit.checkpoint.flatten
+    old = {**flatten(config_to_json(Preset())), **flatten(nest_lineage(saved))}
+    return runkit.checkpoint.config_differences(old, flatten(current))
 
 
 def refuse_config_change(meta: dict[str, Any], config: dict[str, Any], directory: Path) -> None:
     """Raise ValueError listing the differing fields when `meta` was saved under another config."""
-    differences = config_differences(meta["config"], config)
-    if differences:
-        raise ValueError(
-            f"cannot resume from {directory}: it was saved by a run with a different config; "
-            "differing fields (saved -> now):\n  " + "\n  ".join(differences)
-        )
+    runkit.checkpoint.refuse_config_change(config_differences(meta["config"], config), directory)
 
 
 class CorruptCheckpointError(ValueError):
@@ -279,16 +250,6 @@ def keep_saved_cadence(preset: Preset, saved_meta: dict[str, Any], overridden: S
     kept = {name: saved_train[name] for name in ("checkpoint_every", "keep_checkpoints")
             if f"train.{name}" not in overridden and name in saved_train}
     return Preset(model=preset.model, optim=preset.optim, train=replace(preset.train, **kept))
-
-
-def is_due(step: int, start_step: int, train: TrainConfig, save_final: bool) -> bool:
-    """Save after every checkpoint_every updates and after the last one (never the state the
-    run started from: it is already on disk or is the init)."""
-    if step == start_step:
-        return False
-    if step == train.steps:
-        return train.checkpoint_every > 0 or save_final
-    return train.checkpoint_every > 0 and step % train.checkpoint_every == 0
 
 
 def restore_params(directory: str | Path, step: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:

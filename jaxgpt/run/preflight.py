@@ -27,6 +27,7 @@ from jaxgpt.run import lock as run_lock
 from jaxgpt.run.cli import RunOptions
 from runkit import names
 from runkit.lock import NoLock, RunLock
+from runkit.preflight import check_writable
 from runkit.profiling import check_window
 
 
@@ -89,18 +90,6 @@ def check_run(preset: cfg.Preset, num_devices: int, process_count: int, start_st
     """The geometry, then the shard scan (the geometry's messages name the cheaper fix)."""
     check_geometry(preset, num_devices, process_count)
     scan_shards(preset, start_step, start, announce=announce)
-
-
-def check_writable(directory: Path, what: str) -> None:
-    """Create `directory` if needed and prove a file can be written there; ValueError otherwise
-    (checked before the first step, so no trained state is lost to a bad path at the end)."""
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        probe = directory / f".write-test-{uuid.uuid4().hex}"
-        probe.touch()
-        probe.unlink()
-    except OSError as error:
-        raise ValueError(f"{what} {directory} is not writable: {error.strerror or error}") from None
 
 
 def check_outputs(preset: cfg.Preset, options: RunOptions) -> None:

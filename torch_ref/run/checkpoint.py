@@ -24,6 +24,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+import runkit.checkpoint
 import torch_ref.config as cfg
 from torch_ref.muon import Muon
 from torch_ref.run.cli import RunOptions
@@ -32,10 +33,6 @@ from torch_ref.run.saved_state import RESTORE_ERRORS
 
 STEP_FILE = re.compile(r"^(\d+)\.pt$")
 TMP_MARKER = ".tmp-"  # `.<name>.tmp-<pid>`: a write that never finished (the process was killed)
-# Fields that may change on --resume: where and how often to write, and how many ranks share the
-# global batch (the batches, the whole optimizer state and the schedules do not depend on it; only
-# the order of the gradient sums does, so a run saved by 1 rank continues on 2 within rounding).
-RESUME_IGNORED_FIELDS = frozenset({"train.out_dir", "train.checkpoint_every", "train.keep_checkpoints", "train.devices"})
 
 
 def write_atomically(payload: dict[str, Any], path: str | os.PathLike) -> Path:
@@ -175,27 +172,17 @@ def config_dict(preset: cfg.Preset) -> dict[str, Any]:
     return dataclasses.asdict(preset)
 
 
-def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = tuple(value) if isinstance(value, list) else value
-    return flat
+def _flatten(data: dict[str, Any]) -> dict[str, Any]:
+    return runkit.checkpoint.flatten(data, lists_as_tuples=True)  # a saved list is compared with a dataclass's tuple
 
 
 def refuse_config_change(saved: dict[str, Any], current: dict[str, Any], path: Path) -> None:
-    """ValueError listing `field: saved -> now` for every field that differs (output-only
-    fields aside): a resumed run must be the run that was saved."""
+    """ValueError listing `field: saved -> now` for every field that differs (the output-only
+    fields of runkit.checkpoint.RESUME_IGNORED_FIELDS aside): a resumed run must be the run that
+    was saved."""
     # A field the saved config lacks (added since) had its default then: compare that.
     old, new = {**_flatten(config_dict(cfg.Preset())), **_flatten(cfg.nest_lineage(saved))}, _flatten(current)
-    differences = [f"{name}: {old.get(name, '<absent>')!r} -> {new.get(name, '<absent>')!r}"
-                   for name in sorted(old.keys() | new.keys())
-                   if name not in RESUME_IGNORED_FIELDS and old.get(name, "<absent>") != new.get(name, "<absent>")]
-    if differences:
-        raise ValueError(f"cannot resume from {path}: it was saved by a run with a different config; "
-                         "differing fields (saved -> now):\n  " + "\n  ".join(differences))
+    runkit.checkpoint.refuse_config_change(runkit.checkpoint.config_differences(old, new), path)
 
 
 def keep_saved_cadence(preset: cfg.Preset, saved: dict[str, Any], overridden: tuple[str, ...]) -> cfg.Preset:
@@ -244,16 +231,6 @@ def load_optimizer_states(optimizers: tuple[torch.optim.Optimizer, ...], states:
             owned = {id(param) for _, param in _owned(opt)}
             for param in [p for p in opt.state if id(p) not in owned]:
                 del opt.state[param]
-
-
-def is_due(step: int, start_step: int, train: cfg.TrainConfig, save_final: bool) -> bool:
-    """Save after every checkpoint_every updates and after the last one; never the state the
-    run started from (it is the init, or already on disk)."""
-    if step == start_step:
-        return False
-    if step == train.steps:
-        return train.checkpoint_every > 0 or save_final
-    return train.checkpoint_every > 0 and step % train.checkpoint_every == 0
 
 
 def restore(model: nn.Module, optimizers: tuple, schedulers: list, payload: dict[str, Any],

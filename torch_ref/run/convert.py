@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import re
-import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,30 +21,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from runkit.convert import zip_damage
 from torch_ref.config import ModelConfig, next_multiple
 from torch_ref.config import replace as replace_config
 from torch_ref.model import GPT, QKV_LAYOUTS, SEPARATE_QKV_NAMES, CausalSelfAttention
-
-
-def zip_damage(path: Path) -> str | None:
-    """What is wrong with a torch file's zip container, or None (jaxgpt.run.convert.zip_damage's rule):
-    every member is read once and its CRC-32 checked (torch.load does not check them, so a flipped
-    bit in a tensor would load as a silently different weight); members written without a CRC
-    (0) are not checked; a file that is not a zip is torch.load's to judge."""
-    if not zipfile.is_zipfile(path):
-        return None
-    try:
-        with zipfile.ZipFile(path) as archive:
-            members = [info for info in archive.infolist() if info.CRC != 0 or info.file_size == 0]
-            if any(info.compress_type != zipfile.ZIP_STORED for info in members):
-                return "a compressed member: torch writes its members stored"
-            for info in members:
-                with archive.open(info) as member:  # the CRC is compared once the member is read
-                    while member.read(1 << 24):
-                        pass
-    except Exception as error:  # noqa: BLE001 - zipfile raises BadZipFile, EOFError, ValueError, ... on damage
-        return f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:150]}"
-    return None
 
 
 def read_checkpoint(path: str | os.PathLike, what: str = "checkpoint") -> dict[str, Any]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import torch
 from torch import Tensor
 
 import torch_ref.config as cfg
+from runkit.preflight import check_writable
 from runkit.profiling import check_window
 from torch_ref.data import batches_available, check_holds_one_batch, list_shards, read_shard, read_shard_header
 from torch_ref.run import checkpoint as ckpt
@@ -92,18 +92,6 @@ def check_run(preset: cfg.Preset, options: RunOptions, start_step: int = 0,
     if options.device == "cuda" and world > torch.cuda.device_count() and torchrun_world_size() is None:
         raise ValueError(f"--devices {world} but only {torch.cuda.device_count()} CUDA devices are visible")
     check_outputs(preset, options)
-
-
-def check_writable(directory: Path, what: str) -> None:
-    """Create `directory` if needed and prove a file can be written there; ValueError otherwise
-    (checked before the first step, so no trained state is lost to a bad path at the end)."""
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        probe = directory / f".write-test-{uuid.uuid4().hex}"
-        probe.touch()
-        probe.unlink()
-    except OSError as error:
-        raise ValueError(f"{what} {directory} is not writable: {error.strerror or error}") from None
 
 
 def check_outputs(preset: cfg.Preset, options: RunOptions) -> None:
