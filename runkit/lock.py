@@ -98,6 +98,22 @@ def name_place(target: Path, what: str, remedy: str) -> Place:
     return Place(lock_path(target), what, remedy)
 
 
+ANOTHER_RUN_ID = "pass another --run-id"  # the remedy of a place named by the run id
+RESUME_LATER = "resume from it once that run has ended"  # the remedy of a --resume folder in use
+
+
+def logs_place(log_dir: Path, run_id: str) -> Place:
+    """The lock of a run's log files, `<log_dir>/<run id>.*` (jaxgpt's profiles go under the same
+    run id: this lock covers them)."""
+    return name_place(log_dir / run_id, f"the logs of run {run_id!r} in {log_dir}", ANOTHER_RUN_ID)
+
+
+def tensorboard_place(tensorboard: str, run_id: str) -> Place:
+    """The lock of a run's TensorBoard folder, `<tensorboard>/<run id>`."""
+    return name_place(Path(tensorboard) / run_id, f"the TensorBoard folder of run {run_id!r} in {tensorboard}",
+                      ANOTHER_RUN_ID)
+
+
 def read_holder(path: Path) -> Holder | None:
     """The holder written in a lock file; None when it is empty or not a holder (being written,
     or not ours), after a few short tries."""

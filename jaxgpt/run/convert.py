@@ -25,7 +25,7 @@ from flax import nnx
 from jaxgpt import model as model_lib
 from jaxgpt import params as params_lib
 from jaxgpt.config import ModelConfig, Preset, replace, with_fields
-from runkit.convert import zip_damage
+from runkit.convert import state_dict_problem, zip_damage
 
 COMPILE_PREFIX = "_orig_mod."
 
@@ -253,29 +253,10 @@ def read_record_payload(path: str | Path, *, flag: str = "checkpoint") -> dict[s
                          "expected a torch.save file holding {'model': state_dict}") from None
     if not isinstance(checkpoint, dict) or "model" not in checkpoint:
         raise ValueError(f"{flag}: {path} is not a record-format checkpoint (a dict with a 'model' state dict)")
-    problem = state_dict_problem(checkpoint["model"])
+    problem = state_dict_problem(checkpoint["model"], _is_torch_tensor)
     if problem is not None:
         raise ValueError(f"{flag}: {path} is not a record-format checkpoint: its 'model' state dict {problem}")
     return checkpoint
-
-
-def state_dict_problem(state_dict: Any) -> str | None:
-    """What makes a loaded 'model' item unusable as a state dict, or None: it must map str keys
-    to floating-point tensors, each backed by as many bytes as it holds (a tensor expanded from a
-    small storage would claim an absurd size that a copy then allocates)."""
-    if not isinstance(state_dict, dict):
-        return f"is a {type(state_dict).__name__}, not a dict"
-    for key, value in state_dict.items():
-        if not isinstance(key, str):
-            return f"has a key that is not a name: {key!r:.80}"
-        if not _is_torch_tensor(value) or not hasattr(value, "untyped_storage"):
-            return f"holds a {type(value).__name__} at {key!r:.80}, not a tensor"
-        if not value.is_floating_point():
-            return f"holds {key!r:.80} of dtype {value.dtype}, not a floating-point tensor"
-        if value.numel() * value.element_size() > value.untyped_storage().nbytes():
-            return (f"holds {key!r:.80} of shape {tuple(value.shape)} over a storage of "
-                    f"{value.untyped_storage().nbytes()} bytes (an expanded tensor)")
-    return None
 
 
 def check_state_dict(state_dict: Mapping[str, Any], config: ModelConfig) -> None:

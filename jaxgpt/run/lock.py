@@ -12,7 +12,19 @@ import itertools
 from collections.abc import Sequence
 from pathlib import Path
 
-from runkit.lock import FolderInUseError, NoLock, Place, RunLock, announce, folder_place, name_place
+from runkit.lock import (
+    ANOTHER_RUN_ID,
+    RESUME_LATER,
+    FolderInUseError,
+    NoLock,
+    Place,
+    RunLock,
+    announce,
+    folder_place,
+    logs_place,
+    name_place,
+    tensorboard_place,
+)
 
 AGREE_KEY = "jaxgpt/run_lock"
 AGREE_TIMEOUT_MS = 60_000  # process 0 takes its locks within seconds; beyond this it is gone
@@ -25,19 +37,16 @@ def run_places(out_dir: str, run_id: str, *, resume: str | None, saves: bool, ex
     `out_dir`, its checkpoint folder (`--resume DIR`, else `<out_dir>/checkpoints/<run id>`
     when it `saves`), the --export-torch file and its TensorBoard folder."""
     out = Path(out_dir)
-    another_id = "pass another --run-id"
-    places = [name_place(out / "logs" / run_id, f"the logs of run {run_id!r} in {out / 'logs'}", another_id)]
+    places = [logs_place(out / "logs", run_id)]
     if resume is not None and Path(resume).is_dir():  # a missing one is refused when it is opened
-        places.append(folder_place(Path(resume), f"the checkpoint folder {resume}",
-                                   "resume from it once that run has ended"))
+        places.append(folder_place(Path(resume), f"the checkpoint folder {resume}", RESUME_LATER))
     elif resume is None and saves:
         folder = out / "checkpoints" / run_id
-        places.append(folder_place(folder, f"the checkpoint folder {folder}", another_id))
+        places.append(folder_place(folder, f"the checkpoint folder {folder}", ANOTHER_RUN_ID))
     if export is not None:
         places.append(name_place(Path(export), f"--export-torch {export}", "export to another path"))
     if tensorboard is not None:
-        places.append(name_place(Path(tensorboard) / run_id, f"the TensorBoard folder of run {run_id!r} in "
-                                 f"{tensorboard}", another_id))
+        places.append(tensorboard_place(tensorboard, run_id))
     return places
 
 

@@ -115,3 +115,13 @@ def test_a_lock_file_without_a_readable_holder_says_what_to_do(tmp_path, monkeyp
     with pytest.raises(lock.FolderInUseError, match="has not written its name into the lock file yet "
                                                     r"\(if no run is using it, delete the file\)"):
         lock.RunLock([place(tmp_path)]).acquire()
+
+
+def test_the_places_a_run_id_names_and_their_remedy(tmp_path):
+    logs = lock.logs_place(tmp_path / "logs", "r")
+    assert logs == lock.Place(tmp_path.resolve() / "logs" / "r.lock", f"the logs of run 'r' in {tmp_path / 'logs'}",
+                              "pass another --run-id")
+    board = lock.tensorboard_place(str(tmp_path / "tb"), "r")
+    assert board == lock.Place(tmp_path.resolve() / "tb" / "r.lock",
+                               f"the TensorBoard folder of run 'r' in {tmp_path / 'tb'}", "pass another --run-id")
+    assert (tmp_path / "logs").is_dir() and (tmp_path / "tb").is_dir()  # made, so that the lock file can be

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from runkit.convert import zip_damage
+from runkit.convert import state_dict_problem, zip_damage
 from torch_ref.config import ModelConfig, next_multiple
 from torch_ref.config import replace as replace_config
 from torch_ref.model import GPT, QKV_LAYOUTS, SEPARATE_QKV_NAMES, CausalSelfAttention
@@ -43,7 +43,7 @@ def read_checkpoint(path: str | os.PathLike, what: str = "checkpoint") -> dict[s
                          "expected a torch file holding {'model': state_dict, ...}") from None
     if not isinstance(checkpoint, dict) or "model" not in checkpoint:
         raise ValueError(f"{what} {path} is not a record-format checkpoint (a dict with a 'model' state dict)")
-    if (problem := state_dict_problem(checkpoint["model"])) is not None:
+    if (problem := state_dict_problem(checkpoint["model"], lambda value: isinstance(value, Tensor))) is not None:
         raise ValueError(f"{what} {path} is not a record-format checkpoint: its 'model' state dict {problem}")
     return checkpoint
 
@@ -199,22 +199,3 @@ def check_record_shapes(config: ModelConfig, state_dict: Mapping[str, Tensor]) -
     is known to fit (its dims could otherwise ask for any size)."""
     with torch.device("meta"):
         load_record_state_dict(GPT.from_config(config), state_dict, shapes_only=True)
-
-
-def state_dict_problem(state_dict: object) -> str | None:
-    """What makes a loaded 'model' item unusable as a state dict, or None (jaxgpt.run.convert's rule):
-    str keys to floating-point tensors, each backed by as many bytes as it holds (a tensor expanded
-    from a small storage would claim an absurd size that a copy then allocates)."""
-    if not isinstance(state_dict, dict):
-        return f"is a {type(state_dict).__name__}, not a dict"
-    for key, value in state_dict.items():
-        if not isinstance(key, str):
-            return f"has a key that is not a name: {key!r:.80}"
-        if not isinstance(value, Tensor):
-            return f"holds a {type(value).__name__} at {key!r:.80}, not a tensor"
-        if not value.is_floating_point():
-            return f"holds {key!r:.80} of dtype {value.dtype}, not a floating-point tensor"
-        if value.numel() * value.element_size() > value.untyped_storage().nbytes():
-            return (f"holds {key!r:.80} of shape {tuple(value.shape)} over a storage of "
-                    f"{value.untyped_storage().nbytes()} bytes (an expanded tensor)")
-    return None

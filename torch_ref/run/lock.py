@@ -12,7 +12,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from runkit.lock import NoLock, Place, RunLock, announce, folder_place, name_place
+from runkit.lock import (
+    ANOTHER_RUN_ID,
+    RESUME_LATER,
+    NoLock,
+    Place,
+    RunLock,
+    announce,
+    folder_place,
+    logs_place,
+    name_place,
+    tensorboard_place,
+)
 
 
 def run_places(log_dir: Path, run_id: str, checkpoint_folder: Path | None, *, resume: str | None,
@@ -20,18 +31,16 @@ def run_places(log_dir: Path, run_id: str, checkpoint_folder: Path | None, *, re
     """Every place a training run writes: its log files under `log_dir`, its checkpoint folder
     (`--resume DIR` or `<out_dir>/checkpoints/<run id>`; None: none), the --save-checkpoint
     file and its TensorBoard folder."""
-    another_id = "pass another --run-id"
-    places = [name_place(log_dir / run_id, f"the logs of run {run_id!r} in {log_dir}", another_id)]
+    places = [logs_place(log_dir, run_id)]
     if checkpoint_folder is not None:
         resumed = resume is not None and Path(resume).is_dir()
         places.append(folder_place(checkpoint_folder, f"the checkpoint folder {checkpoint_folder}",
-                                   "resume from it once that run has ended" if resumed else another_id))
+                                   RESUME_LATER if resumed else ANOTHER_RUN_ID))
     if save_checkpoint is not None:
         places.append(name_place(Path(save_checkpoint), f"--save-checkpoint {save_checkpoint}",
                                  "save to another path"))
     if tensorboard is not None:
-        places.append(name_place(Path(tensorboard) / run_id, f"the TensorBoard folder of run {run_id!r} in "
-                                 f"{tensorboard}", another_id))
+        places.append(tensorboard_place(tensorboard, run_id))
     return places
 
 
