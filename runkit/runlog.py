@@ -3,15 +3,18 @@
 Timing follows the record: the clock is reset at step 10 (compilation excluded; a resumed run
 10 steps after its own start), paused around validation and checkpoint saves, and a line's
 step_avg divides the clock by the steps it has seen (`timed_steps`). A NaN or infinite loss
-stops a run with one line (`nonfinite_loss`). What each trainer adds around these (its text log
-and metrics JSONL, its header, jaxgpt's progress bar, torch_ref's loss watch) is its own
-run.runlog's.
+stops a run with one line (`nonfinite_loss`). Both write the same metrics: one JSON object per
+logged step (`metrics_line`), the same numbers as TensorBoard scalars (`add_scalars`). What each
+trainer adds around these (where its files go, its header, jaxgpt's progress bar, torch_ref's
+loss watch) is its own run.runlog's.
 """
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 CLOCK_RESET_STEP = 10  # the record excludes steps 0..9 (compile warm-up) from train_time
 
@@ -46,6 +49,21 @@ def train_line(step: int, total: int, train_time_ms: float, loss: float | None =
     avg = train_step_avg_ms(step, train_time_ms, clock_reset_step)
     line = f"step:{step + 1}/{total} train_time:{train_time_ms:.0f}ms step_avg:{avg:.2f}ms"
     return line if loss is None else f"{line} train_loss:{loss:.4f}"
+
+
+def metrics_line(framework: str, run_id: str, record: Mapping[str, Any]) -> str:
+    """One line of a run's metrics JSONL: its framework ("jaxgpt", "torch_ref") and run id, then
+    the record's fields (kind "train" or "val", step, the loss, train_time_ms, step_avg_ms,
+    window_blocks): the schema scripts/plot_runs.py reads of both trainers' runs."""
+    return json.dumps({"framework": framework, "run_id": run_id, **record})
+
+
+def add_scalars(writer: Any, record: Mapping[str, Any]) -> None:
+    """A metrics record's numbers as TensorBoard scalars (`writer`: a tensorboardX SummaryWriter),
+    tagged `<kind>/<field>` at the record's step."""
+    for name, value in record.items():
+        if name not in ("kind", "step"):
+            writer.add_scalar(f"{record['kind']}/{name}", value, record["step"])
 
 
 class NonFiniteError(ValueError):

@@ -9,7 +9,8 @@ finished). Each step folder has two items:
 
 `step` counts the optimizer updates already applied, so a run resumed from step s continues
 with iteration s of the training loop. The config is the full Preset as nested JSON; resuming
-under a different config is refused with the list of fields that differ.
+under a different config is refused with the list of fields that differ (runkit.checkpoint, as
+torch_ref's; when a save is due is runkit's too).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Every flag is declared here by name. A config flag overrides one field of the chosen preset
 (`--preset`); a flag left out keeps the preset's value. Choices come from the config's
 `Literal` types. Per-layer tuples (value-embedding slots, long-window and attention-free
-layers) have no flags: presets and `--init-from` set them. Imports no jax.
+layers) have no flags: presets and `--init-from` set them. The flag types torch_ref's command
+line uses too and the run-id check are runkit's (runkit.cli, runkit.names). Imports no jax.
 """
 
 from __future__ import annotations

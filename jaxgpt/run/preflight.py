@@ -4,7 +4,8 @@ checkpoint to resume, the run's geometry and its data.
 `python -m jaxgpt.train` calls `start_run` before building the model, so a bad flag, a short
 or foreign shard, or an unwritable folder costs seconds, not a compilation (or a finished run
 whose final save then fails). Each check raises ValueError (or data's own errors) naming the
-problem and the flag that fixes it. Mirrors torch_ref.run.preflight.
+problem and the flag that fixes it. Mirrors torch_ref.run.preflight; the checks both make alike
+are runkit's (runkit.preflight, runkit.profiling).
 """
 
 from __future__ import annotations

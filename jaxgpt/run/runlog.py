@@ -26,7 +26,15 @@ import jaxlib
 import optax
 
 from jaxgpt import config as cfg
-from runkit.runlog import CLOCK_RESET_STEP, train_line, train_step_avg_ms, val_line, val_step_avg_ms
+from runkit.runlog import (
+    CLOCK_RESET_STEP,
+    add_scalars,
+    metrics_line,
+    train_line,
+    train_step_avg_ms,
+    val_line,
+    val_step_avg_ms,
+)
 
 
 class RunLog:
@@ -72,12 +80,10 @@ class RunLog:
         """One JSON object per line, each naming its framework and run (the schema
         torch_ref.train also writes and scripts/plot_runs.py reads)."""
         if self.enabled:
-            self._metrics.write(json.dumps({"framework": "jaxgpt", "run_id": self.run_id, **record}) + "\n")
+            self._metrics.write(metrics_line("jaxgpt", self.run_id, record) + "\n")
             self._metrics.flush()
-            if self._tensorboard is not None:  # the same numbers, as "<kind>/<field>" at the record's step
-                for name, value in record.items():
-                    if name not in ("kind", "step"):
-                        self._tensorboard.add_scalar(f"{record['kind']}/{name}", value, record["step"])
+            if self._tensorboard is not None:  # the same numbers
+                add_scalars(self._tensorboard, record)
 
     def val(self, step: int, loss: float, train_time_ms: float, window_blocks: int) -> None:
         """The val line of `step` and its metrics record."""

@@ -4,6 +4,7 @@ tests/torch_ref/test_train.py)."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -67,3 +68,21 @@ def test_without_a_loss_the_train_line_is_the_records_own():
     # The last train line: step 1393 at 179,392 ms, step_avg 129.71 ms (update made at step 1392).
     assert runlog.train_line(1392, 1393, 179392.0) == "step:1393/1393 train_time:179392ms step_avg:129.71ms"
     assert runlog.train_line(11, 1393, 1234.0).endswith("step_avg:nanms")
+
+
+def test_a_metrics_record_as_a_jsonl_line_and_as_tensorboard_scalars():
+    record = {"kind": "val", "step": 125, "val_loss": 4.4043, "train_time_ms": 14281.4, "step_avg_ms": 124.19,
+              "window_blocks": 3}
+    assert json.loads(runlog.metrics_line("torch_ref", "r", record)) == {"framework": "torch_ref", "run_id": "r", **record}
+
+    class Writer:
+        def __init__(self):
+            self.scalars = []
+
+        def add_scalar(self, tag, value, step):
+            self.scalars.append((tag, value, step))
+
+    writer = Writer()
+    runlog.add_scalars(writer, record)
+    assert writer.scalars == [("val/val_loss", 4.4043, 125), ("val/train_time_ms", 14281.4, 125),
+                              ("val/step_avg_ms", 124.19, 125), ("val/window_blocks", 3, 125)]

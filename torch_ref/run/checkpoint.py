@@ -9,6 +9,7 @@ A run's checkpoint folder (`<out_dir>/checkpoints/<run id>/`, or the `--resume` 
 `<step>.pt` files; each is written to a hidden temporary file in the same folder and renamed
 into place, so a file with a step name is always complete, and only the newest
 `keep_checkpoints` are kept. Written from the spec and jaxgpt's conventions; imports no jaxgpt.
+When a save is due and the config a resume must keep are both trainers' (runkit.checkpoint).
 """
 
 from __future__ import annotations

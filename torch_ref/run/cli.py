@@ -2,7 +2,8 @@
 
 A config flag overrides one field of the chosen preset (`--preset`); a flag left out keeps the
 preset's value. Under torchrun (env RANK and WORLD_SIZE) the process count is torchrun's.
-The same concept as jaxgpt.run.cli, written here: torch_ref imports nothing from jaxgpt.
+The same concept as jaxgpt.run.cli (torch_ref imports nothing from jaxgpt); the flag types both
+use and the run-id check are runkit's (runkit.cli, runkit.names).
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ compiled model (`_orig_mod.` key prefixes) under its own names (#8/#9/#15's
 `transformer.{wte,vte,h.i}`, #8-#18's c_q/c_k/c_v); `to_model_names` maps any of them to
 torch_ref's, `load_record_state_dict` loads the result into a GPT of either QKV layout,
 `model_config_from_state_dict` reads the model's dims off it and `check_record_shapes` checks
-every key and shape on the meta device before anything is allocated.
+every key and shape on the meta device before anything is allocated. The file's zip container
+and its state dict are checked as jaxgpt's are (runkit.convert).
 """
 
 from __future__ import annotations

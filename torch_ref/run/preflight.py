@@ -4,8 +4,8 @@ paths, the checkpoints it starts from, the geometry and the data.
 `python -m torch_ref.train` calls `start_run` once, before it spawns any rank, so that a bad
 flag, a short or foreign shard, or an unwritable folder costs seconds, not a finished run
 whose final save then fails. Each check raises ValueError (or the data module's own errors)
-naming the problem. The same concept as jaxgpt.run.preflight, written here: torch_ref imports
-nothing from jaxgpt.
+naming the problem. The same concept as jaxgpt.run.preflight (torch_ref imports nothing from
+jaxgpt); the checks both make alike are runkit's (runkit.preflight, runkit.profiling).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from torch import Tensor
 
 import runkit.runlog
 import torch_ref.config as cfg
-from runkit.runlog import train_step_avg_ms
+from runkit.runlog import add_scalars, metrics_line, train_step_avg_ms
 from torch_ref.run.cli import RunOptions
 
 
@@ -96,11 +96,9 @@ class RunLog:
         if self.metrics_path is None:
             return
         with open(self.metrics_path, "a") as f:
-            print(json.dumps({"framework": "torch_ref", "run_id": self.run_id, **record}), file=f)
-        if self._tensorboard is not None:  # the same numbers, as "<kind>/<field>" at the record's step
-            for name, value in record.items():
-                if name not in ("kind", "step"):
-                    self._tensorboard.add_scalar(f"{record['kind']}/{name}", value, record["step"])
+            print(metrics_line("torch_ref", self.run_id, record), file=f)
+        if self._tensorboard is not None:  # the same numbers
+            add_scalars(self._tensorboard, record)
 
     def close(self) -> None:
         """Write the TensorBoard events still queued (tensorboardX also does at exit)."""
