@@ -7,7 +7,7 @@ or deleted anywhere (jaxgpt.fuzzing.mutated): tensors of other shapes and dtypes
 tensors claiming 10^12 elements over 4 bytes, absurd widths, non-tensors.
 
 Property: the file's parameters, exactly as stored (and, for a damaged valid file, exactly the
-valid file's: a flipped bit in a tensor is found by the zip's CRC-32, convert.zip_damage), in
+valid file's: a flipped bit in a tensor is found by the zip's CRC-32, runkit.convert.zip_damage), in
 the shapes of the model they describe;
 or ValueError / FileNotFoundError naming the file in one line; nothing else raised, no hang,
 no allocation beyond the file's size (a tensor is never copied before every shape fits).

@@ -8,7 +8,7 @@ tensors claiming 10^12 elements over 4 bytes, absurd widths, non-tensors, any JS
 
 Property: the run gets exactly the file's weights (and, resumed, its step and data position; for
 a damaged valid file, exactly the valid file's: a flipped bit in a tensor is found by the zip's
-CRC-32, convert.zip_damage),
+CRC-32, runkit.convert.zip_damage),
 or one ValueError / FileNotFoundError line naming the file; nothing else raised, no hang, no
 allocation beyond the file's size (every shape is checked on the meta device first).
 """
