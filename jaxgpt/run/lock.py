@@ -12,19 +12,7 @@ import itertools
 from collections.abc import Sequence
 from pathlib import Path
 
-from runkit.lock import (
-    ANOTHER_RUN_ID,
-    RESUME_LATER,
-    FolderInUseError,
-    NoLock,
-    Place,
-    RunLock,
-    announce,
-    folder_place,
-    logs_place,
-    name_place,
-    tensorboard_place,
-)
+from runkit import lock
 
 AGREE_KEY = "jaxgpt/run_lock"
 AGREE_TIMEOUT_MS = 60_000  # process 0 takes its locks within seconds; beyond this it is gone
@@ -32,47 +20,48 @@ _RUNS = itertools.count()  # runs started by this process: every process of a ru
 
 
 def run_places(out_dir: str, run_id: str, *, resume: str | None, saves: bool, export: str | None = None,
-               tensorboard: str | None = None) -> list[Place]:
+               tensorboard: str | None = None) -> list[lock.Place]:
     """Every place a training run writes: the logs (and profiles) of its run id under
     `out_dir`, its checkpoint folder (`--resume DIR`, else `<out_dir>/checkpoints/<run id>`
     when it `saves`), the --export-torch file and its TensorBoard folder."""
     out = Path(out_dir)
-    places = [logs_place(out / "logs", run_id)]
+    places = [lock.logs_place(out / "logs", run_id)]
     if resume is not None and Path(resume).is_dir():  # a missing one is refused when it is opened
-        places.append(folder_place(Path(resume), f"the checkpoint folder {resume}", RESUME_LATER))
+        places.append(lock.folder_place(Path(resume), f"the checkpoint folder {resume}", lock.RESUME_LATER))
     elif resume is None and saves:
         folder = out / "checkpoints" / run_id
-        places.append(folder_place(folder, f"the checkpoint folder {folder}", ANOTHER_RUN_ID))
+        places.append(lock.folder_place(folder, f"the checkpoint folder {folder}", lock.ANOTHER_RUN_ID))
     if export is not None:
-        places.append(name_place(Path(export), f"--export-torch {export}", "export to another path"))
+        places.append(lock.name_place(Path(export), f"--export-torch {export}", "export to another path"))
     if tensorboard is not None:
-        places.append(tensorboard_place(tensorboard, run_id))
+        places.append(lock.tensorboard_place(tensorboard, run_id))
     return places
 
 
-def take_for_processes(places: Sequence[Place], process_index: int, process_count: int) -> RunLock | NoLock:
+def take_for_processes(places: Sequence[lock.Place], process_index: int,
+                       process_count: int) -> lock.RunLock | lock.NoLock:
     """The run's locks, taken by process 0 alone; in a run of several processes the others
     learn its answer through jax.distributed's key-value store and stop with it when refused.
     Prints the stale-lock notes (process 0)."""
     if process_count == 1:
-        return announce(RunLock(places).acquire())
+        return lock.announce(lock.RunLock(places).acquire())
     from jaxgpt import compat  # jax only for several processes
 
     client = compat.distributed_client()
     key = f"{AGREE_KEY}/{next(_RUNS)}"  # the n-th run of these processes (the store outlives a run)
     if process_index == 0:
         try:
-            lock = RunLock(places).acquire()
+            held = lock.RunLock(places).acquire()
         except Exception as error:
             client.key_value_set(key, f"refused: {error}")
             raise
         client.key_value_set(key, "ok")
-        return announce(lock)
+        return lock.announce(held)
     try:
         answer = client.blocking_key_value_get(key, AGREE_TIMEOUT_MS)
     except Exception as error:  # noqa: BLE001 - the client's timeout error type is private
-        raise FolderInUseError(f"process 0 did not say within {AGREE_TIMEOUT_MS // 1000} s whether it holds the run's "
-                               f"locks ({type(error).__name__}); this process stops") from None
+        raise lock.FolderInUseError(f"process 0 did not say within {AGREE_TIMEOUT_MS // 1000} s whether it holds the "
+                                    f"run's locks ({type(error).__name__}); this process stops") from None
     if answer != "ok":
-        raise FolderInUseError(f"process 0 could not take the run's locks: {answer.removeprefix('refused: ')}")
-    return NoLock()
+        raise lock.FolderInUseError(f"process 0 could not take the run's locks: {answer.removeprefix('refused: ')}")
+    return lock.NoLock()

@@ -12,42 +12,31 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from runkit.lock import (
-    ANOTHER_RUN_ID,
-    RESUME_LATER,
-    NoLock,
-    Place,
-    RunLock,
-    announce,
-    folder_place,
-    logs_place,
-    name_place,
-    tensorboard_place,
-)
+from runkit import lock
 
 
 def run_places(log_dir: Path, run_id: str, checkpoint_folder: Path | None, *, resume: str | None,
-               save_checkpoint: str | None = None, tensorboard: str | None = None) -> list[Place]:
+               save_checkpoint: str | None = None, tensorboard: str | None = None) -> list[lock.Place]:
     """Every place a training run writes: its log files under `log_dir`, its checkpoint folder
     (`--resume DIR` or `<out_dir>/checkpoints/<run id>`; None: none), the --save-checkpoint
     file and its TensorBoard folder."""
-    places = [logs_place(log_dir, run_id)]
+    places = [lock.logs_place(log_dir, run_id)]
     if checkpoint_folder is not None:
         resumed = resume is not None and Path(resume).is_dir()
-        places.append(folder_place(checkpoint_folder, f"the checkpoint folder {checkpoint_folder}",
-                                   RESUME_LATER if resumed else ANOTHER_RUN_ID))
+        places.append(lock.folder_place(checkpoint_folder, f"the checkpoint folder {checkpoint_folder}",
+                                        lock.RESUME_LATER if resumed else lock.ANOTHER_RUN_ID))
     if save_checkpoint is not None:
-        places.append(name_place(Path(save_checkpoint), f"--save-checkpoint {save_checkpoint}",
-                                 "save to another path"))
+        places.append(lock.name_place(Path(save_checkpoint), f"--save-checkpoint {save_checkpoint}",
+                                      "save to another path"))
     if tensorboard is not None:
-        places.append(tensorboard_place(tensorboard, run_id))
+        places.append(lock.tensorboard_place(tensorboard, run_id))
     return places
 
 
-def take_for_run(places: Sequence[Place], owner: bool) -> RunLock | NoLock:
+def take_for_run(places: Sequence[lock.Place], owner: bool) -> lock.RunLock | lock.NoLock:
     """The run's locks when this process is its `owner` (printing the stale-lock notes), else
     nothing: torchrun's other ranks write only through rank 0's folders, and rank 0 refused
     ends the job (torchrun stops the other workers when one fails)."""
     if not owner:
-        return NoLock()
-    return announce(RunLock(places).acquire())
+        return lock.NoLock()
+    return lock.announce(lock.RunLock(places).acquire())
