@@ -29,9 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     invocation = " ".join(["scripts/torch_api_check.py", *(argv if argv is not None else sys.argv[1:])])
 
     def body() -> int:
-        from jaxgpt_tools.gpu import torch_api
+        from jaxgpt_tools.gpu import torch_api, torch_exercises
 
-        result = {"command": invocation, **torch_api.report(exercise=not args.no_exercise, slow=not args.quick)}
+        result = {"command": invocation, **torch_exercises.report(exercise=not args.no_exercise, slow=not args.quick)}
         print(f"python {result['python']}, torch {result['torch']} (CUDA {result['torch_cuda']}), "
               f"triton {result['triton']}")
         print(torch_api.table(result["rows"]))

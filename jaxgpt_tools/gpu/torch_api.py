@@ -345,33 +345,6 @@ def check_uses(uses: Iterable[ApiUse] = API_USES) -> list[dict[str, Any]]:
 # The report
 
 
-def environment() -> dict[str, Any]:
-    """The versions the check ran under."""
-    import platform
-
-    import torch
-
-    try:
-        import triton
-
-        triton_version: str | None = triton.__version__
-    except ImportError:
-        triton_version = None
-    return {"python": platform.python_version(), "torch": torch.__version__, "torch_cuda": torch.version.cuda,
-            "triton": triton_version}
-
-
-def report(exercise: bool = True, slow: bool = True) -> dict[str, Any]:
-    """Environment, every API row and (with `exercise`) the exercises' rows, and the failures' count."""
-    from jaxgpt_tools.gpu.torch_exercises import run_exercises  # it builds on this module's sites
-
-    rows = check_uses()
-    if exercise:
-        rows += run_exercises(slow=slow)
-    return {**environment(), "rows": rows, "failed": sum(row["ok"] is False for row in rows),
-            "skipped": sum(row["ok"] is None for row in rows)}
-
-
 def table(rows: list[dict[str, Any]]) -> str:
     """One line per row: ok/FAIL/skip, name, where, then the problem (or how it was checked)."""
     status = {True: "ok", False: "FAIL", None: "skip"}

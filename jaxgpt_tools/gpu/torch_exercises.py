@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jaxgpt_tools.common.command import one_line
+from jaxgpt_tools.gpu import torch_api
 from jaxgpt_tools.gpu.torch_api import RECORD, Site, record_at, ref_at, where
 
 
@@ -304,3 +305,30 @@ def run_exercises(slow: bool = True, exercises: Iterable[Exercise] = EXERCISES) 
     return [run_exercise(exercise) for exercise in exercises if slow or not exercise.slow]
 
 
+# ---------------------------------------------------------------------------------------------
+# The report: torch_api's rows and these
+
+
+def environment() -> dict[str, Any]:
+    """The versions the check ran under."""
+    import platform
+
+    import torch
+
+    try:
+        import triton
+
+        triton_version: str | None = triton.__version__
+    except ImportError:
+        triton_version = None
+    return {"python": platform.python_version(), "torch": torch.__version__, "torch_cuda": torch.version.cuda,
+            "triton": triton_version}
+
+
+def report(exercise: bool = True, slow: bool = True) -> dict[str, Any]:
+    """Environment, every API row and (with `exercise`) the exercises' rows, and the failures' count."""
+    rows = torch_api.check_uses()
+    if exercise:
+        rows += run_exercises(slow=slow)
+    return {**environment(), "rows": rows, "failed": sum(row["ok"] is False for row in rows),
+            "skipped": sum(row["ok"] is None for row in rows)}
