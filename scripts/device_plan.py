@@ -86,9 +86,14 @@ def main(argv: list[str] | None = None) -> int:
         progress("device_plan", note)
 
     def run() -> int:
-        signal.signal(signal.SIGTERM, _interrupt)  # the running step's group is ended, the summary published
-        summary = device_plan.run_plan(steps, options, on_publish=lambda name, step: progress(
-            "device_plan", f"{name}: {step['status']} in {step.get('seconds')} s {step.get('reason') or ''}"))
+        # The running step's group is ended and the summary published; the caller's handler is put
+        # back after (main is also called in-process, by tests).
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            summary = device_plan.run_plan(steps, options, on_publish=lambda name, step: progress(
+                "device_plan", f"{name}: {step['status']} in {step.get('seconds')} s {step.get('reason') or ''}"))
+        finally:
+            signal.signal(signal.SIGTERM, previous)
         print((options.work / device_plan.SUMMARY_MD).read_text())
         # 1 when a step failed, timed out or was skipped: the summary says which and why.
         return 0 if all(step["status"] == "ok" for step in summary["steps"].values()) else 1

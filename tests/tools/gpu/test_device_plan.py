@@ -110,6 +110,7 @@ def test_the_whole_plan_with_cpu_stand_ins_ends_inside_its_deadline(tmp_path, st
     code = command.main(["--cpu", "--out", str(out), "--work", str(tmp_path / "work"), "--deadline", str(deadline),
                          "--record-script", str(record_script)])
     assert time.monotonic() - start < deadline
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the plan's handler put back (main runs in-process here)
     summary = json.loads((out / device_plan.SUMMARY_JSON).read_text())
     assert code == 0, summary
     assert published(out) == sorted(device_plan.PUBLISHED)
