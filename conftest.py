@@ -201,3 +201,40 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("fuzz examples run")
         for test, count in sorted(fuzzing.EXAMPLES.items()):
             terminalreporter.write_line(f"{count:>7}  {test}")
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """small_disk(size) -> a jaxgpt.testing.SmallDisk: a tmpfs of `size` bytes mounted under
+    tmp_path (a real file system that fills), unmounted after the test; the test is skipped, with
+    the reason, where mounting is not allowed (not root, no CAP_SYS_ADMIN)."""
+    from jaxgpt.testing import SmallDisk
+
+    disks: list[SmallDisk] = []
+
+    def mount(size: int) -> SmallDisk:
+        disk = SmallDisk(tmp_path / f"disk{len(disks)}", size)
+        reason = disk.mount()
+        if reason is not None:
+            pytest.skip(reason)
+        disks.append(disk)
+        return disk
+
+    yield mount
+    for disk in disks:
+        disk.unmount()
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_put_back():
+    """A test that leaves its SIGINT/SIGTERM handler behind fails itself (the handler is put back),
+    instead of a later test in the same worker that expects Python's own (CI of stop 48)."""
+    import signal  # noqa: PLC0415
+
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    left = {signal.Signals(signum).name: handler for signum, handler in before.items()
+            if signal.getsignal(signum) is not handler}
+    for name in left:
+        signal.signal(signal.Signals[name], before[signal.Signals[name]])
+    assert not left, f"the test left its signal handlers behind: {left}"

@@ -175,3 +175,56 @@ def wait_children(children: list[subprocess.Popen], logs: list[Path], timeout_s:
     finally:
         kill_children(children)
     return [child.returncode for child in children]
+
+
+class SmallDisk:
+    """A real file system that fills: a tmpfs of `size` bytes mounted on `folder` (tests of a
+    full disk: the kernel's own ENOSPC, short writes included). Mounting needs root (CAP_SYS_ADMIN):
+    `mount` returns the reason it could not, for the test to skip with."""
+
+    def __init__(self, folder: Path, size: int) -> None:
+        self.folder, self.size, self.mounted = folder, size, False
+        self._fillers = 0
+
+    def mount(self) -> str | None:
+        """Mount it; None, or why it could not be mounted."""
+        import os  # noqa: PLC0415 - only this helper needs it
+        import shutil  # noqa: PLC0415
+
+        if os.geteuid() != 0:
+            return "mounting a tmpfs needs root (CAP_SYS_ADMIN)"
+        if shutil.which("mount") is None:
+            return "no mount command"
+        self.folder.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.size}", "tmpfs", str(self.folder)],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            return f"cannot mount a tmpfs here: {done.stderr.strip() or done.returncode}"
+        self.mounted = True
+        return None
+
+    def unmount(self) -> None:
+        if self.mounted and subprocess.run(["umount", str(self.folder)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(self.folder)], check=True)  # a file still open: detach it
+        self.mounted = False
+
+    def free(self) -> int:
+        """Bytes still free (the kernel's count: whole pages)."""
+        import os  # noqa: PLC0415
+
+        stats = os.statvfs(self.folder)
+        return stats.f_bavail * stats.f_frsize
+
+    def fill(self, leave: int = 0) -> Path:
+        """Write a filler file that leaves `leave` bytes free (0: the disk is full); returns it
+        (delete it to give the space back)."""
+        self._fillers += 1
+        filler = self.folder / f"filler-{self._fillers}"
+        chunk = b"\0" * 2**20
+        with open(filler, "wb", buffering=0) as file:
+            try:
+                while (room := self.free() - leave) > 0:
+                    file.write(chunk[:room])
+            except OSError:  # full: the kernel's rounding to pages
+                pass
+        return filler

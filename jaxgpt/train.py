@@ -45,6 +45,7 @@ from jaxgpt.muon import Collective
 from jaxgpt.run import checkpoint, convert, interrupt, peers, preflight, profiling, quiet, runlog
 from jaxgpt.run.cli import RunOptions, parse_args, print_error
 from runkit.checkpoint import is_due
+from runkit.full_disk import LogWriteError
 from runkit.interrupt import Interrupted
 from runkit.runlog import NonFiniteError, TrainClock, nonfinite_loss
 
@@ -272,11 +273,13 @@ def train_from(start: preflight.RunStart, options: RunOptions) -> RunResult:
     try:
         with loop.loader, interrupt.StopRequest() as stop, loop.watch:
             loop.run(stop)
+        return finish_run(loop.preset, options, log=loop.log, checkpointer=loop.checkpointer, compiled=loop.compiled,
+                          params=loop.params, val_losses=loop.val_losses, train_losses=loop.train_losses)
     except BaseException as error:
-        loop.abandon(error)
-        raise
-    return finish_run(loop.preset, options, log=loop.log, checkpointer=loop.checkpointer, compiled=loop.compiled,
-                      params=loop.params, val_losses=loop.val_losses, train_losses=loop.train_losses)
+        instead = loop.abandon(error)
+        if instead is None:
+            raise
+        raise instead from error
 
 
 class TrainLoop:
@@ -413,35 +416,44 @@ class TrainLoop:
                 self.checkpointer.wait()
         return checkpoint.where_to_resume(self.directory)
 
-    def abandon(self, error: BaseException) -> None:
+    def abandon(self, error: BaseException) -> BaseException | None:
         """After `error` ended the loop: the trace dropped, the last finished step's line logged, the
-        save in flight finished (no *-tmp folder left), the log closed; a lost process named."""
+        save in flight finished (a failed one's *-tmp folder removed), the log closed; a lost process
+        named. Returns the error to report instead, if any: a log line that found the disk full names
+        the save that filled it when one failed, else the newest complete checkpoint."""
         self.trace.abandon()
         if peers.is_collective_failure(error):  # a lost process: its collectives and saves never finish
             self.log.close()
             raise self.watch.peer_lost(error) from error
         with contextlib.suppress(Exception):  # the line of a step that finished before the error
             self.log_in_flight()
+        instead: BaseException | None = None
         if self.checkpointer is not None:
             try:
                 self.checkpointer.close()
             except checkpoint.CheckpointSaveError as save_error:  # besides the error that stopped the run
-                if not isinstance(error, checkpoint.CheckpointSaveError):
+                if isinstance(error, LogWriteError):
+                    instead = save_error  # the save filled the disk: one line saying so
+                elif not isinstance(error, checkpoint.CheckpointSaveError):
                     print_error(save_error)
+        if instead is None and isinstance(error, LogWriteError):
+            instead = error.naming(checkpoint.where_to_resume(self.directory))
         self.log.close()
+        return instead
 
 
 def finish_run(preset: cfg.Preset, options: RunOptions, *, log: runlog.RunLog, checkpointer: checkpoint.Checkpointer | None,
                compiled: CompiledSteps, params: Any, val_losses: dict[int, float], train_losses: dict[int, float]) -> RunResult:
     """Wait for the last save, export, and report compilations and peak memory."""
     host_params = {name: np.asarray(value) for name, value in params.items()}
+    if checkpointer is not None:
+        checkpointer.close()  # waits for the last save, before any line: a save that fills the disk is what stops the run
     compiles = (compiled.train_with_stop._cache_size(), compiled.evaluate._cache_size())
     log.write(f"compilations: train step {compiles[0]}, eval step {compiles[1]}", console=False)
     stats = jax.local_devices()[0].memory_stats() or {}
     if "peak_bytes_in_use" in stats:
         log.write(f"peak memory allocated: {stats['peak_bytes_in_use'] // 2**20} MiB")
     if checkpointer is not None:
-        checkpointer.close()  # waits for the last save
         if preset.train.steps in checkpointer.all_steps():
             log.write(f"saved the final state to {runlog.shown_path(checkpointer.directory)}; sample from it with:\n  "
                       + runlog.sample_command(checkpointer.directory))

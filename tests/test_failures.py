@@ -17,6 +17,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -562,9 +563,9 @@ def test_allow_nonfinite_loss_trains_on(capsys, monkeypatch, tmp_path):
 
 def test_a_failed_save_stops_the_run_and_keeps_the_previous_checkpoint(capsys, monkeypatch, tmp_path):
     """The writer of the save of step 3 raises ENOSPC in orbax's background thread (a test
-    hook in the file writer). The run stops at the next step with exit 1, naming the step, the
-    path and the OS error; step 2 (the only one kept) is intact and restores; the failed save's
-    files stay in a *-tmp folder that is never restored."""
+    hook in the file writer; a real full disk: the next test). The run stops at the next step with
+    exit 1, naming the step, the folder and the full disk; step 2 (the only one kept) is intact
+    and restores; the failed save's *-tmp folder is removed."""
     import errno  # noqa: PLC0415
 
     from orbax.checkpoint._src.handlers import json_checkpoint_handler  # noqa: PLC0415
@@ -584,9 +585,99 @@ def test_a_failed_save_stops_the_run_and_keeps_the_previous_checkpoint(capsys, m
     captured = capsys.readouterr()
     directory = out / "checkpoints" / "f"
     error = [line for line in captured.err.splitlines() if line.startswith(f"{PROG}: error: ")]
-    assert error == [f"{PROG}: error: saving the checkpoint of step 3 into {directory} failed (OSError: [Errno 28] No space left "
-                     f"on device: '{directory}/3.orbax-checkpoint-tmp/meta.orbax-checkpoint-tmp/metadata'). The newest "
-                     f"complete checkpoint is step 2 in {directory} (continue with --resume {directory})."], captured.err
+    size = sum(f.stat().st_size for f in (directory / "2").rglob("*") if f.is_file()) / 1e6
+    assert error == [f"{PROG}: error: saving the checkpoint of step 3 into {directory} failed: no space left on device (one "
+                     f"checkpoint there takes {size:.1f} MB: make room, then resume). Its partial folder "
+                     f"3.orbax-checkpoint-tmp was removed. The newest complete checkpoint is step 2 in {directory} (continue "
+                     f"with --resume {directory})."], captured.err
     assert "step:5/6" not in captured.out  # stopped at the top of step 4, not carried on without saves
-    assert checkpoint.completed_steps(directory) == [2]
+    assert checkpoint.completed_steps(directory) == [2] and not tmp_dirs(out)
     assert finite(directory) == (2, True)
+
+
+def metrics(path: Path) -> list[dict]:
+    """A JSONL metrics file's records; every line whole (json.loads raises on half a record)."""
+    text = path.read_text()
+    assert text.endswith("\n"), text[-200:]
+    return [json.loads(line) for line in text.splitlines()]
+
+
+@pytest.mark.slow  # real training: one compile (~10 s here), then three runs from the compilation cache
+def test_a_full_disk_during_a_save_stops_the_run_and_resume_continues_bit_exactly(capsys, tmp_path, small_disk):
+    """A real full disk (a tmpfs, conftest.small_disk) in the middle of the save of step 4. The
+    run's own checkpoint size is measured first by an uninterrupted run on the same disk; then a
+    filler leaves room for 1.5 of them, so step 2's save fits and step 4's fills the disk part-way
+    (tensorstore's RESOURCE_EXHAUSTED, orbax's ValueError). The run stops with exit 1 and one line
+    saying the disk is full, naming the step and the folder; the *-tmp folder is removed, step 2
+    restores, and once the filler is gone `--resume` ends where the uninterrupted run ended:
+    the same train losses and the same final parameters, bitwise."""
+    disk = small_disk(24 * 2**20)
+    shards = write_shards(tmp_path)
+
+    def args(name: str, *extra: str) -> list[str]:
+        return run_args(shards, disk.folder / name, "--steps", "6", "--val-tokens", "0", "--attention-backend", "dense",
+                        "--checkpoint-every", "2", "--keep-checkpoints", "1", "--run-id", name, *extra)
+
+    free = disk.free()
+    assert train_lib.main(args("straight")) == 0
+    one_run = free - disk.free()  # one checkpoint (keep 1), the logs, the lock files gone
+    capsys.readouterr()
+
+    filler = disk.fill(leave=one_run * 3 // 2)
+    directory = disk.folder / "full" / "checkpoints" / "full"
+    err = failed(capsys, args("full"))
+    error = [line for line in err.splitlines() if line.startswith(f"{PROG}: error: ")]
+    assert len(err.strip().splitlines()) == 1 and len(error) == 1, err
+    assert re.fullmatch(
+        re.escape(f"{PROG}: error: saving the checkpoint of step 4 into {directory} failed: no space left on device "
+                  "(one checkpoint there takes ") + r"\d+\.\d MB" + re.escape(": make room, then resume). Its partial folder ")
+        + r"4\.orbax-checkpoint-tmp\S*" + re.escape(f" was removed. The newest complete checkpoint is step 2 in {directory} "
+                                                     f"(continue with --resume {directory})."), error[0]), error[0]
+    assert checkpoint.completed_steps(directory) == [2] and not tmp_dirs(disk.folder)
+    assert finite(directory) == (2, True)
+    assert [r["step"] for r in metrics(disk.folder / "full" / "logs" / "full.jsonl")][:4] == [1, 2, 3, 4]
+
+    filler.unlink()  # the space is back
+    assert train_lib.main(args("full", "--run-id", "resumed", "--resume", str(directory))) == 0
+    resumed = capsys.readouterr()
+    assert "warning" not in resumed.err and "error" not in resumed.err, resumed.err
+    straight = {r["step"]: r["train_loss"] for r in metrics(disk.folder / "straight" / "logs" / "straight.jsonl")}
+    after = {r["step"]: r["train_loss"] for r in metrics(disk.folder / "full" / "logs" / "resumed.jsonl")}
+    assert sorted(after) == [3, 4, 5, 6] and all(after[step] == straight[step] for step in after), (after, straight)
+    final, meta = checkpoint.restore_params(directory)
+    expected, expected_meta = checkpoint.restore_params(disk.folder / "straight" / "checkpoints" / "straight")
+    assert meta["step"] == expected_meta["step"] == 6 and meta["data_position"] == expected_meta["data_position"]
+    for name, value in expected.items():
+        np.testing.assert_array_equal(np.asarray(final[name]), np.asarray(value), err_msg=name)
+
+
+def test_a_full_disk_during_a_log_line_stops_the_run_with_whole_lines(capsys, monkeypatch, tmp_path, small_disk):
+    """The disk fills (a filler written by the replaced train step, once step 50's checkpoint is
+    complete) while the run logs: the next line that needs a new page of the text log or the
+    JSONL fails. The run stops with exit 1 and one line naming the file, the full disk and the
+    newest checkpoint; both files end with a whole line (the kernel's partial write cut back)."""
+    disk = small_disk(16 * 2**20)
+    out = disk.folder / "out"
+    directory = out / "checkpoints" / "w"
+    calls = []
+
+    def update(params):
+        calls.append(1)
+        if len(calls) == 52:  # step 50's save started before update 50: wait for it, then fill the disk
+            while checkpoint.completed_steps(directory) != [50]:
+                time.sleep(0.05)
+            disk.fill(0)
+        return params, np.float32(1.0)
+
+    replace_train_step(monkeypatch, update)
+    err = failed(capsys, run_args(write_shards(tmp_path), out, "--steps", "200", "--val-tokens", "0", "--checkpoint-every",
+                                  "50", "--keep-checkpoints", "1", "--cycle-data", "--run-id", "w"))
+    assert len(err.strip().splitlines()) == 1, err
+    assert re.fullmatch(re.escape(f"{PROG}: error: writing the log {out / 'logs'}/w.") + r"(txt|jsonl)"
+                        + re.escape(" failed: no space left on device; it ends at its last complete line. The newest "
+                                    f"complete checkpoint is step 50 in {directory} (continue with --resume {directory})."),
+                        err.strip()), err
+    records = metrics(out / "logs" / "w.jsonl")
+    assert [r["step"] for r in records] == list(range(1, len(records) + 1)) and 52 <= len(records) < 200
+    assert (out / "logs" / "w.txt").read_text().endswith("\n")
+    assert checkpoint.completed_steps(directory) == [50]

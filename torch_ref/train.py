@@ -41,6 +41,7 @@ from torch import Tensor, nn
 
 import torch_ref.config as cfg
 from runkit.checkpoint import is_due
+from runkit.full_disk import LogWriteError
 from runkit.interrupt import Interrupted
 from runkit.runlog import CLOCK_RESET_STEP, NonFiniteError, nonfinite_loss, train_line, val_line, val_step_avg_ms
 from torch_ref import compilation
@@ -198,10 +199,7 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
             try:
                 written = [ckpt.save_step(folder, step, payload, train_cfg.keep_checkpoints)] if folder is not None else []
                 if target is not None:
-                    try:
-                        written.append(ckpt.write_atomically(payload, target))
-                    except (OSError, RuntimeError) as error:
-                        raise ckpt.CheckpointSaveError(step, target, error) from error
+                    written.append(ckpt.write_atomically(payload, target))  # CheckpointSaveError when it fails
             except ckpt.CheckpointSaveError as error:
                 failure = error
         if not ckpt.all_saved(failure is None, control):  # every rank stops; rank 0 says why
@@ -271,6 +269,8 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
         if peers.is_collective_failure(error, world_size):  # a lost rank: say which, and stop
             raise peers.peer_lost(error, rank, world_size, ckpt.where_to_resume(directory)) from error
         raise
+    except LogWriteError as error:  # a full disk: the log's line names the newest checkpoint too
+        raise error.naming(ckpt.where_to_resume(directory)) from error
     total_train_ms = clock.pause()
     runlog.write_train_metrics(log, pending_metrics, world_size)
     log.close()

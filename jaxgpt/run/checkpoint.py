@@ -15,7 +15,10 @@ torch_ref's; when a save is due is runkit's too).
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,7 @@ import jax
 import orbax.checkpoint as ocp
 
 import runkit.checkpoint
+import runkit.full_disk
 from jaxgpt import compat
 from jaxgpt.config import Preset, config_to_json, nest_lineage, replace
 from jaxgpt.data import DataPosition
@@ -63,14 +67,17 @@ def leftover_tmp_dirs(directory: Path) -> list[Path]:
 
 class CheckpointSaveError(Exception):
     """A save that failed (no space, permission lost, any error of orbax's writer). The run
-    stops on it: the previous complete checkpoint is untouched and the failed save's files stay
-    in a `*-tmp` folder that is never restored."""
+    stops on it: the previous complete checkpoint is untouched; the failed save's `*-tmp` folder
+    is removed (`partial` says so, or why it could not be: it is never restored either way). A
+    full disk is said in plain words (runkit.full_disk), with the size of one checkpoint."""
 
-    def __init__(self, step: int | None, directory: Path, cause: BaseException) -> None:
-        first_line = (str(cause).strip().splitlines() or [""])[0][:300]
+    def __init__(self, step: int | None, directory: Path, cause: BaseException, partial: str = "") -> None:
         at_step = f"of step {step} " if step is not None else ""
-        super().__init__(f"saving the checkpoint {at_step}into {directory} failed ({type(cause).__name__}: {first_line}). "
-                         f"{where_to_resume(directory)}")
+        steps = completed_steps(directory)
+        size = runkit.full_disk.size_on_disk(directory / str(steps[-1])) if steps else 0
+        super().__init__(runkit.full_disk.save_failure(f"saving the checkpoint {at_step}into {directory}", cause,
+                                                       partial=partial, checkpoint_size=size,
+                                                       where=where_to_resume(directory)))
 
 
 def completed_steps(directory: Path) -> list[int]:
@@ -135,7 +142,7 @@ class Checkpointer:
                 args=ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)),
             )
         except Exception as error:  # noqa: BLE001 - OSError, tensorstore's and orbax's errors alike
-            raise CheckpointSaveError(step, self.directory, error) from error
+            raise self._failed(step, error) from error
         self._pending = step
 
     def poll(self) -> None:
@@ -197,7 +204,17 @@ class Checkpointer:
         try:
             self._manager.wait_until_finished()
         except Exception as error:  # noqa: BLE001 - whatever the background writer raised
-            raise CheckpointSaveError(pending, self.directory, error) from error
+            raise self._failed(pending, error) from error
+
+    def _failed(self, step: int | None, error: BaseException) -> CheckpointSaveError:
+        """The error of the failed save of `step`, its `*-tmp` folder removed first (by process 0,
+        which creates and renames a step's folder: a full disk has room again for the logs)."""
+        partial = ""
+        if step is not None and jax.process_index() == 0 and self.directory.is_dir():
+            unfinished = [path for path in leftover_tmp_dirs(self.directory) if path.name.startswith(f"{step}.")]
+            _wait_for_writers(unfinished)
+            partial = runkit.full_disk.remove_partial(unfinished, "folder")
+        return CheckpointSaveError(step, self.directory, error, partial)
 
     def close(self) -> None:
         """Wait for the save in flight, then release orbax's threads. Safe to call twice;
@@ -218,6 +235,36 @@ class Checkpointer:
         elif step not in self._manager.all_steps():
             raise FileNotFoundError(f"no checkpoint for step {step} in {self.directory}")
         return step
+
+
+def _wait_for_writers(folders: Sequence[Path], timeout_s: float = 30.0) -> None:
+    """Let the writers of a failed save end before its folder is removed: orbax raises the first
+    item's failure while its other background threads still write (each item has its own), and
+    tensorstore finishes the writes they started in its own threads; so orbax's save threads are
+    joined, then the folders' files are watched until they stop changing (`timeout_s` in all)."""
+    deadline = time.monotonic() + timeout_s
+    try:
+        from orbax.checkpoint._src.futures import future  # noqa: PLC0415 - private: a newer orbax may move it
+        save_thread = getattr(future, "_SignalingThread", None)
+    except ImportError:
+        save_thread = None
+    for thread in threading.enumerate():
+        if save_thread is not None and isinstance(thread, save_thread) and thread is not threading.current_thread():
+            with contextlib.suppress(Exception):  # its join re-raises its own failure: its owner reports that
+                thread.join(max(0.0, deadline - time.monotonic()))
+
+    def files() -> set[tuple[str, int]]:
+        with contextlib.suppress(OSError):
+            return {(str(path), path.stat().st_size) for folder in folders for path in folder.rglob("*")}
+        return set()
+
+    seen = files()
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = files()
+        if now == seen:
+            return
+        seen = now
 
 
 def open_run_checkpoints(

@@ -3,7 +3,9 @@
 The text log `<out_dir>/logs/<run_id>.txt` holds the record's lines (also printed on stdout)
 after a header with the config, the options and the environment (the record logs its own source
 there instead); `<out_dir>/logs/<run_id>.jsonl` holds one JSON object per logged step, and with
-`--tensorboard DIR` the same numbers go to TensorBoard event files in `DIR/<run_id>/`. The
+`--tensorboard DIR` the same numbers go to TensorBoard event files in `DIR/<run_id>/`. Each
+line goes into its file whole or not at all (runkit.full_disk.append_line: a full disk is one
+LogWriteError, never half a JSONL record). The
 record's lines, its timing (the clock reset at step 10, compilation excluded, and paused around
 validation and checkpoint saves) and the non-finite loss error are runkit.runlog's, torch_ref's
 too; torch_ref.run.runlog is this module's twin.
@@ -26,6 +28,7 @@ import jaxlib
 import optax
 
 from jaxgpt import config as cfg
+from runkit.full_disk import append_line
 from runkit.runlog import (
     CLOCK_RESET_STEP,
     add_scalars,
@@ -54,8 +57,6 @@ class RunLog:
         if not enabled:
             return
         log_dir.mkdir(parents=True, exist_ok=True)
-        self._text = self.text_path.open("a", encoding="utf-8")
-        self._metrics = self.metrics_path.open("a", encoding="utf-8")
         if tensorboard_dir is not None:
             from tensorboardX import SummaryWriter
 
@@ -68,8 +69,7 @@ class RunLog:
     def write(self, line: str, *, console: bool = True) -> None:
         if not self.enabled:
             return
-        self._text.write(line + "\n")
-        self._text.flush()
+        append_line(self.text_path, line)  # whole or not at all: runkit.full_disk.LogWriteError on a full disk
         if console:
             if self._bar is not None:
                 self._bar.write(line)
@@ -80,8 +80,7 @@ class RunLog:
         """One JSON object per line, each naming its framework and run (the schema
         torch_ref.train also writes and scripts/plot_runs.py reads)."""
         if self.enabled:
-            self._metrics.write(metrics_line("jaxgpt", self.run_id, record) + "\n")
-            self._metrics.flush()
+            append_line(self.metrics_path, metrics_line("jaxgpt", self.run_id, record))
             if self._tensorboard is not None:  # the same numbers
                 add_scalars(self._tensorboard, record)
 
@@ -103,14 +102,14 @@ class RunLog:
             self._bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
 
     def close(self) -> None:
+        """Close the bar and the TensorBoard writer (the text and JSONL files are opened per line); safe twice."""
         if not self.enabled:
             return
         if self._bar is not None:
             self._bar.close()
         if self._tensorboard is not None:
             self._tensorboard.close()
-        self._text.close()
-        self._metrics.close()
+        self._bar = self._tensorboard = None
 
 
 def environment_lines(devices: Sequence[Any]) -> list[str]:

@@ -26,6 +26,7 @@ import torch.distributed as dist
 from torch import nn
 
 import runkit.checkpoint
+import runkit.full_disk
 import torch_ref.config as cfg
 from torch_ref.muon import Muon
 from torch_ref.run.cli import RunOptions
@@ -37,15 +38,22 @@ TMP_MARKER = ".tmp-"  # `.<name>.tmp-<pid>`: a write that never finished (the pr
 
 
 def write_atomically(payload: dict[str, Any], path: str | os.PathLike) -> Path:
-    """torch.save into a temporary file beside `path`, then rename it over `path`."""
+    """torch.save into a temporary file beside `path`, then rename it over `path`. A failed write
+    is CheckpointSaveError naming the payload's step, its temporary file removed (or said why
+    not). torch.save writes through a Python file object: given a path, its own writer reports a
+    full disk as `unexpected pos 576 vs 534`, losing the OS error (runkit.full_disk reads it)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}{TMP_MARKER}{os.getpid()}")
     try:
-        torch.save(payload, tmp)
+        with open(tmp, "wb") as file:
+            torch.save(payload, file)
         os.replace(tmp, path)
+    except (OSError, RuntimeError) as error:  # torch.save's C++ writer raises RuntimeError
+        raise CheckpointSaveError(payload.get("step"), path, error,
+                                  runkit.full_disk.remove_partial([tmp], "file")) from error
     finally:
-        tmp.unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)  # an interrupted write's file (already gone after a failure)
     return path
 
 
@@ -75,11 +83,16 @@ def leftover_tmp_files(directory: Path) -> list[Path]:
 
 class CheckpointSaveError(OSError):
     """A step file that could not be written (no space, permission lost): the run stops on it;
-    the previous step files are untouched and no partial file keeps a step name."""
+    the previous step files are untouched, the partial temporary file is removed (`partial` says
+    so, or why not) and no partial file keeps a step name. A full disk is said in plain words
+    (runkit.full_disk), with the size of one checkpoint."""
 
-    def __init__(self, step: int, path: Path, cause: BaseException) -> None:
-        super().__init__(f"saving the checkpoint of step {step} to {path} failed ({type(cause).__name__}: {cause}). "
-                         f"{where_to_resume(path.parent)}")
+    def __init__(self, step: int | None, path: Path, cause: BaseException, partial: str = "") -> None:
+        steps = step_files(path.parent) if path.parent.is_dir() else {}
+        size = runkit.full_disk.size_on_disk(steps[max(steps)]) if steps else 0
+        at_step = f"of step {step} " if step is not None else ""
+        super().__init__(runkit.full_disk.save_failure(f"saving the checkpoint {at_step}to {path}", cause, partial=partial,
+                                                       checkpoint_size=size, where=where_to_resume(path.parent)))
 
 
 def where_to_resume(directory: Path | None) -> str:
@@ -118,10 +131,7 @@ def all_saved(saved: bool, group: Any | None) -> bool:
 def save_step(directory: Path, step: int, payload: dict[str, Any], keep: int) -> Path:
     """Write `<directory>/<step>.pt` atomically, then delete all but the newest `keep` steps;
     CheckpointSaveError (the older files kept) when the write fails."""
-    try:
-        path = write_atomically(payload, directory / f"{step}.pt")
-    except (OSError, RuntimeError) as error:  # torch.save's C++ writer raises RuntimeError
-        raise CheckpointSaveError(step, directory / f"{step}.pt", error) from error
+    path = write_atomically(payload, directory / f"{step}.pt")  # CheckpointSaveError naming payload["step"]
     steps = step_files(directory)
     for old in sorted(steps)[:-keep]:
         steps[old].unlink(missing_ok=True)

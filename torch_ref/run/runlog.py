@@ -25,6 +25,7 @@ from torch import Tensor
 
 import runkit.runlog
 import torch_ref.config as cfg
+from runkit.full_disk import append_line
 from runkit.runlog import add_scalars, metrics_line, train_step_avg_ms
 from torch_ref.run.cli import RunOptions
 
@@ -95,8 +96,7 @@ class RunLog:
     def metrics(self, **record: Any) -> None:
         if self.metrics_path is None:
             return
-        with open(self.metrics_path, "a") as f:
-            print(metrics_line("torch_ref", self.run_id, record), file=f)
+        append_line(Path(self.metrics_path), metrics_line("torch_ref", self.run_id, record))
         if self._tensorboard is not None:  # the same numbers
             add_scalars(self._tensorboard, record)
 
@@ -108,8 +108,7 @@ class RunLog:
     def write(self, line: str, console: bool = False) -> None:
         if self.path is None:
             return
-        with open(self.path, "a") as f:
-            print(line, file=f)
+        append_line(Path(self.path), line)  # whole or not at all: runkit.full_disk.LogWriteError on a full disk
         if console:
             print(line, flush=True)
 
