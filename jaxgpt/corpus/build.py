@@ -128,13 +128,19 @@ def read_meta(path: str | os.PathLike) -> dict:
 def shard_meta(paths: list[Path], encoder: Encoder) -> dict:
     """What a shard folder's meta.json records about its shards: the encoding (its `name`,
     e.g. "gpt2" or "gpt2-bytes", which `jaxgpt.corpus.tokenizer.tokenizer_for` turns back into a
-    tokenizer), where its files came from, token counts per shard, and one SHA-256 over the
-    shards' names and bytes in order."""
+    tokenizer), where its files came from, token counts per shard, the SHA-256 of each shard
+    (checked before a run reads it: runkit.preflight.check_shard_digests) and one SHA-256 over
+    the shards' names and bytes in order (what an older meta.json holds alone)."""
     counts = {path.name: int(read_shard_header(path)) for path in paths}
-    digest = hashlib.sha256()
+    digest, each = hashlib.sha256(), {}
     for path in paths:
         digest.update(path.name.encode())
-        digest.update(path.read_bytes())
+        own = hashlib.sha256()
+        with open(path, "rb") as file:
+            while chunk := file.read(1 << 20):
+                digest.update(chunk)
+                own.update(chunk)
+        each[path.name] = own.hexdigest()
     return {
         "encoding": getattr(encoder, "name", repr(encoder)),
         "encoding_files": getattr(encoder, "source", None),
@@ -142,6 +148,7 @@ def shard_meta(paths: list[Path], encoder: Encoder) -> dict:
         "train_tokens": sum(n for name, n in counts.items() if "_train_" in name),
         "shards": counts,
         "sha256": digest.hexdigest(),
+        "shard_sha256": each,
     }
 
 

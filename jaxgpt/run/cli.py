@@ -55,6 +55,7 @@ class RunOptions:
     compile_cache: str | None = None  # JAX's persistent compilation cache folder (None: none)
     tensorboard: str | None = None  # also write the metrics as TensorBoard events into <tensorboard>/<run_id>
     peer_timeout_s: float = PEER_TIMEOUT_S  # multi-process: a process silent this long is lost (run.peers)
+    verify_shards: bool = False  # hash every shard against meta.json, even those hashed before unchanged
     overridden: tuple[str, ...] = ()  # "section.field" of every config flag given
 
 
@@ -221,6 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--allow-nonfinite-loss", action="store_true",
                         help="train on through a NaN or infinite loss (by default the run stops within two steps "
                         "of one, exit 1, and saves nothing after it)")
+    parser.add_argument("--verify-shards", action="store_true", help="hash every shard the run reads against the "
+                        "SHA-256 its folder's meta.json records (by default a shard is hashed once per file identity: "
+                        "path, inode, size, mtime, ctime)")
     parser.add_argument("--profile", metavar="START:STOP", type=parse_profile_window,
                         help="trace the steps whose train lines read step:START .. step:STOP with jax.profiler "
                         "into OUT_DIR/profile/RUN_ID (TensorBoard/XProf, Perfetto; scripts/trace_kernels.py ranks its kernels)")
@@ -269,6 +273,6 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[cfg.Preset, RunOption
         num_processes=args.num_processes, process_id=args.process_id, head_dim=args.head_dim,
         debug=args.debug, sync=args.sync, allow_nonfinite_loss=args.allow_nonfinite_loss, profile=args.profile,
         compile_cache=compile_cache.resolve(args.compile_cache), tensorboard=args.tensorboard,
-        peer_timeout_s=args.peer_timeout, overridden=tuple(sorted(overridden)),
+        peer_timeout_s=args.peer_timeout, verify_shards=args.verify_shards, overridden=tuple(sorted(overridden)),
     )
     return preset, options

@@ -28,7 +28,7 @@ from jaxgpt.run import lock as run_lock
 from jaxgpt.run.cli import RunOptions
 from runkit import names
 from runkit.lock import NoLock, RunLock
-from runkit.preflight import check_writable
+from runkit.preflight import check_shard_digests, check_writable
 from runkit.profiling import check_window
 
 
@@ -53,11 +53,13 @@ def check_geometry(preset: cfg.Preset, num_devices: int, process_count: int) -> 
         )
 
 
-def scan_shards(preset: cfg.Preset, start_step: int, start: DataPosition, *, announce: bool = True) -> None:
-    """Every shard the run can reach (headers, lengths, one batch each, token ids below the
-    vocabulary) and enough batches: val_tokens of validation, and steps start_step.. of
-    training unless the data cycles. `announce`: print the note on shard folders without a
-    completion marker (process 0 only)."""
+def scan_shards(preset: cfg.Preset, start_step: int, start: DataPosition, *, announce: bool = True,
+                verify_shards: bool = False) -> None:
+    """Every shard the run can reach (its SHA-256 against meta.json's, headers, lengths, one
+    batch each, token ids below the vocabulary) and enough batches: val_tokens of validation,
+    and steps start_step.. of training unless the data cycles. `announce`: print the notes on
+    shard folders without a completion marker, and on shards unchecked (process 0 only); `verify_shards`:
+    hash every shard even when its identity is unchanged since it was last hashed."""
     train = preset.train
     train_files = data.list_shards(train.train_files)  # refuses a folder whose build never finished
     val_or_none = data.list_shards(train.val_files) if train.val_tokens else []
@@ -65,6 +67,10 @@ def scan_shards(preset: cfg.Preset, start_step: int, start: DataPosition, *, ann
         print(f"note: {folder} has no {data.COMPLETE_MARKER} marker (shards not written by make_shards); "
               "using them as they are", file=sys.stderr)
     reachable = train_files if train.cycle_data else train_files[start.shard_index:]
+    # A changed byte is another token, read silently: each shard is hashed once per file identity.
+    notes = check_shard_digests(reachable + val_or_none, full=verify_shards)  # refuses a changed shard
+    for note in notes if announce else ():
+        print(note, file=sys.stderr)
     data.check_shards(reachable, train.batch_tokens, preset.model.vocab_size)
     if train.val_tokens:
         val_files = data.list_shards(train.val_files)
@@ -87,10 +93,10 @@ def scan_shards(preset: cfg.Preset, start_step: int, start: DataPosition, *, ann
 
 
 def check_run(preset: cfg.Preset, num_devices: int, process_count: int, start_step: int, start: DataPosition,
-              *, announce: bool = True) -> None:
+              *, announce: bool = True, verify_shards: bool = False) -> None:
     """The geometry, then the shard scan (the geometry's messages name the cheaper fix)."""
     check_geometry(preset, num_devices, process_count)
-    scan_shards(preset, start_step, start, announce=announce)
+    scan_shards(preset, start_step, start, announce=announce, verify_shards=verify_shards)
 
 
 def check_outputs(preset: cfg.Preset, options: RunOptions) -> None:
@@ -216,7 +222,8 @@ def _open_run(preset: cfg.Preset, options: RunOptions, devices: list, run_id: st
     # --init-from's dims before the checks, so that the token-id scan uses its vocabulary.
     preset, init_state = convert.init_preset(preset, options.init_from, options.head_dim)
     check_window(options.profile, step, preset.train.steps)
-    check_run(preset, len(devices), jax.process_count(), step, position, announce=jax.process_index() == 0)
+    check_run(preset, len(devices), jax.process_count(), step, position, announce=jax.process_index() == 0,
+              verify_shards=options.verify_shards)
     if checkpointer is None and preset.train.steps > 0 and jax.process_index() == 0:
         print("note: this run writes no checkpoint (pass --checkpoint-every K or --save-checkpoint to keep its state)",
               file=sys.stderr)

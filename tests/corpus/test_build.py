@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -149,3 +150,15 @@ def test_cli_gpt2_bpe_offline_end_to_end(tmp_path: Path) -> None:
     meta = json.loads((out / "meta.json").read_text())
     assert meta["encoding"] == "gpt2" and meta["encoding_files"] == "package"
     assert sum(meta["shards"].values()) == len(tokens) and meta["source"] == str(source)
+
+
+def test_shard_meta_records_each_shards_sha256_and_one_over_all(tmp_path: Path) -> None:
+    """Each shard's SHA-256 (what a run checks before reading it: runkit.preflight) beside the
+    one over every shard's name and bytes in order (what older meta.json files hold alone)."""
+    documents = [encode_document(text, ByteGPT2()) for text in ["first document", "second one, longer"]]
+    paths = write_shards(documents, tmp_path, "m", 8, progress=False)
+    meta = corpus.shard_meta(paths, ByteGPT2())
+    assert list(meta["shard_sha256"]) == [path.name for path in paths] == list(meta["shards"])
+    assert meta["shard_sha256"] == {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in paths}
+    together = hashlib.sha256(b"".join(path.name.encode() + path.read_bytes() for path in paths)).hexdigest()
+    assert meta["sha256"] == together

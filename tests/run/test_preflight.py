@@ -7,6 +7,9 @@ argparse refuses: tests/run/test_cli.py.)
 
 from __future__ import annotations
 
+import hashlib
+import json
+import shutil
 from pathlib import Path
 
 import jax
@@ -18,6 +21,7 @@ from jaxgpt import train as train_lib
 from jaxgpt.config import config_to_json
 from jaxgpt.run import checkpoint, preflight
 from jaxgpt.run.cli import PROG
+from runkit import preflight as runkit_preflight
 
 
 @pytest.fixture
@@ -124,3 +128,61 @@ def test_resume_from_a_run_with_a_different_config(capsys, tmp_path, shards):
     message = run_main(capsys, args + ["--resume", str(directory)])
     assert "different config" in message
     assert "train.steps: 5 -> 2" in message and "optim.muon_lr: 0.07 -> 0.05" in message
+
+
+# A shard whose bytes changed since its folder's meta.json recorded them (runkit.preflight.
+# check_shard_digests, its cases: tests/runkit/test_preflight.py), through the command line.
+
+
+def sample_copy(folder: Path) -> tuple[str, str]:
+    """The sample shards with meta.json (each shard's SHA-256 in it, as builds write it now)."""
+    sample = Path(__file__).resolve().parents[2] / "data" / "sample"
+    if not (sample / ".complete").is_file():
+        pytest.skip("data/sample is not built (make sample)")
+    shutil.copytree(sample, folder)
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["shard_sha256"] = {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in meta["shards"]}
+    (folder / "meta.json").write_text(json.dumps(meta))
+    return str(folder / "sample_train_*.bin"), str(folder / "sample_val_*.bin")
+
+
+@pytest.fixture
+def stop_before_the_model(monkeypatch, tmp_path):
+    """The start-up checks run, then the run stops before any model or compile (its own error)."""
+    def stop(*args, **kwargs):
+        raise ValueError("stopped after the start-up checks")
+
+    monkeypatch.setattr(train_lib, "build_model", stop)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # where the digests are remembered
+
+
+def test_a_flipped_byte_in_a_train_shard_is_refused_before_compiling(capsys, tmp_path, stop_before_the_model):
+    shards = sample_copy(tmp_path / "sample")
+    assert "stopped after the start-up checks" in run_main(capsys, base_args(shards, tmp_path))  # untouched: passes
+    train = tmp_path / "sample" / "sample_train_000001.bin"
+    with open(train, "r+b") as file:
+        file.seek(1024 + 2 * 5000)
+        byte = file.read(1)
+        file.seek(1024 + 2 * 5000)
+        file.write(bytes([byte[0] ^ 0x10]))
+    err = run_main(capsys, base_args(shards, tmp_path))
+    assert f"error: {train}: its bytes differ from the SHA-256 that {tmp_path / 'sample' / 'meta.json'} records" in err
+    assert "--force" in err and len(err.strip().splitlines()) == 1
+
+
+def test_verify_shards_hashes_again_and_a_folder_without_meta_json_passes(capsys, tmp_path, stop_before_the_model,
+                                                                         monkeypatch):
+    shards = sample_copy(tmp_path / "sample")
+    run_main(capsys, base_args(shards, tmp_path))
+    hashed, real = [], runkit_preflight.sha256_file
+    monkeypatch.setattr(runkit_preflight, "sha256_file", lambda path: hashed.append(path.name) or "0" * 64)
+    run_main(capsys, base_args(shards, tmp_path))  # remembered: nothing hashed
+    assert hashed == []
+    err = run_main(capsys, [*base_args(shards, tmp_path), "--verify-shards"])
+    assert hashed == ["sample_train_000001.bin"] and "its bytes differ" in err  # hashed again (here: a fake digest)
+    (tmp_path / "sample" / "meta.json").unlink()
+    (tmp_path / "sample" / ".complete").unlink()
+    monkeypatch.setattr(runkit_preflight, "sha256_file", real)
+    assert train_lib.main([*base_args(shards, tmp_path), "--verify-shards"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"note: {tmp_path / 'sample'} has no .complete marker") and "stopped after the start-up" in err

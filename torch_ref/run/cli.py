@@ -47,6 +47,7 @@ class RunOptions:
     tensorboard: str | None = None  # also write the metrics as TensorBoard events into <tensorboard>/<run id>
     allow_nonfinite_loss: bool = False  # train on through a NaN / inf loss instead of stopping with exit 1
     debug: bool = False  # show tracebacks instead of one-line errors
+    verify_shards: bool = False  # hash every shard against meta.json, even those hashed before unchanged
     overridden: tuple[str, ...] = ()  # checkpoint_every / keep_checkpoints when given on the command line
 
 
@@ -130,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--allow-nonfinite-loss", action="store_true",
                         help="train on through a NaN or infinite loss (by default the run stops within two steps "
                         "of one, exit 1, and saves nothing after it)")
+    parser.add_argument("--verify-shards", action="store_true", help="hash every shard the run reads against the "
+                        "SHA-256 its folder's meta.json records (by default a shard is hashed once per file identity: "
+                        "path, inode, size, mtime, ctime)")
     lineage = parser.add_argument_group("model dims and lineage switches (override the preset)")
     for section, name, parse, choices, help_text in LINEAGE_FLAGS:
         lineage.add_argument("--" + name.replace("_", "-"), dest=f"{section}.{name}", type=parse, choices=choices,
@@ -184,6 +188,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[cfg.Preset, RunOption
         device=device, init_from=args.init_from, head_dim=args.head_dim, save_checkpoint=args.save_checkpoint,
         log_dir=args.log_dir, resume=args.resume, run_id=args.run_id, profile=args.profile,
         tensorboard=args.tensorboard, allow_nonfinite_loss=args.allow_nonfinite_loss, debug=args.debug,
+        verify_shards=args.verify_shards,
         overridden=tuple(name for name in ("checkpoint_every", "keep_checkpoints") if getattr(args, name) is not None),
     )
     return dataclasses.replace(preset, model=model, train=train), options

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 import torch_ref.config as cfg
-from runkit.preflight import check_writable
+from runkit.preflight import check_shard_digests, check_writable
 from runkit.profiling import check_window
 from torch_ref.data import batches_available, check_holds_one_batch, list_shards, read_shard, read_shard_header
 from torch_ref.run import checkpoint as ckpt
@@ -70,6 +70,11 @@ def check_run(preset: cfg.Preset, options: RunOptions, start_step: int = 0,
         raise ValueError(f"--val-tokens {train.val_tokens} is not divisible by devices * seq_len = {world} * {train.seq_len}")
     train_shards = list_shards(train.train_files)  # raises NoShardsError naming the pattern
     val_shards = list_shards(train.val_files) if train.val_tokens else []
+    # A changed byte is another token, read silently: each shard is hashed once per file identity.
+    reachable = train_shards if train.cycle_data else train_shards[position[0]:]
+    for note in check_shard_digests(reachable + val_shards, full=options.verify_shards):
+        if int(os.environ.get("RANK", 0)) == 0:
+            print(note, file=sys.stderr)
     # Every shard the run can reach serves one batch on its own: a short one fails here, not
     # when the stream reaches it after minutes of training.
     for shard in train_shards if train.cycle_data else train_shards[position[0]:]:

@@ -5,6 +5,12 @@ run that saves nothing. Each case calls `torch_ref.train.main` as a user's comma
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -83,3 +89,48 @@ def test_a_short_shard_in_the_middle_fails_before_training(small_run, tmp_path, 
     err = fails([*small_run.args(tmp_path / "out"), "--train-files", str(tmp_path / "m_train_*.bin")])
     assert f"m_train_000002.bin: {middle_length} tokens cannot hold one batch of {small_run.seq_len}" in err
     assert not list(tmp_path.rglob("*.txt"))  # refused before the log (and the first step)
+
+
+# A shard whose bytes changed since its folder's meta.json recorded them: the same check as
+# jaxgpt's (runkit.preflight.check_shard_digests, one statement for both trainers), refused
+# before the first step.
+
+
+def sample_args(folder: Path, out: Path, *extra: str) -> list[str]:
+    """The sample shards copied into `folder`, meta.json holding each shard's SHA-256 (as builds
+    write it now); a smoke-preset run over them (the GPT-2 vocabulary: the ids pass)."""
+    sample = Path(__file__).resolve().parents[3] / "data" / "sample"
+    if not (sample / ".complete").is_file():
+        pytest.skip("data/sample is not built (make sample)")
+    if not folder.exists():
+        shutil.copytree(sample, folder)
+        meta = json.loads((folder / "meta.json").read_text())
+        meta["shard_sha256"] = {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in meta["shards"]}
+        (folder / "meta.json").write_text(json.dumps(meta))
+    return ["--preset", "smoke", "--device", "cpu", "--train-files", str(folder / "sample_train_*.bin"),
+            "--val-files", str(folder / "sample_val_*.bin"), "--seq-len", "128", "--batch-tokens", "128",
+            "--val-tokens", "128", "--steps", "2", "--out-dir", str(out), *extra]
+
+
+def test_a_flipped_byte_in_a_train_shard_is_refused_before_training(tmp_path, fails, monkeypatch):
+    def stop(*a, **k):
+        raise ValueError("stopped after the start-up checks")
+
+    monkeypatch.setattr(train_lib, "train", stop)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    folder = tmp_path / "sample"
+    assert "stopped after" in fails(sample_args(folder, tmp_path / "out"))  # untouched: passes
+    train = folder / "sample_train_000001.bin"
+    before = train.stat()
+    with open(train, "r+b") as file:  # one bit of a token, size and mtime kept
+        file.seek(1024 + 2 * 5000)
+        byte = file.read(1)
+        file.seek(1024 + 2 * 5000)
+        file.write(bytes([byte[0] ^ 0x10]))
+    os.utime(train, ns=(before.st_atime_ns, before.st_mtime_ns))
+    for extra in ([], ["--verify-shards"]):
+        err = fails(sample_args(folder, tmp_path / "out", *extra))
+        assert f"error: {train}: its bytes differ from the SHA-256 that {folder / 'meta.json'} records" in err
+        assert "stopped after" not in err and len(err.strip().splitlines()) == 1
+    (folder / "meta.json").unlink()  # shards made elsewhere: used as they are
+    assert "stopped after" in fails(sample_args(folder, tmp_path / "out"))
