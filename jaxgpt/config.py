@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 BLOCK_SIZE = 128  # FlexAttention's mask block: windows and sequence lengths count in these.
+TOKEN_WINDOW_STEP = 64  # #15's token window grows in steps of 64 tokens
 EOT_ID = 50256  # GPT-2 `<|endoftext|>`; every document starts with it.
 GPT2_VOCAB_SIZE = 50257
 
@@ -390,6 +391,8 @@ class TrainConfig:
             _fail("val_every", f"must be >= 0 (0: validate after the last step only), got {self.val_every}")
         if self.val_tokens < 0:
             _fail("val_tokens", f"must be >= 0, got {self.val_tokens}")
+        if self.window_max_tokens < 0:
+            _fail("window_max_tokens", f"must be >= 0, got {self.window_max_tokens}")
         if self.lineage.shard_switch != "global" and self.batch_tokens % self.lineage.data_ranks:
             _fail("data_ranks", f"shard_switch {self.lineage.shard_switch!r} splits each batch over data_ranks="
                   f"{self.lineage.data_ranks} record ranks, but {self.batch_tokens} tokens do not split that way: "
@@ -431,6 +434,38 @@ _WINDOW_SCHEDULES = {
 }
 
 
+def last_window(max_tokens: int, schedule: str, block_size: int = BLOCK_SIZE) -> tuple[int, int | None] | None:
+    """(blocks, tokens): the largest window a `schedule` ending at `max_tokens` passes, its value
+    at the last step s = N (every schedule grows with s), in the blocks the attention counts
+    (the cap `max_window_blocks` bounds these) and, for #15's token window, in tokens; None for
+    "none" (plain causal attention, no window). The schedules' own arithmetic at s / N = 1
+    (`jaxgpt.schedules.window_value`, whose float64 M s / N is exactly M there): "blocks_ceil"
+    max(1, ceil(M / 128)); "blocks_floor" floor((128 + M) / 128); "tokens" sw = 64 floor((64 + M)
+    / 64) tokens, attended within ceil(sw / block_size) blocks (`block_size`: the model's)."""
+    if schedule == "blocks_ceil":
+        return max(1, -(-max_tokens // BLOCK_SIZE)), None
+    if schedule == "blocks_floor":
+        return (BLOCK_SIZE + max_tokens) // BLOCK_SIZE, None
+    if schedule == "tokens":
+        tokens = TOKEN_WINDOW_STEP * ((TOKEN_WINDOW_STEP + max_tokens) // TOKEN_WINDOW_STEP)
+        return -(-tokens // block_size), tokens
+    return None
+
+
+def _largest_fitting_window(schedule: str, block_size: int, cap: int, above: int) -> int | None:
+    """The largest window_max_tokens below `above` whose last window fits in `cap` blocks (None: none does)."""
+    def fits(max_tokens: int) -> bool:
+        return (last_window(max_tokens, schedule, block_size) or (0, None))[0] <= cap
+
+    if not fits(0):
+        return None
+    low, high = 0, above  # fits(low), not fits(high): the last window grows with window_max_tokens
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle)
+    return low
+
+
 def check_preset(model: ModelConfig, optim: OptimConfig, train: TrainConfig) -> None:
     """Refuse cross-section mixes that cannot mean anything, naming the conflict."""
     del optim  # no optimizer switch depends on another section
@@ -438,6 +473,17 @@ def check_preset(model: ModelConfig, optim: OptimConfig, train: TrainConfig) -> 
     if train.lineage.window_schedule not in allowed:
         _fail("window_schedule", f"{train.lineage.window_schedule!r} does not give the window attention_mask "
               f"{model.lineage.attention_mask!r} takes (it takes {' or '.join(map(repr, allowed))})")
+    # The kernels attend over at most max_window_blocks blocks (blocked, pallas and mosaic clamp a
+    # larger window to it, dense and torch_ref do not): the schedule's last window must fit.
+    last = last_window(train.window_max_tokens, train.lineage.window_schedule, model.block_size)
+    if last is not None and last[0] > model.max_window_blocks:
+        blocks, tokens = last
+        shown = f"{blocks} blocks" if tokens is None else f"a {tokens}-token window, {blocks} blocks"
+        lower = _largest_fitting_window(train.lineage.window_schedule, model.block_size, model.max_window_blocks,
+                                        train.window_max_tokens)
+        _fail("window_max_tokens", f"{train.window_max_tokens} ({shown} at the last step) exceeds `max_window_blocks` "
+              f"{model.max_window_blocks}: raise max_window_blocks to {blocks} or lower window_max_tokens"
+              + ("" if lower is None else f" to {lower}"))
 
 
 @dataclass(frozen=True)
@@ -472,12 +518,13 @@ def tiny_preset() -> Preset:
 def smoke_preset() -> Preset:
     """The tiny preset's run on the smallest model that has each per-layer pattern once: 4 layers
     x 64, one head; a value-embedding slot shared by the first and last layer, long windows at
-    both ends, the layer without attention, a 2 + 2 U-net. Its first step, compile included, took
+    both ends, the layer without attention, a 2 + 2 U-net; tiny's window cap of 8 blocks, the
+    1024-token window its schedule ends at. Its first step, compile included, took
     5.2 s on a CPU (tiny: 13.8 s; 4 x 256 tokens, vocab 1024): smoke runs, dry runs, machinery tests."""
     tiny = tiny_preset()
     return replace(tiny, model=replace(
         tiny.model, num_layers=4, num_heads=1, model_dim=64, value_embed_slots=(0, None, None, 0),
-        long_window_layers=(0, 3), attention_free_layers=(2,), max_window_blocks=4))
+        long_window_layers=(0, 3), attention_free_layers=(2,)))
 
 
 # The lineage (LINEAGE.md): each record as switch values on top of Sub3Min's configs.

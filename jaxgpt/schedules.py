@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jaxgpt.config import BLOCK_SIZE
+from jaxgpt.config import BLOCK_SIZE, TOKEN_WINDOW_STEP
 
 Number = int | float | np.integer | np.floating
 
@@ -106,9 +106,6 @@ def window_blocks(step: int, total_steps: int, max_tokens: int = 1728, block_siz
     tokens = max_tokens * step / total_steps  # Python float (float64)
     long_blocks = max(1, math.ceil(tokens / block_size))
     return long_blocks, long_blocks // 2
-
-
-TOKEN_WINDOW_STEP = 64  # #15's token window grows in steps of 64 tokens
 
 
 def window_value(step: int, total_steps: int, max_tokens: int = 1728, schedule: str = "blocks_ceil",

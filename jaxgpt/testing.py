@@ -40,8 +40,9 @@ def synthetic_tokens(num_tokens: int, seed: int, *, eot_id: int = SMALL_EOT) -> 
 def small_model_config(**overrides) -> ModelConfig:
     """The smoke preset's model in fp32 over SMALL_VOCAB: 4 layers, 64 wide, one head, each
     per-layer pattern of the record in miniature (a value-embedding slot shared by the first and
-    last layer, long windows at both ends, an attention-free layer, a U-net of 2 + 2 layers)."""
-    fields: dict[str, Any] = dict(vocab_size=SMALL_VOCAB, eot_id=SMALL_EOT, dtype_policy="fp32")
+    last layer, long windows at both ends, an attention-free layer, a U-net of 2 + 2 layers), with
+    a window cap of 4 blocks: the runs built on it schedule windows of at most 512 tokens."""
+    fields: dict[str, Any] = dict(vocab_size=SMALL_VOCAB, eot_id=SMALL_EOT, dtype_policy="fp32", max_window_blocks=4)
     return with_fields(smoke_preset().model, **{**fields, **overrides})
 
 

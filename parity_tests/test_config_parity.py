@@ -49,7 +49,8 @@ def test_every_torch_ref_preset_field_equals_jaxgpt(name):
 
 
 def test_torch_ref_validates_like_jaxgpt():
-    for bad in (dict(seq_len=100), dict(batch_tokens=1000, seq_len=128), dict(steps=-1), dict(val_every=-1)):
+    for bad in (dict(seq_len=100), dict(batch_tokens=1000, seq_len=128), dict(steps=-1), dict(val_every=-1),
+                dict(window_max_tokens=-1)):
         with pytest.raises(ValueError):
             jax_cfg.TrainConfig(**bad)
         with pytest.raises(ValueError):
@@ -105,3 +106,20 @@ def test_lineage_schedules_agree_on_every_step(name):
         assert torch_schedules.muon_momentum(*momentum) == jax_schedules.muon_momentum(*momentum)
         window = (step, t.steps, t.window_max_tokens, t.lineage.window_schedule)
         assert torch_schedules.window_value(*window) == jax_schedules.window_value(*window)
+
+
+@pytest.mark.parametrize("name", sorted(jax_cfg.PRESETS))
+def test_torch_refs_windows_are_jaxgpts_kernels_windows(name):
+    """torch_ref attends over its schedule's window as it is (no cap); jaxgpt refuses a schedule
+    beyond its kernels' cap (config.check_preset): in every preset the largest window torch_ref's
+    schedule passes is the one jaxgpt's config computes, and it fits jaxgpt's max_window_blocks."""
+    torch_train, model = torch_cfg.get_preset(name).train, jax_cfg.get_preset(name).model
+    schedule, steps = torch_train.lineage.window_schedule, torch_train.steps
+    largest = max(torch_schedules.window_value(step, steps, torch_train.window_max_tokens, schedule)
+                  for step in range(steps + 1))
+    last = jax_cfg.last_window(torch_train.window_max_tokens, schedule, model.block_size)
+    if schedule == "none":
+        assert last is None and largest == 0
+        return
+    assert last is not None and last[0] <= model.max_window_blocks
+    assert last == ((-(-largest // model.block_size), largest) if schedule == "tokens" else (largest, None))

@@ -58,6 +58,7 @@ def test_presets_hold_the_records_numbers_and_tiny_is_cpu_sized():
 def test_smoke_is_the_tiny_run_with_each_per_layer_pattern_once():
     tiny, smoke = cfg.get_preset("tiny"), cfg.get_preset("smoke")
     assert (smoke.optim, smoke.train) == (tiny.optim, tiny.train)
+    assert smoke.model.max_window_blocks == tiny.model.max_window_blocks == 8  # the 1024-token window tiny ends at
     model = smoke.model
     assert (model.num_layers, model.model_dim, model.num_heads) == (4, 64, 1)
     # A value table shared by the first and last layer, long windows at both ends, one layer
@@ -72,3 +73,50 @@ def test_preset_json_roundtrip():
         preset = cfg.get_preset(name)
         assert cfg.preset_from_json(cfg.config_to_json(preset)) == preset
     assert isinstance(cfg.preset_from_json(cfg.config_to_json(cfg.Preset())).model.value_embed_slots, tuple)
+
+
+def test_a_window_schedule_beyond_the_kernels_cap_is_refused_naming_both_fields():
+    """The kernels attend over at most max_window_blocks blocks: a schedule ending beyond it (which
+    blocked / pallas would cap while dense and torch_ref would not) is refused in one line."""
+    smoke = cfg.get_preset("smoke")
+    refused = "invalid config field `window_max_tokens`: 1024 (8 blocks at the last step) exceeds `max_window_blocks` 4: " \
+              "raise max_window_blocks to 8 or lower window_max_tokens to 512"
+    with pytest.raises(ValueError) as error:
+        cfg.Preset(model=cfg.replace(smoke.model, max_window_blocks=4), optim=smoke.optim, train=smoke.train)
+    assert str(error.value) == refused
+    with pytest.raises(ValueError, match=r"`window_max_tokens`: 1025 \(9 blocks at the last step\) exceeds `max_window_blocks` 8: "
+                                         r"raise max_window_blocks to 9 or lower window_max_tokens to 1024$"):
+        cfg.Preset(model=smoke.model, optim=smoke.optim, train=cfg.replace(smoke.train, window_max_tokens=1025))
+    # #15's token window in its own unit: sw = 1792 tokens at the end, attended within 14 blocks.
+    unet = cfg.get_preset("unet-value-embeds")
+    with pytest.raises(ValueError, match=r"`window_max_tokens`: 1728 \(a 1792-token window, 14 blocks at the last step\) "
+                                         r"exceeds `max_window_blocks` 13: raise max_window_blocks to 14 or lower "
+                                         r"window_max_tokens to 1663$"):
+        cfg.Preset(model=cfg.replace(unet.model, max_window_blocks=13), optim=unet.optim, train=unet.train)
+    # #8/#9's plain causal attention has no window: nothing to fit.
+    untie = cfg.get_preset("untie-embed")
+    cfg.Preset(model=cfg.replace(untie.model, max_window_blocks=1), optim=untie.optim, train=untie.train)
+    with pytest.raises(ValueError, match=r"`window_max_tokens`: must be >= 0, got -1"):
+        cfg.replace(smoke.train, window_max_tokens=-1)
+
+
+@pytest.mark.parametrize("schedule", ["blocks_ceil", "blocks_floor", "tokens"])
+def test_last_window_is_the_largest_the_schedule_passes(schedule):
+    """config.last_window (the refusal's arithmetic) is the schedule's own largest value over a run."""
+    from jaxgpt import schedules
+
+    for max_tokens in (0, 1, 63, 64, 127, 128, 129, 511, 512, 1000, 1024, 1663, 1664, 1727, 1728, 1729, 1792):
+        for steps in (1, 7, 60, 1393):
+            values = [schedules.window_value(step, steps, max_tokens, schedule) for step in range(steps + 1)]
+            largest = max(values)
+            assert largest == values[-1]
+            blocks, tokens = cfg.last_window(max_tokens, schedule)
+            assert (blocks, tokens) == ((-(-largest // 128), largest) if schedule == "tokens" else (largest, None))
+    assert cfg.last_window(1728, "none") is None
+
+
+@pytest.mark.parametrize("name", sorted(cfg.PRESETS))
+def test_every_presets_window_schedule_fits_its_cap(name):
+    preset = cfg.get_preset(name)
+    last = cfg.last_window(preset.train.window_max_tokens, preset.train.lineage.window_schedule, preset.model.block_size)
+    assert last is None or last[0] <= preset.model.max_window_blocks

@@ -221,6 +221,8 @@ class TrainConfig:
     seq_len: int = 64 * 1024
     val_every: int = 125  # validate at step 0, every K and the last step; 0: the last only (record's val_loss_every)
     val_tokens: int = 10_485_760
+    # The window at the last step (each schedule grows to it). No cap: FlexAttention's block masks
+    # take any window, where jaxgpt's kernels refuse one beyond their `max_window_blocks`.
     window_max_tokens: int = 1728
     devices: int | None = None
     seed: int = 0
@@ -238,6 +240,7 @@ class TrainConfig:
         _check(self.steps >= 0, "steps", f"must be >= 0, got {self.steps}")
         _check(self.val_every >= 0, "val_every", f"must be >= 0 (0: validate after the last step only), got {self.val_every}")
         _check(self.val_tokens >= 0, "val_tokens", f"must be >= 0, got {self.val_tokens}")
+        _check(self.window_max_tokens >= 0, "window_max_tokens", f"must be >= 0, got {self.window_max_tokens}")
         _check(self.checkpoint_every >= 0, "checkpoint_every", f"must be >= 0, got {self.checkpoint_every}")
         _check(self.keep_checkpoints >= 1, "keep_checkpoints", f"must be >= 1, got {self.keep_checkpoints}")
         _check(self.lineage.shard_switch == "global" or self.batch_tokens % self.lineage.data_ranks == 0,

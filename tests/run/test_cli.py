@@ -100,3 +100,15 @@ def test_dtype_choices_are_checked(capsys):
     with pytest.raises(SystemExit):
         cli.parse_args(["--dtype", "fp16"])
     assert "--dtype" in capsys.readouterr().err
+
+
+def test_a_window_beyond_the_kernels_cap_is_a_usage_error(capsys):
+    """--window-max-tokens past --max-window-blocks: exit 2 and one line naming both, before any work."""
+    from jaxgpt import train as train_lib
+
+    assert train_lib.main(["--preset", "smoke", "--window-max-tokens", "1792"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("python -m jaxgpt.train: error: invalid config field `window_max_tokens`: 1792 (14 blocks at the last "
+                   "step) exceeds `max_window_blocks` 8: raise max_window_blocks to 14 or lower window_max_tokens to 1024\n")
+    assert train_lib.main(["--preset", "smoke", "--max-window-blocks", "4"]) == 2
+    assert "1024 (8 blocks at the last step) exceeds `max_window_blocks` 4" in capsys.readouterr().err

@@ -9,7 +9,8 @@ from torch_ref import config as cfg
 
 
 @pytest.mark.parametrize("section, field, value", [
-    ("train", "seq_len", 100), ("train", "keep_checkpoints", 0), ("train", "val_every", -1), ("model", "num_heads", 5),
+    ("train", "seq_len", 100), ("train", "keep_checkpoints", 0), ("train", "val_every", -1),
+    ("train", "window_max_tokens", -1), ("model", "num_heads", 5),
     ("model", "dtype_policy", "fp16"), ("optim", "ns_dtype", "fp16"),
 ])
 def test_config_validation_names_the_field(section, field, value):
