@@ -53,6 +53,17 @@ def causal_windows(config: ModelConfig, window: WindowBlocks, seq_len: int) -> d
 
 WINDOWS = {"document_blocks": block_windows, "document_tokens": token_windows, "causal": causal_windows}
 
+
+def logged_window(config: ModelConfig, window: int) -> dict[str, int]:
+    """The step's window as its long layers' attention takes it, for the metrics: `window_blocks`,
+    the block window after the cap (W_long; #15's ceil(sw / 128); 0 for #8/#9's plain causal
+    attention, which has no window), and, for #15, `window_tokens`: sw."""
+    if config.lineage.attention_mask == "causal":
+        return {"window_blocks": 0}
+    long = WINDOWS[config.lineage.attention_mask](config, window, 0)["long"]
+    logged = {"window_blocks": min(int(long.blocks), long.max_blocks)}
+    return logged if long.tokens is None else {**logged, "window_tokens": int(long.tokens)}
+
 # ---------------------------------------------------------------------------------------------
 # Document ids: (B, T) input ids -> (B, T) int32 ids the attention separates
 

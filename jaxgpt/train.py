@@ -36,7 +36,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jaxgpt import config as cfg
-from jaxgpt import data, optim, schedules
+from jaxgpt import data, lineage, optim, schedules
 from jaxgpt import layers as layers_lib
 from jaxgpt import model as model_lib
 from jaxgpt import params as params_lib
@@ -371,7 +371,7 @@ class TrainLoop:
         elapsed = self.clock.pause()
         with self.watch.waiting():
             self.val_losses[step] = evaluate(self.preset, self.compiled, self.params, window)
-        self.log.val(step, self.val_losses[step], elapsed, int(window))
+        self.log.val(step, self.val_losses[step], elapsed, lineage.logged_window(self.preset.model, int(window)))
         if not (self.options.allow_nonfinite_loss or math.isfinite(self.val_losses[step])):
             raise nonfinite_loss("val", step, self.total_steps, self.val_losses[step], self.where_to_resume())
         self.clock.resume()
@@ -383,7 +383,8 @@ class TrainLoop:
             step, loss, agreed, window = self.in_flight.pop(0)
             with self.watch.waiting():  # a lost process ends this one here rather than hang it
                 self.train_losses[step], stop_flag = float(loss), int(agreed)
-            self.log.train(step, self.train_losses[step], self.clock.elapsed_ms(), window)
+            self.log.train(step, self.train_losses[step], self.clock.elapsed_ms(),
+                           lineage.logged_window(self.preset.model, window))
             self.stop.agree(stop_flag)
             if not (self.options.allow_nonfinite_loss or math.isfinite(self.train_losses[step])):
                 raise nonfinite_loss("train", step + 1, self.total_steps, self.train_losses[step],

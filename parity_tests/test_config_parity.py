@@ -123,3 +123,16 @@ def test_torch_refs_windows_are_jaxgpts_kernels_windows(name):
         return
     assert last is not None and last[0] <= model.max_window_blocks
     assert last == ((-(-largest // model.block_size), largest) if schedule == "tokens" else (largest, None))
+
+
+@pytest.mark.parametrize("name", sorted(jax_cfg.PRESETS))
+def test_both_trainers_log_the_same_window_at_every_step(name):
+    """The metrics' window fields (each trainer's lineage.logged_window) over the preset's schedule."""
+    from jaxgpt import lineage as jax_lineage
+    from torch_ref import lineage as torch_lineage
+
+    preset, torch_model = jax_cfg.get_preset(name), torch_cfg.get_preset(name).model
+    t = preset.train
+    for step in range(t.steps + 1):
+        window = jax_schedules.window_value(step, t.steps, t.window_max_tokens, t.lineage.window_schedule)
+        assert jax_lineage.logged_window(preset.model, window) == torch_lineage.logged_window(torch_model, window)

@@ -54,7 +54,8 @@ def train_line(step: int, total: int, train_time_ms: float, loss: float | None =
 def metrics_line(framework: str, run_id: str, record: Mapping[str, Any]) -> str:
     """One line of a run's metrics JSONL: its framework ("jaxgpt", "torch_ref") and run id, then
     the record's fields (kind "train" or "val", step, the loss, train_time_ms, step_avg_ms,
-    window_blocks): the schema scripts/plot_runs.py reads of both trainers' runs."""
+    window_blocks, and #15's window_tokens: each trainer's lineage.logged_window): the schema
+    scripts/plot_runs.py reads of both trainers' runs."""
     return json.dumps({"framework": framework, "run_id": run_id, **record})
 
 

@@ -118,3 +118,17 @@ def test_value_residual_mixes_layer_zeros_raw_value(small_models):
     grads = jax.jit(jax.grad(lambda p: graph.bind(p)(ids, ids, 0, train=False)))(params)
     assert float(grads["blocks.0.attn.lamb"]) == 0.0
     assert abs(float(grads["blocks.5.attn.lamb"])) > 0.0
+
+
+def test_the_logged_window_is_the_one_the_attention_takes():
+    """The metrics' window (lineage.logged_window): W_long after the kernels' cap; #15's token
+    window with the blocks it is attended within; none under #8/#9's plain causal attention."""
+    from jaxgpt import lineage
+
+    smoke = cfg.get_preset("smoke").model
+    assert lineage.logged_window(smoke, 5) == {"window_blocks": 5}
+    assert lineage.logged_window(smoke, 11) == {"window_blocks": 8}  # blocked / pallas attend over the cap's 8
+    unet = cfg.get_preset("unet-value-embeds").model
+    assert lineage.logged_window(unet, 192) == {"window_blocks": 2, "window_tokens": 192}
+    assert lineage.logged_window(unet, 1792) == {"window_blocks": 14, "window_tokens": 1792}
+    assert lineage.logged_window(cfg.get_preset("untie-embed").model, 0) == {"window_blocks": 0}

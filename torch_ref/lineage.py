@@ -1,7 +1,8 @@
 """The lineage's variants of the record's model in PyTorch, chosen once from the config when a
 module is built (mirrors jaxgpt.lineage): the value mixing of an attention layer (the record's
 `lambdas` with the value embedding; #9's value residual with layer 0's raw value; none, #8) and
-a block's input (the record's x <- l0 x + l1 x0; as it is before #9)."""
+a block's input (the record's x <- l0 x + l1 x0; as it is before #9); the step's window as the
+metrics record it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any, NamedTuple
 
 from torch import Tensor
 
-from torch_ref.config import ModelConfig
+from torch_ref.config import BLOCK_SIZE, ModelConfig
 
 
 def keep_first_value(attn: Any, x: Tensor, v_first: Tensor | None) -> Tensor | None:
@@ -66,3 +67,14 @@ def block_input_as_is(block: Any, x: Tensor, x0: Tensor) -> Tensor:
 
 
 BLOCK_INPUTS = {True: mix_block_input, False: block_input_as_is}  # by ModelConfig.block_lambdas
+
+
+def logged_window(config: ModelConfig, window: int) -> dict[str, int]:
+    """The step's window as its long layers' attention takes it, for the metrics (jaxgpt.lineage's
+    twin): `window_blocks`, W_long or #15's ceil(sw / 128) (0 for #8/#9's plain causal attention,
+    which has no window), and, for #15, `window_tokens`: sw. FlexAttention has no cap."""
+    if config.lineage.attention_mask == "causal":
+        return {"window_blocks": 0}
+    if config.lineage.attention_mask == "document_tokens":
+        return {"window_blocks": -(-window // BLOCK_SIZE), "window_tokens": window}
+    return {"window_blocks": window}

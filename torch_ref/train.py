@@ -46,6 +46,7 @@ from runkit.interrupt import Interrupted
 from runkit.runlog import CLOCK_RESET_STEP, NonFiniteError, nonfinite_loss, train_line, val_line, val_step_avg_ms
 from torch_ref import compilation
 from torch_ref.data import ShardsExhaustedError, distributed_data_generator, val_batches
+from torch_ref.lineage import logged_window
 from torch_ref.model import GPT, apply_dtype_policy
 from torch_ref.optim import build_lr_schedulers, build_optimizers, optimizer_step
 from torch_ref.run import checkpoint as ckpt
@@ -170,7 +171,8 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
 
     steps = train_cfg.steps
     val_losses: dict[int, float] = {}
-    pending_metrics: list[tuple[int, Tensor, float, int]] = []  # (step, loss, train_time_ms, window) not yet logged
+    # (step, loss, train_time_ms, the window's metrics) not yet logged
+    pending_metrics: list[tuple[int, Tensor, float, dict[str, int]]] = []
     directory = ckpt.checkpoint_directory(preset, options)
     stream_args = (train_cfg.train_files, train_cfg.batch_tokens, rank, world_size)
     stream_kwargs: dict[str, Any] = dict(cycle=train_cfg.cycle_data, device=device, shard_switch=train_cfg.lineage.shard_switch,
@@ -234,15 +236,15 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
                 if step == CLOCK_RESET_STEP:
                     clock.reset()
                 # W_long in blocks (the record's), or #15's window in tokens (the window_schedule's unit)
-                blocks = window_value(step, schedule_steps, train_cfg.window_max_tokens, train_cfg.lineage.window_schedule)
-                window = window_argument(blocks, device)
+                scheduled = window_value(step, schedule_steps, train_cfg.window_max_tokens, train_cfg.lineage.window_schedule)
+                window = window_argument(scheduled, device)
                 if val_due:
                     train_time_ms = clock.pause()
                     val_losses[step] = evaluate(model, train_cfg, window, rank, world_size, device)
                     log.write(val_line(step, steps, val_losses[step], train_time_ms), console=True)
                     runlog.write_train_metrics(log, pending_metrics, world_size)
                     log.metrics(kind="val", step=step, val_loss=val_losses[step], train_time_ms=train_time_ms,
-                                step_avg_ms=val_step_avg_ms(step, train_time_ms), window_blocks=blocks)
+                                step_avg_ms=val_step_avg_ms(step, train_time_ms), **logged_window(preset.model, scheduled))
                     if not (options.allow_nonfinite_loss or math.isfinite(val_losses[step])):
                         raise nonfinite_loss("val", step, steps, val_losses[step], ckpt.where_to_resume(directory))
                     clock.resume()
@@ -260,7 +262,7 @@ def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: in
                 optimizer_step(raw_model, optimizers, schedulers, step, preset.optim)
                 train_time_ms = clock.elapsed_ms()
                 log.write(train_line(step, steps, train_time_ms), console=True)
-                pending_metrics.append((step, loss, train_time_ms, blocks))
+                pending_metrics.append((step, loss, train_time_ms, logged_window(preset.model, scheduled)))
                 if (trace_written := trace.after(step)) is not None:
                     assert options.profile is not None  # a trace is written only for --profile's window
                     log.write(f"profile of steps {options.profile[0]}..{options.profile[1]}: {trace_written}",

@@ -18,7 +18,7 @@ import json
 import platform
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -84,19 +84,18 @@ class RunLog:
             if self._tensorboard is not None:  # the same numbers
                 add_scalars(self._tensorboard, record)
 
-    def val(self, step: int, loss: float, train_time_ms: float, window_blocks: int) -> None:
-        """The val line of `step` and its metrics record."""
+    def val(self, step: int, loss: float, train_time_ms: float, window: Mapping[str, int]) -> None:
+        """The val line of `step` and its metrics record; `window`: the attention's window
+        (jaxgpt.lineage.logged_window: window_blocks, and #15's window_tokens)."""
         self.write(val_line(step, self.total_steps, loss, train_time_ms, self.clock_reset_step))
         self.metrics(kind="val", step=step, val_loss=loss, train_time_ms=train_time_ms,
-                     step_avg_ms=val_step_avg_ms(step, train_time_ms, self.clock_reset_step),
-                     window_blocks=window_blocks)
+                     step_avg_ms=val_step_avg_ms(step, train_time_ms, self.clock_reset_step), **window)
 
-    def train(self, step: int, loss: float, train_time_ms: float, window_blocks: int) -> None:
+    def train(self, step: int, loss: float, train_time_ms: float, window: Mapping[str, int]) -> None:
         """The train line after the update made at `step` (shown as step + 1) and its metrics."""
         self.write(train_line(step, self.total_steps, train_time_ms, loss, self.clock_reset_step))
         self.metrics(kind="train", step=step + 1, train_loss=loss, train_time_ms=train_time_ms,
-                     step_avg_ms=train_step_avg_ms(step, train_time_ms, self.clock_reset_step),
-                     window_blocks=window_blocks)
+                     step_avg_ms=train_step_avg_ms(step, train_time_ms, self.clock_reset_step), **window)
         if self._bar is not None:
             self._bar.update(1)
             self._bar.set_postfix(loss=f"{loss:.4f}", refresh=False)

@@ -14,10 +14,10 @@ from jaxgpt.testing import read_tensorboard_scalars
 def test_tensorboard_events_hold_the_metrics_numbers(tmp_path):
     log = runlog.RunLog(str(tmp_path), "tb", total_steps=20, start_step=0, progress=False, enabled=True,
                         tensorboard_dir=str(tmp_path / "tb"))
-    log.val(0, 10.8258, 0.0, 1)
+    log.val(0, 10.8258, 0.0, {"window_blocks": 1})
     for step in range(13):
-        log.train(step, 10.0 - 0.25 * step, 1000.0 + 37.5 * step, 1 + step // 4)
-    log.val(13, 6.5, 1500.0, 4)
+        log.train(step, 10.0 - 0.25 * step, 1000.0 + 37.5 * step, {"window_blocks": 1 + step // 4})
+    log.val(13, 6.5, 1500.0, {"window_blocks": 4})
     log.close()
     records = [json.loads(line) for line in log.metrics_path.read_text().splitlines()]
     expected = {(f"{r['kind']}/{name}", r["step"]): value for r in records for name, value in r.items()

@@ -123,8 +123,9 @@ def environment_lines(device: torch.device) -> list[str]:
     return lines
 
 
-def write_train_metrics(log: RunLog, pending: list[tuple[int, Tensor, float, int]], world_size: int) -> None:
-    """Metrics of the updates since the last call: (step, loss tensor, train_time_ms, window).
+def write_train_metrics(log: RunLog, pending: list[tuple[int, Tensor, float, dict[str, int]]], world_size: int) -> None:
+    """Metrics of the updates since the last call: (step, loss tensor, train_time_ms, the window's
+    fields: torch_ref.lineage.logged_window).
     Written at each validation and at the end, so that logging adds no device sync per step;
     the losses are averaged over the ranks (one all-reduce per call), as jaxgpt logs them."""
     if not pending:
@@ -134,7 +135,7 @@ def write_train_metrics(log: RunLog, pending: list[tuple[int, Tensor, float, int
         dist.all_reduce(losses, op=dist.ReduceOp.AVG)
     for (step, _, train_time_ms, window), loss in zip(pending, losses.tolist(), strict=True):
         log.metrics(kind="train", step=step + 1, train_loss=loss, train_time_ms=train_time_ms,
-                    step_avg_ms=train_step_avg_ms(step, train_time_ms), window_blocks=window)
+                    step_avg_ms=train_step_avg_ms(step, train_time_ms), **window)
     pending.clear()
 
 
