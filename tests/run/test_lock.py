@@ -24,9 +24,10 @@ import numpy as np
 import pytest
 
 from jaxgpt import data
+from jaxgpt import train as train_lib
 from jaxgpt.run import lock as run_lock
 from jaxgpt.run.cli import PROG
-from jaxgpt import train as train_lib
+from jaxgpt.testing import free_port, kill_children, log_tail, start_children, wait_children
 from runkit import lock
 
 REPO = Path(__file__).resolve().parents[2]
@@ -121,7 +122,7 @@ def test_a_resume_of_the_running_folder_is_refused(two_runs):
 
 @pytest.mark.slow
 def test_the_first_run_is_unharmed_and_its_jsonl_is_its_own(two_runs):
-    code, stdout, stderr = two_runs["first"]
+    code, _, stderr = two_runs["first"]
     assert code == 0, stderr
     out = two_runs["out"]
     records = [json.loads(line) for line in (out / "logs" / "same.jsonl").read_text().splitlines()]
@@ -206,3 +207,72 @@ def test_a_process_that_never_hears_from_process_0_stops(tmp_path, monkeypatch):
     monkeypatch.setattr(compat, "distributed_client", lambda: FakeKeyValueStore())
     with pytest.raises(lock.FolderInUseError, match="process 0 did not say within 60 s"):
         run_lock.take_for_processes([place(tmp_path)], process_index=1, process_count=2)
+
+
+# Two real processes of one run, a third run holding the folder (issue 45, item 3) -------------
+
+
+# The third run: takes the places a run "same" under OUT writes (its logs, its checkpoint folder),
+# as a trainer does, and holds them until its stdin closes.
+HOLDER = ("import sys; from jaxgpt.run import lock as run_lock; from runkit import lock; "
+          "held = lock.RunLock(run_lock.run_places(sys.argv[1], 'same', resume=None, saves=True)).acquire(); "
+          "sys.stdin.read(); held.release()")
+
+
+def loopback_environment() -> dict[str, str]:
+    """A child of a 2-process CPU job over loopback: one device each (tests/test_train_multihost.py's
+    setting, without its second device), gloo collectives."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_force_host_platform_device_count=1",
+           "JAX_CPU_COLLECTIVES_IMPLEMENTATION": "gloo", "PYTHONPATH": str(REPO)}
+    for name in ("JAX_COORDINATOR_ADDRESS", "JAXGPT_DISTRIBUTED"):
+        env.pop(name, None)
+    return env
+
+
+def snapshot(root: Path) -> dict[Path, bytes | None]:
+    """Every path under `root` with its bytes (None: a folder)."""
+    return {path: None if path.is_dir() else path.read_bytes() for path in root.rglob("*")}
+
+
+@pytest.mark.parametrize("process_1_late_s", [0.0, 4.0], ids=["together", "process_1_slow_to_start"])
+def test_both_processes_of_a_run_are_refused_by_a_third_runs_lock(tmp_path, process_1_late_s):
+    """Process 0 of a 2-process run (loopback coordinator) meets the folder held by a third run
+    and is refused; process 1 learns it through jax.distributed's key-value store: both exit 1
+    with one line naming the holder, and nothing under the folders changes. With process 1
+    started seconds late, process 0 waits for it (jax.distributed joins every process first)
+    and both are refused the same way."""
+    shard_globs = shards(tmp_path / "data")
+    work, out = tmp_path / "work", tmp_path / "work" / "out"
+    work.mkdir()
+    children: list[subprocess.Popen] = []
+    third = subprocess.Popen([sys.executable, "-c", HOLDER, str(out)], cwd=work, stdin=subprocess.PIPE,
+                             env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        holder = lock.wait_for_holder(out / "checkpoints" / "same" / lock.FOLDER_LOCK, third, timeout_s=60)
+        before = snapshot(tmp_path)
+        coordinator = f"127.0.0.1:{free_port()}"
+        commands = [[sys.executable, "-m", "jaxgpt.train", *run_args(shard_globs, out, "--run-id", "same"),
+                     "--checkpoint-every", "2", "--devices", "2", "--coordinator", coordinator,
+                     "--num-processes", "2", "--process-id", str(process_id)] for process_id in (0, 1)]
+        logs = [tmp_path / f"process{process_id}.log" for process_id in (0, 1)]
+        children = start_children(commands[:1], [loopback_environment()], logs[:1], work)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            children[0].wait(timeout=process_1_late_s)  # a refused process 0 would end within this
+        process_0_waited = children[0].poll() is None
+        children += start_children(commands[1:], [loopback_environment()], logs[1:], work)
+        codes = wait_children(children, logs, timeout_s=120)
+        after = snapshot(tmp_path)
+    finally:
+        kill_children(children)
+        third.communicate(timeout=30)
+    outputs = [log_tail(log) for log in logs]
+    assert process_0_waited, outputs[0]  # jax.distributed joins every process before process 0 takes a lock
+    in_use = (f"the logs of run 'same' in {out / 'logs'} is in use by another run: pid {holder.pid} on host "
+              f"{holder.host}, started {holder.started} ({holder.command})")
+    for process_id, (code, output) in enumerate(zip(codes, outputs, strict=True)):
+        errors = [line for line in output.splitlines() if line.startswith(f"{PROG}: error: ")]
+        assert code == 1 and len(errors) == 1 and "Traceback" not in output, f"process {process_id}:\n{output}"
+        told = "" if process_id == 0 else "process 0 could not take the run's locks: "
+        assert errors[0].startswith(f"{PROG}: error: {told}{in_use}"), output
+        assert errors[0].endswith("Wait for that run to end or stop it, or pass another --run-id"), output
+    assert {path: after[path] for path in before} == before and set(after) - set(before) == set(logs)
