@@ -40,9 +40,9 @@ if _flag not in os.environ.get("XLA_FLAGS", ""):
 
 
 # Property-based tests (hypothesis, a test extra): examples pinned (derandomised, no example
-# database), no per-example deadline on this shared machine (jaxgpt.fuzzing bounds each example
+# database), no per-example deadline on this shared machine (tests.fuzzing bounds each example
 # itself), every health check off (a reader's file round trip is slow by hypothesis's measure).
-# The budget per reader is jaxgpt.fuzzing.examples: fixed here, JAXGPT_FUZZ_EXAMPLES for the long run.
+# The budget per reader is tests.fuzzing.examples: fixed here, JAXGPT_FUZZ_EXAMPLES for the long run.
 try:
     from hypothesis import HealthCheck, settings
 except ImportError:  # an environment without the test extra: the fuzz tests fail to import, nothing else
@@ -195,8 +195,8 @@ def _session_compile_cache() -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """The examples each fuzzed reader ran (jaxgpt.fuzzing.guarded), for docs/RELIABILITY.md's table."""
-    fuzzing = sys.modules.get("jaxgpt.fuzzing")
+    """The examples each fuzzed reader ran (tests.fuzzing.guarded), for docs/RELIABILITY.md's table."""
+    fuzzing = sys.modules.get("tests.fuzzing")
     if fuzzing is not None and fuzzing.EXAMPLES:
         terminalreporter.section("fuzz examples run")
         for test, count in sorted(fuzzing.EXAMPLES.items()):

@@ -8,7 +8,8 @@ naming the file, within `HANG_S` seconds and without a huge allocation (`guarded
 other exception. The budget per reader is fixed and the examples pinned (`examples`; hypothesis
 derandomised, root conftest.py), seconds each in `make test`; JAXGPT_FUZZ_EXAMPLES=N gives every
 reader N examples (the long run: `JAXGPT_FUZZ_EXAMPLES=10000 pytest -m fuzz`). hypothesis is a
-test extra: imported where a strategy is built, so jaxgpt imports without it.
+test extra: imported where a strategy is built. A tests-only module (imported as tests.fuzzing),
+not part of the jaxgpt library.
 """
 
 from __future__ import annotations

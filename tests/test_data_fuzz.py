@@ -1,5 +1,5 @@
 """Fuzzed: the `.bin` shard reader (jaxgpt.data.read_shard_header, read_shard) on inputs made
-from valid shards (jaxgpt.fuzzing.damaged) and on valid-looking headers with absurd token counts.
+from valid shards (tests.fuzzing.damaged) and on valid-looking headers with absurd token counts.
 
 Property, against an independent statement of the format: a file that is a well-formed shard
 reads as exactly its tokens; any other is refused with ValueError naming the file; nothing else
@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jaxgpt import data, fuzzing
+from jaxgpt import data
+from tests import fuzzing
 
 pytestmark = pytest.mark.fuzz
 MAGIC, VERSION, HEADER_BYTES = 20240520, 1, 1024

@@ -183,7 +183,6 @@ JAXGPT_ONLY = {
     "compat": "shims across jax 0.10 and 0.11",
     "corpus": "shards are made from text once, by jaxgpt; torch_ref reads the same .bin files",
     "decode": "text sampling is jaxgpt's",
-    "fuzzing": "helpers of the property-based tests; torch_ref's fuzz tests use jaxgpt's",
     "sample": "text sampling is jaxgpt's",
     "kernels": "jaxgpt's Pallas kernels; torch_ref compiles flex_attention (torch_ref.attention)",
     "params": "a flat {record name: array} dict is JAX's pytree; a torch module holds its own state_dict",

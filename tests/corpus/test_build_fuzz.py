@@ -1,6 +1,6 @@
 """Fuzzed: `meta.json` of a shard folder through its readers (jaxgpt.corpus.build.read_meta, the
 sampler's tokenizer choice jaxgpt.corpus.tokenizer.tokenizer_from_meta, the sample corpus check
-jaxgpt.corpus.stdlib_docs.is_up_to_date): a valid meta.json damaged (jaxgpt.fuzzing.damaged), random
+jaxgpt.corpus.stdlib_docs.is_up_to_date): a valid meta.json damaged (tests.fuzzing.damaged), random
 JSON values, and valid objects whose fields hold anything.
 
 Property: a UTF-8 JSON object reads as exactly that object; the tokenizer is the one its
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from jaxgpt.corpus import build as corpus
 from jaxgpt.corpus import stdlib_docs as sample_data
 from jaxgpt.corpus import tokenizer
-from jaxgpt import fuzzing
+from tests import fuzzing
 
 pytestmark = pytest.mark.fuzz
 VALID = {"encoding": "gpt2-bytes", "encoding_files": None, "val_tokens": 4096, "train_tokens": 20480,

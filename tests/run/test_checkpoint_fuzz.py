@@ -2,8 +2,8 @@
 step folder's `meta` item), through every reader: `--resume` (checkpoint.open_run_checkpoints,
 keep_saved_cadence, refuse_config_change, Checkpointer.restore) and the sampler
 (jaxgpt.sample.load_checkpoint). Inputs: a real step folder with one file damaged
-(jaxgpt.fuzzing.damaged: truncated, extended, bit-flipped, overwritten, random) or deleted, and
-the meta item with one field replaced by any JSON value or deleted (jaxgpt.fuzzing.mutated).
+(tests.fuzzing.damaged: truncated, extended, bit-flipped, overwritten, random) or deleted, and
+the meta item with one field replaced by any JSON value or deleted (tests.fuzzing.mutated).
 
 Property: the saved arrays restore exactly (and the meta read is the file's), or one
 ValueError / FileNotFoundError line naming the folder; nothing else raised, no hang, no huge
@@ -23,7 +23,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jaxgpt.run import checkpoint, quiet
-from jaxgpt import fuzzing, sample
+from jaxgpt import sample
+from tests import fuzzing
 from jaxgpt import config as cfg
 
 pytestmark = pytest.mark.fuzz

@@ -1,5 +1,5 @@
 """Fuzzed: the training command line, `python -m jaxgpt.train` (jaxgpt.train.main), on
-combinations of its flags with values of every kind (jaxgpt.fuzzing.command_lines): edge-case
+combinations of its flags with values of every kind (tests.fuzzing.command_lines): edge-case
 numbers, unknown choices, paths to nothing, to files, to folders and to shards, any text. The
 run stops after its start-up checks (preflight.start_run: devices, outputs, locks, --init-from,
 --resume, the geometry and the shards), where every refusal happens; nothing compiles.
@@ -18,10 +18,10 @@ import io
 import pytest
 from hypothesis import given, settings
 
-from jaxgpt import fuzzing
 from jaxgpt import train as train_lib
 from jaxgpt.run import cli, preflight
 from jaxgpt.run.cli import PROG
+from tests import fuzzing
 
 pytestmark = pytest.mark.fuzz
 # --init-from reads a torch file: without torch (make test-compat) it is left out too.

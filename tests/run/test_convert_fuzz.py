@@ -2,8 +2,8 @@
 (convert.init_preset, then the parameters the trainer builds), the sampler
 (jaxgpt.sample.load_checkpoint) and scripts/compare_checkpoint.py (its reading, up to the
 models, which are stubbed here). Inputs: a valid 12-layer, 16-wide record file damaged at the
-byte level (jaxgpt.fuzzing.damaged), and valid torch files whose payload has one item replaced
-or deleted anywhere (jaxgpt.fuzzing.mutated): tensors of other shapes and dtypes, expanded
+byte level (tests.fuzzing.damaged), and valid torch files whose payload has one item replaced
+or deleted anywhere (tests.fuzzing.mutated): tensors of other shapes and dtypes, expanded
 tensors claiming 10^12 elements over 4 bytes, absurd widths, non-tensors.
 
 Property: the file's parameters, exactly as stored (and, for a damaged valid file, exactly the
@@ -23,7 +23,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jaxgpt.run import convert
-from jaxgpt import fuzzing, sample
+from jaxgpt import sample
+from tests import fuzzing
 from jaxgpt import config as cfg
 from jaxgpt import model as model_lib
 from jaxgpt import params as params_lib

@@ -1,5 +1,5 @@
 """Fuzzed: torch_ref's `.bin` shard reader (torch_ref.data.read_shard_header, read_shard), as
-jaxgpt's in tests/test_data_fuzz.py: inputs made from valid shards (jaxgpt.fuzzing.damaged) and
+jaxgpt's in tests/test_data_fuzz.py: inputs made from valid shards (tests.fuzzing.damaged) and
 valid-looking headers with absurd token counts.
 
 Property, against an independent statement of the format: a file that is a well-formed shard
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jaxgpt import fuzzing
+from tests import fuzzing
 from torch_ref import data
 
 pytestmark = pytest.mark.fuzz

@@ -2,8 +2,8 @@
 (convert.load_checkpoint_state, preflight.run_preset, train.build_model) and `--resume`
 (checkpoint.read_resume, preflight.run_preset with its saved config, checkpoint.restore into the
 run's model, optimizers and LR schedulers). Inputs: a valid 12-layer, 16-wide file damaged at the
-byte level (jaxgpt.fuzzing.damaged), and valid torch files whose payload has one item replaced
-or deleted anywhere (jaxgpt.fuzzing.mutated): tensors of other shapes and dtypes, expanded
+byte level (tests.fuzzing.damaged), and valid torch files whose payload has one item replaced
+or deleted anywhere (tests.fuzzing.mutated): tensors of other shapes and dtypes, expanded
 tensors claiming 10^12 elements over 4 bytes, absurd widths, non-tensors, any JSON-like value.
 
 Property: the run gets exactly the file's weights (and, resumed, its step and data position; for
@@ -23,7 +23,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jaxgpt import fuzzing
+from tests import fuzzing
 from torch_ref.run import checkpoint as ckpt
 from torch_ref import config as cfg
 from torch_ref.run import convert, preflight

@@ -1,6 +1,6 @@
 """Fuzzed: torch_ref's training command line, `python -m torch_ref.train` (torch_ref.train.main),
 as jaxgpt's in tests/test_cli_fuzz.py: combinations of its flags with values of every kind
-(jaxgpt.fuzzing.command_lines), the run stopped after its start-up checks (the outputs, the
+(tests.fuzzing.command_lines), the run stopped after its start-up checks (the outputs, the
 locks, --init-from, --resume, the geometry and the shards: torch_ref.run.preflight.start_run); no
 rank is spawned and nothing trains.
 
@@ -17,7 +17,7 @@ import io
 import pytest
 from hypothesis import given, settings
 
-from jaxgpt import fuzzing
+from tests import fuzzing
 from torch_ref import train as train_lib
 from torch_ref.run import cli
 from torch_ref.run.cli import PROG
