@@ -1,4 +1,4 @@
-"""bench.py suite `attention_gpu`: the record's attention on one GPU, four implementations.
+"""bench.py suite `attention_gpu`: the record's attention on one GPU, five implementations.
 
 At the record's shapes (B 1, T 65,536, H 6, Dh 128, bf16; documents of FineWeb-like lengths,
 ~1,000 tokens on average) and windows of 1..14 blocks, forward and forward+backward time of
@@ -7,10 +7,16 @@ At the record's shapes (B 1, T 65,536, H 6, Dh 128, bf16; documents of FineWeb-l
            not yet run on a GPU, so an error there is reported in the JSON, not raised
   blocked  jaxgpt's portable backend (every block of the static window, masked; a lax.scan)
   flex     torch_ref's compiled flex_attention with the record's BlockMask
+  cudnn    what a JAX user would pick first: jax.nn.dot_product_attention(implementation="cudnn"),
+           causal with a token sliding window of window x 128 keys (local_window_size); it takes
+           no document mask (its public API has per-sequence lengths only), so it computes a
+           different, wider mask than the record's: a baseline for speed, not for numerics
 each the median of timed repeats after warm-up (jax: block_until_ready; torch: CUDA events).
-Achieved TFLOP/s count only the listed key blocks (partial blocks as whole blocks): forward
-4*128*128*Dh FLOPs per listed block and head (QK^T and PV), forward+backward 3.5x that (the
-backward's five block GEMMs against the forward's two).
+One formula for every implementation's achieved TFLOP/s: the FLOPs of the key blocks the
+record's mask lists (partial blocks as whole blocks; cuDNN's extra work across documents counts
+for nothing): forward 4*128*128*Dh per listed block and head (QK^T and PV), forward+backward 3.5x
+that (the backward's five block GEMMs against the forward's two). The GPU's dense bf16 peak
+(NVIDIA's datasheet, `PEAK_BF16_TFLOPS`) stands beside them.
 
     PYTHONPATH=. python3 scripts/bench.py --only attention_gpu --json   # on a CUDA machine
 """
@@ -50,6 +56,16 @@ def listed_blocks(tokens: np.ndarray, window: int) -> int:
     return int(np.asarray(lists.kv_num_blocks).sum() + np.asarray(lists.full_kv_num_blocks).sum())
 
 
+# Dense (not 2:4 sparse) bf16 tensor-core peak in TFLOP/s, from NVIDIA's H100 and H200 datasheets;
+# matched against jax's device_kind, the first substring that occurs wins.
+PEAK_BF16_TFLOPS = (("H100 PCIe", 756.0), ("H100", 989.4), ("H200", 989.4))
+
+
+def peak_bf16_tflops(device_kind: str) -> float | None:
+    """The dense bf16 peak of the GPU named `device_kind` (e.g. "NVIDIA H200"); None if unlisted."""
+    return next((peak for name, peak in PEAK_BF16_TFLOPS if name in device_kind), None)
+
+
 def _median_ms(run: Callable[[], Any], sync: Callable[[Any], Any], repeats: int) -> float:
     """Median ms of `repeats` synchronised calls after a compiling call and one warm-up call."""
     return time_calls(lambda: sync(run()), repeats, warmup=1)["median_ms"]
@@ -84,6 +100,39 @@ def jax_times(tokens: np.ndarray, windows: list[int], repeats: int, backend: str
         results[window] = {
             "fwd_ms": _median_ms(lambda: fwd(q, k, v, w), jax.block_until_ready, repeats),
             "fwd_bwd_ms": _median_ms(lambda: fwd_bwd(q, k, v, w), jax.block_until_ready, repeats),
+        }
+    return results
+
+
+def sliding_window_attention(q, k, v, window: int, implementation: str | None = "cudnn"):
+    """jax.nn.dot_product_attention of (B, T, H, Dh) q, k, v, causal, each query attending its own
+    and the `window` x BLOCK_SIZE - 1 keys before it (a token window: no blocks, no documents);
+    `implementation` "cudnn" on a GPU, "xla" anywhere (the CPU tests' check of the mask)."""
+    import jax
+
+    return jax.nn.dot_product_attention(q, k, v, is_causal=True, local_window_size=(window * BLOCK_SIZE - 1, 0),
+                                        implementation=implementation)
+
+
+def cudnn_times(tokens: np.ndarray, windows: list[int], repeats: int) -> dict[int, dict[str, float]]:
+    """{window: {"fwd_ms", "fwd_bwd_ms"}} of cuDNN's fused attention (`sliding_window_attention`)
+    on random bf16 q, k, v (1, T, HEADS, HEAD_DIM), T = len(tokens); the documents are not used.
+    The window is a static argument of cuDNN's kernel: one compile per window."""
+    import jax
+    import jax.numpy as jnp
+
+    shape = (1, len(tokens), HEADS, HEAD_DIM)
+    rng = np.random.default_rng(1)
+    q, k, v = (jnp.asarray(rng.standard_normal(shape), jnp.bfloat16) for _ in range(3))
+    cotangent = jnp.asarray(rng.standard_normal(shape), jnp.bfloat16)
+    results = {}
+    for window in windows:
+        fwd = jax.jit(lambda q, k, v, window=window: sliding_window_attention(q, k, v, window))
+        fwd_bwd = jax.jit(jax.grad(lambda q, k, v, window=window: jnp.vdot(
+            sliding_window_attention(q, k, v, window), cotangent).astype(jnp.float32), argnums=(0, 1, 2)))
+        results[window] = {
+            "fwd_ms": _median_ms(lambda: fwd(q, k, v), jax.block_until_ready, repeats),
+            "fwd_bwd_ms": _median_ms(lambda: fwd_bwd(q, k, v), jax.block_until_ready, repeats),
         }
     return results
 
@@ -133,8 +182,20 @@ def require_gpu() -> None:
 
 
 def measure(name: str, tokens: np.ndarray, windows: list[int], repeats: int) -> dict[int, dict[str, float]]:
-    """One implementation's times (`jax_times` for jaxgpt's backends, `flex_times` for "flex")."""
-    return flex_times(tokens, windows, repeats) if name == "flex" else jax_times(tokens, windows, repeats, name)
+    """One implementation's times (`jax_times` for jaxgpt's backends, `flex_times` for "flex",
+    `cudnn_times` for "cudnn")."""
+    if name == "flex":
+        return flex_times(tokens, windows, repeats)
+    if name == "cudnn":
+        return cudnn_times(tokens, windows, repeats)
+    return jax_times(tokens, windows, repeats, name)
+
+
+# Implementations that may fail without failing the suite (each loses only its rows): the kernel
+# no GPU has run yet, torch's, and cuDNN's (its version and the GPU decide what it accepts).
+MAY_FAIL = ("mosaic", "flex", "cudnn")
+RATIOS = (("pallas", "flex"), ("mosaic", "flex"), ("mosaic", "pallas"), ("blocked", "pallas"), ("pallas", "cudnn"),
+          ("mosaic", "cudnn"))
 
 
 def rows(tokens: np.ndarray, windows: list[int], timings: dict[str, dict[Any, Any]]) -> list[dict[str, Any]]:
@@ -152,7 +213,7 @@ def rows(tokens: np.ndarray, windows: list[int], timings: dict[str, dict[Any, An
             row[f"{name}_fwd_bwd_ms"] = round(t["fwd_bwd_ms"], 3)
             row[f"{name}_fwd_tflops"] = round(fwd_flops / t["fwd_ms"] / 1e9, 1)
             row[f"{name}_fwd_bwd_tflops"] = round(3.5 * fwd_flops / t["fwd_bwd_ms"] / 1e9, 1)
-        for a, b in (("pallas", "flex"), ("mosaic", "flex"), ("mosaic", "pallas"), ("blocked", "pallas")):
+        for a, b in RATIOS:
             if f"{a}_fwd_bwd_ms" in row and f"{b}_fwd_bwd_ms" in row:
                 row[f"{a}_over_{b}_fwd_bwd"] = round(row[f"{a}_fwd_bwd_ms"] / row[f"{b}_fwd_bwd_ms"], 3)
         result.append(row)
@@ -167,21 +228,22 @@ def shape(tokens: np.ndarray) -> dict[str, Any]:
 
 def bench_attention_gpu(*, quick: bool, repeats: int = 10, mean_doc_tokens: int = 1000) -> dict[str, Any]:
     """The suite (module docstring): {"shape", "device", "repeats", "rows": one per window with each
-    implementation's ms and TFLOP/s and their ratios, "flex_error", "mosaic_error"}; ValueError
-    without a CUDA GPU (`require_gpu`)."""
+    implementation's ms and TFLOP/s and their ratios, "peak_bf16_tflops", and "<name>_error" of
+    each of MAY_FAIL}; ValueError without a CUDA GPU (`require_gpu`)."""
     import jax
 
     require_gpu()
     windows = [1, 4, 14] if quick else [1, 2, 4, 7, 10, 14]
     tokens = document_tokens(SEQ_LEN, mean_doc_tokens)
     timings: dict[str, Any] = {}
-    for name in (*JAX_BACKENDS, "flex"):
+    for name in (*JAX_BACKENDS, "flex", "cudnn"):
         try:
             timings[name] = measure(name, tokens, windows, repeats)
-        except Exception as error:  # noqa: BLE001 - only the kernel no GPU has run yet, and torch's, may fail here
-            if name not in ("mosaic", "flex"):
+        except Exception as error:  # noqa: BLE001 - MAY_FAIL's failures are reported, not raised
+            if name not in MAY_FAIL:
                 raise
             timings[name] = {"error": f"{type(error).__name__}: {error}"}
-    return {"shape": shape(tokens), "device": str(jax.devices()[0].device_kind), "repeats": repeats,
-            "rows": rows(tokens, windows, timings),
-            **{f"{name}_error": timings[name].get("error") for name in ("flex", "mosaic")}}
+    device = str(jax.devices()[0].device_kind)
+    return {"shape": shape(tokens), "device": device, "peak_bf16_tflops": peak_bf16_tflops(device),
+            "repeats": repeats, "rows": rows(tokens, windows, timings),
+            **{f"{name}_error": timings[name].get("error") for name in MAY_FAIL}}

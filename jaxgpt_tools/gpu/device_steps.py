@@ -108,14 +108,18 @@ def preflight(out: Path, cpu: bool, train_files: str, val_files: str, record_scr
 
 
 def attention(out: Path, cpu: bool, repeats: int = 10) -> dict[str, Any]:
-    """Each implementation in turn (Pallas, FlexAttention, blocked), its failure its own; the rows
-    rebuilt from what was measured after each."""
+    """Each implementation in turn (Pallas, FlexAttention, cuDNN's sliding window, blocked), its
+    failure its own; the rows rebuilt from what was measured after each."""
     from jaxgpt_tools.bench import attention_gpu as bench
 
     tokens = bench.document_tokens(CPU_SEQ_LEN if cpu else bench.SEQ_LEN, 1000 if not cpu else 200)
     result: dict[str, Any] = {"shape": bench.shape(tokens), "windows": WINDOWS, "repeats": 2 if cpu else repeats,
-                              "timings": {}}
-    for name in ("pallas", "flex", "blocked"):
+                              "peak_bf16_tflops": None, "timings": {}}
+    if not cpu:
+        import jax
+
+        result["peak_bf16_tflops"] = bench.peak_bf16_tflops(str(jax.devices()[0].device_kind))
+    for name in ("pallas", "flex", "cudnn", "blocked"):
         if cpu and name != "blocked":
             result["timings"][name] = {"skipped": "needs a CUDA GPU (CPU stand-in run)"}
             continue
