@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from jaxgpt import data
+from jaxgpt import shards
 from jaxgpt.config import BLOCK_SIZE
 from jaxgpt_tools.common import command
 from jaxgpt_tools.reports.mask_picture import draw, mask_panels
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("docs/masks_sample.png"))
     args = parser.parse_args(argv)
     def picture() -> None:
-        tokens = np.asarray(data.read_shard(args.shard)[args.offset:args.offset + args.seq_len])
+        tokens = np.asarray(shards.read_shard(args.shard)[args.offset:args.offset + args.seq_len])
         if len(tokens) < args.seq_len or args.seq_len % BLOCK_SIZE:
             raise ValueError(f"need {args.seq_len} tokens (a multiple of {BLOCK_SIZE}) from {args.shard} at {args.offset}, "
                              f"got {len(tokens)}")

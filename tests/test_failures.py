@@ -28,6 +28,7 @@ from jaxgpt import train as train_lib
 from jaxgpt.run import checkpoint, cli, interrupt
 from jaxgpt.run.cli import PROG
 
+from jaxgpt.shards import META_FILE, IncompleteShardsError, check_token_ids, list_shards
 REPO = Path(__file__).resolve().parents[1]
 VOCAB = 1024  # with the smoke preset: the runs below compile in seconds
 
@@ -89,10 +90,10 @@ def test_val_token_ids_beyond_the_vocabulary_are_refused(capsys, tmp_path):
 
 def test_token_check_is_one_vectorised_max():
     tokens = np.zeros(10, dtype=np.uint16)
-    data.check_token_ids("x.bin", tokens, 1)  # all below the vocabulary: fine
+    check_token_ids("x.bin", tokens, 1)  # all below the vocabulary: fine
     tokens[3] = 1
     with pytest.raises(ValueError, match="x.bin: token id 1 is outside the model's vocabulary of 1"):
-        data.check_token_ids("x.bin", tokens, 1)
+        check_token_ids("x.bin", tokens, 1)
 
 
 # 2. SIGINT while an asynchronous save is in flight ------------------------------------------
@@ -441,9 +442,9 @@ def test_steps_0_still_runs_the_start_up_checks(capsys, tmp_path):
 
 def test_a_folder_with_meta_json_but_no_marker_is_refused(capsys, tmp_path):
     shards = write_shards(tmp_path, marked=False)
-    (tmp_path / data.META_FILE).write_text("{}")  # what make_shards leaves when it stops before .complete
-    with pytest.raises(data.IncompleteShardsError, match=f"{tmp_path} holds meta.json but no .complete marker"):
-        data.list_shards(shards[0])
+    (tmp_path / META_FILE).write_text("{}")  # what make_shards leaves when it stops before .complete
+    with pytest.raises(IncompleteShardsError, match=f"{tmp_path} holds meta.json but no .complete marker"):
+        list_shards(shards[0])
     err = failed(capsys, run_args(shards, tmp_path / "out"))
     assert f"touch {tmp_path / data.COMPLETE_MARKER}" in err and "--overwrite" in err
 

@@ -27,7 +27,7 @@ import numpy as np
 from tqdm import tqdm
 
 from jaxgpt.config import EOT_ID
-from jaxgpt.data import COMPLETE_MARKER, META_FILE, read_shard_header, write_shard  # read by the loader
+from jaxgpt.shards import COMPLETE_MARKER, META_FILE, read_shard_header, write_shard  # read by the loader
 
 Encoder = Callable[[str], "list[int] | np.ndarray"]
 DEFAULT_SHARD_SIZE = 10**8

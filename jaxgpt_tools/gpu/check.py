@@ -133,8 +133,8 @@ def parity(sizes: Sizes, val_glob: str) -> dict[str, Any]:
     import torch
 
     from jaxgpt import config as cfg
-    from jaxgpt.data import read_shard
     from jaxgpt.run import convert
+    from jaxgpt.shards import read_shard
     from jaxgpt_tools.parity import compare_checkpoint as compare
     from torch_ref import config as torch_config
     from torch_ref import model as torch_model

@@ -13,7 +13,7 @@ import pytest
 
 from jaxgpt.corpus import build as corpus
 from jaxgpt.corpus.build import encode_document, encode_documents, write_shards
-from jaxgpt.data import read_shard
+from jaxgpt.shards import read_shard
 from jaxgpt.corpus.tokenizer import ByteGPT2
 
 E = 50256

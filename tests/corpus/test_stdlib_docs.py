@@ -12,7 +12,8 @@ import pytest
 from jaxgpt.corpus import stdlib_docs as sample_data
 from jaxgpt.config import EOT_ID
 from jaxgpt.corpus.tokenizer import GPT2BPE, ByteGPT2, gpt2_byte_token_ids
-from jaxgpt.data import BatchLoader, read_shard
+from jaxgpt.data import BatchLoader
+from jaxgpt.shards import read_shard
 
 SUBSET = 12  # modules; enough text for a val shard and two train shards at the sizes below
 

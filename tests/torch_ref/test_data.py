@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from torch_ref.data import (NoShardsError, ShardsExhaustedError, batches_available, distributed_data_generator,
-                            read_shard_header, val_batches, write_shard)
+from torch_ref.data import ShardsExhaustedError, batches_available, distributed_data_generator, val_batches
+from torch_ref.shards import NoShardsError, write_shard
 
 
 def write_counting_shards(folder: Path, lengths: list[int], prefix: str = "t") -> str:
@@ -95,22 +95,6 @@ def test_val_batches(tmp_path: Path) -> None:
     assert [inputs.tolist() for inputs, _ in batches] == [[8, 9, 10, 11], [24, 25, 26, 27]]
     with pytest.raises(ValueError, match="multiple of batch_size"):
         val_batches(pattern, 40, 16, 0, 4)
-
-
-def test_read_shard_header_names_the_file_and_the_problem(tmp_path):
-    good = tmp_path / "good.bin"
-    write_shard(good, np.arange(10))
-    assert read_shard_header(good) == 10
-    bad_magic = tmp_path / "magic.bin"
-    bad_magic.write_bytes(b"\x01" * 1024 + good.read_bytes()[1024:])
-    with pytest.raises(ValueError, match="magic.bin: magic number"):
-        read_shard_header(bad_magic)
-    truncated = tmp_path / "short.bin"
-    truncated.write_bytes(good.read_bytes()[:-2])
-    with pytest.raises(ValueError, match="short.bin: header claims 10 tokens but 18 body bytes"):
-        read_shard_header(truncated)
-    with pytest.raises(ValueError, match="1-D integer"):
-        write_shard(tmp_path / "f.bin", np.ones(3, dtype=np.float32))
 
 
 def test_batches_available_follows_the_advance_rule(tmp_path):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxgpt.data import write_shard
+from jaxgpt.shards import write_shard
 from jaxgpt.testing import synthetic_tokens
 from jaxgpt_tools.gpu import check as gpu_check
 from jaxgpt_tools import upstream_record

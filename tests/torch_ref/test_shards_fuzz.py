@@ -1,5 +1,5 @@
-"""Fuzzed: torch_ref's `.bin` shard reader (torch_ref.data.read_shard_header, read_shard), as
-jaxgpt's in tests/test_data_fuzz.py: inputs made from valid shards (tests.fuzzing.damaged) and
+"""Fuzzed: torch_ref's `.bin` shard reader (torch_ref.shards.read_shard_header, read_shard), as
+jaxgpt's in tests/test_shards_fuzz.py: inputs made from valid shards (tests.fuzzing.damaged) and
 valid-looking headers with absurd token counts.
 
 Property, against an independent statement of the format: a file that is a well-formed shard
@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests import fuzzing
-from torch_ref import data
+from torch_ref import shards
 
 pytestmark = pytest.mark.fuzz
 MAGIC, VERSION, HEADER_BYTES = 20240520, 1, 1024
@@ -66,13 +66,13 @@ def check_reader(read, path, raw: bytes) -> None:
 @settings(max_examples=fuzzing.examples(150))
 @given(raw=INPUTS)
 def test_read_shard_header_on_damaged_and_absurd_shards(tmp_path, raw):
-    check_reader(data.read_shard_header, tmp_path / "x_train_000001.bin", raw)
+    check_reader(shards.read_shard_header, tmp_path / "x_train_000001.bin", raw)
 
 
 @settings(max_examples=fuzzing.examples(150))
 @given(raw=INPUTS)
 def test_read_shard_on_damaged_and_absurd_shards(tmp_path, raw):
-    check_reader(data.read_shard, tmp_path / "x_train_000001.bin", raw)
+    check_reader(shards.read_shard, tmp_path / "x_train_000001.bin", raw)
 
 
 def test_a_valid_header_over_a_sparse_body_of_2_pow_31_tokens_is_mapped_not_read(tmp_path):
@@ -84,5 +84,5 @@ def test_a_valid_header_over_a_sparse_body_of_2_pow_31_tokens_is_mapped_not_read
         f.write(shard_bytes([], count=count))
         f.truncate(HEADER_BYTES + 2 * count)
     with fuzzing.guarded(max_growth_mib=64):
-        tokens = data.read_shard(path)
+        tokens = shards.read_shard(path)
         assert tokens.shape == (count,) and isinstance(tokens, np.memmap)

@@ -1,4 +1,4 @@
-"""Fuzzed: the `.bin` shard reader (jaxgpt.data.read_shard_header, read_shard) on inputs made
+"""Fuzzed: the `.bin` shard reader (jaxgpt.shards.read_shard_header, read_shard) on inputs made
 from valid shards (tests.fuzzing.damaged) and on valid-looking headers with absurd token counts.
 
 Property, against an independent statement of the format: a file that is a well-formed shard
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jaxgpt import data
+from jaxgpt import shards
 from tests import fuzzing
 
 pytestmark = pytest.mark.fuzz
@@ -65,13 +65,13 @@ def check_reader(read, path, raw: bytes) -> None:
 @settings(max_examples=fuzzing.examples(150))
 @given(raw=INPUTS)
 def test_read_shard_header_on_damaged_and_absurd_shards(tmp_path, raw):
-    check_reader(data.read_shard_header, tmp_path / "x_train_000001.bin", raw)
+    check_reader(shards.read_shard_header, tmp_path / "x_train_000001.bin", raw)
 
 
 @settings(max_examples=fuzzing.examples(150))
 @given(raw=INPUTS)
 def test_read_shard_on_damaged_and_absurd_shards(tmp_path, raw):
-    check_reader(data.read_shard, tmp_path / "x_train_000001.bin", raw)
+    check_reader(shards.read_shard, tmp_path / "x_train_000001.bin", raw)
 
 
 def test_a_valid_header_over_a_sparse_body_of_2_pow_31_tokens_is_mapped_not_read(tmp_path):
@@ -83,5 +83,5 @@ def test_a_valid_header_over_a_sparse_body_of_2_pow_31_tokens_is_mapped_not_read
         f.write(shard_bytes([], count=count))
         f.truncate(HEADER_BYTES + 2 * count)
     with fuzzing.guarded(max_growth_mib=64):
-        tokens = data.read_shard(path)
+        tokens = shards.read_shard(path)
         assert tokens.shape == (count,) and isinstance(tokens, np.memmap)
