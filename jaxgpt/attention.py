@@ -42,9 +42,7 @@ from jaxgpt.masks import WindowBlocks, allowed_at, check_attention_inputs, close
 
 # Query blocks per scan step of the blocked backend (upper bound; the largest divisor of N at
 # most this is used). It trades per-step overhead against one step's scores and slab
-# (C * bs * W * bs per head); 2, 8 and 32 were within 25% in time on a 2-core CPU (T = 8192,
-# W = 4). Attention-alone backward temp at T = 65536, W = 14: C = 4/8/16/32 -> 887/1031/
-# 1275/2067 MiB.
+# (C * bs * W * bs per head): docs/BENCHMARKS.md, "Numbers behind choices in the code".
 QUERY_BLOCKS_PER_STEP = 8
 
 
@@ -228,7 +226,7 @@ def attention(
         return flash_attention(q, k, v, doc_ids, window_blocks, scale=scale, block_size=block_size,
                                max_window_blocks=max_window_blocks, lists=kernel_lists)
     if backend == "mosaic":
-        # Imported here: Mosaic GPU's modules take ~0.3 s to import, a cost every process that
+        # Imported here: Mosaic GPU's modules are slow to import, a cost every process that
         # imports the model (each trainer and test child) would pay for a GPU-only backend.
         from jaxgpt.kernels.mosaic_attention import mosaic_attention
 

@@ -115,8 +115,8 @@ def cache_gpu_interpreter_compiles() -> None:
 
     jax 0.10 and 0.11's GPU interpreter runs a CTA's threads by compiling the kernel's jaxpr
     afresh in every thread of every grid point (thread_map._run_jaxpr: a new `jax.jit` each
-    time, and executables with host callbacks never enter the persistent cache): ~10 s per
-    grid point for the attention kernels on 2 CPU cores. This keeps one executable per (jaxpr,
+    time, and executables with host callbacks never enter the persistent cache): seconds per
+    grid point for the attention kernels (docs/BENCHMARKS.md, Mosaic GPU section). This keeps one executable per (jaxpr,
     argument types); the threads run it concurrently, as they ran their own copies. Leaves
     the interpreter alone where its private entry point is not the one this wraps."""
     import threading

@@ -507,9 +507,8 @@ def record_preset() -> Preset:
 
 
 def tiny_preset() -> Preset:
-    """A CPU-sized run on the built-in sample shards; keeps all 12 layers' patterns. Measured on 2
-    shared CPU cores: ~3 s a step (the 50304-wide head dominates), ~40 s to compile; its 60 steps
-    take the val loss from 10.83 to below 3 in ~4-5 minutes."""
+    """A CPU-sized run on the built-in sample shards; keeps all 12 layers' patterns (the 50304-wide
+    head dominates its step; its times and val loss: docs/TRAINING.md)."""
     return Preset(model=ModelConfig(num_heads=2, model_dim=128, max_window_blocks=8), train=TrainConfig(
         train_files="data/sample/sample_train_*.bin", val_files="data/sample/sample_val_*.bin", steps=60,
         batch_tokens=2 * 1024, seq_len=1024, val_every=20, val_tokens=16 * 1024, window_max_tokens=1024))
@@ -519,8 +518,8 @@ def smoke_preset() -> Preset:
     """The tiny preset's run on the smallest model that has each per-layer pattern once: 4 layers
     x 64, one head; a value-embedding slot shared by the first and last layer, long windows at
     both ends, the layer without attention, a 2 + 2 U-net; tiny's window cap of 8 blocks, the
-    1024-token window its schedule ends at. Its first step, compile included, took
-    5.2 s on a CPU (tiny: 13.8 s; 4 x 256 tokens, vocab 1024): smoke runs, dry runs, machinery tests."""
+    1024-token window its schedule ends at: smoke runs, dry runs, machinery tests (its times and
+    val loss: docs/TRAINING.md, "Measurements")."""
     tiny = tiny_preset()
     return replace(tiny, model=replace(
         tiny.model, num_layers=4, num_heads=1, model_dim=64, value_embed_slots=(0, None, None, 0),

@@ -69,7 +69,7 @@ def linear(x: jax.Array, weight_OI: jax.Array) -> jax.Array:
     bf16 inputs give a bf16 dot (fp32 accumulation, one rounding: torch's bf16 GEMM). Asking
     for an fp32 result and casting would round the same way in the forward, but its
     transpose feeds fp32 cotangents into the backward GEMMs, which then run in fp32 on a GPU
-    (measured on an H100: one record MLP fwd+bwd 9.0 ms, docs/BENCHMARKS.md).
+    (measured on an H100: docs/BENCHMARKS.md, "Numbers behind choices in the code").
     """
     w = weight_OI.astype(x.dtype)
     if x.dtype == jnp.float32:
@@ -118,7 +118,8 @@ def embedding_lookup(table_VD: jax.Array, ids: jax.Array) -> jax.Array:
     as the record's compiled backward does (RECORD.md 11, point 9). jnp.take's own transpose is a
     scatter-add in the table's dtype: for bf16 tables it rounds after every added row (on a
     real batch, where one id can fill a quarter of the tokens, 0.44 of the largest entry off)
-    and on a GPU its colliding atomic adds took 233 ms of a 420 ms record step on an H100.
+    and on a GPU its colliding atomic adds took most of a record step (docs/BENCHMARKS.md,
+    "Numbers behind choices in the code").
     """
     return jnp.take(table_VD, ids, axis=0)
 

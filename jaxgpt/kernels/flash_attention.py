@@ -87,12 +87,10 @@ class Tiles:
     """Launch settings of each of the three kernels: `forward`, `dq` and `dkdv` (KernelTiles);
     the mask block stays 128. `Tiles.uniform(...)` gives all three the same settings."""
 
-    # Defaults from the tile sweep (scripts/tile_sweep.py) on an H100 (record shapes, W 14), where one
-    # setting served all three kernels: fwd+bwd 4.26 ms for 64/64 tiles, 4 warps, 2 stages,
-    # against 5.89 ms for 128/64 (fwd, dQ) and 64/64 (dK/dV) with 8 warps; 3 stages overflowed
-    # shared memory (in the backward kernels; forwards compile with 3: docs/BENCHMARKS.md,
-    # "Per-kernel settings"). The forward alone was fastest with 128/128 tiles and 8 warps
-    # (1.05 ms against 1.38 ms); defaults stay as measured until a per-kernel sweep runs on a GPU.
+    # Defaults: the fastest fwd+bwd of the tile sweep (scripts/tile_sweep.py) on an H100 at the
+    # record's shapes, W 14, when one setting served all three kernels (docs/BENCHMARKS.md, "Tile
+    # sweep" and "Per-kernel settings": 3 stages overflow the backward kernels' shared memory; the
+    # forward alone prefers 128/128 tiles and 8 warps); they stay until a per-kernel sweep runs on a GPU.
     forward: KernelTiles = KernelTiles()
     dq: KernelTiles = KernelTiles()
     dkdv: KernelTiles = KernelTiles()

@@ -156,8 +156,9 @@ def bench_parity_step(config: ParityConfig, *, warmup: int, repeats: int, compil
     which compiles). A torch.compile failure is recorded with its reason, not raised.
 
     torch_threads: torch's intra-op threads for the run (None: torch's default). Default 1: on
-    this shared 2-core machine torch's OpenMP threads spin-wait between ops, and at 2 threads
-    the eager quick step took 6-10 s instead of 1.9 s, and slowed the interleaved jax steps too."""
+    this shared 2-core machine torch's OpenMP threads spin-wait between ops, slowing the eager
+    quick step several-fold and the interleaved jax steps too (docs/BENCHMARKS.md, "Numbers behind
+    choices in the code")."""
     with machine.torch_threads(torch_threads):
         return _bench(config, warmup, repeats, compiled, log)
 
