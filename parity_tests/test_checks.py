@@ -11,7 +11,7 @@ The model keeps every per-layer feature of the record (value-embedding slots, lo
 windows, an attention-free layer, U-net skips) at 4 layers, 64 wide, 1 head, over a 512-token
 vocabulary (EOT 511).
 
-The runs are jaxgpt_tools.parity.checks.trajectory's, cached per process: they live in this one file
+The runs are jaxgpt_tools.parity.checks_trajectory.trajectory's, cached per process: they live in this one file
 so that make test's workers (pytest-xdist --dist loadfile) train them once.
 """
 
@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 from jaxgpt.testing import SMALL_VOCAB
-from jaxgpt_tools.parity.checks import CHECKS, TRAJECTORY_STEPS, trajectory
+from jaxgpt_tools.parity.checks import CHECKS
+from jaxgpt_tools.parity.checks_trajectory import TRAJECTORY_STEPS, trajectory
 
 VOCAB = SMALL_VOCAB
 
@@ -62,7 +63,7 @@ def test_jaxgpt_and_torch_ref_training_trajectories_agree():
     # Step 2 on: the first Muon steps. The two bf16 Newton-Schulz implementations round at
     # slightly different points (updates differ by ~2e-3 relative on identical grads), and the
     # step-1 gradient of the block lambdas and skip weights is zero up to RMSNorm's eps, so
-    # its fp32 rounding picks the sign of an Adam step of 0.78 x lr (jaxgpt_tools/parity/checks.py).
+    # its fp32 rounding picks the sign of an Adam step of 0.78 x lr (jaxgpt_tools/parity/checks_trajectory.py).
     # Measured: 9e-5 at step 2, at most 1.1e-2 over 20 steps, while the loss falls by 3.2.
     np.testing.assert_allclose(jax_losses[2], torch_losses[2], rtol=1e-3)
     np.testing.assert_allclose(jax_losses, torch_losses, rtol=3e-2)

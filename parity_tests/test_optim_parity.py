@@ -75,7 +75,7 @@ def test_newton_schulz_matches_torch_ref(name, ns_dtype):
     if ns_dtype == "bf16":
         # bf16: the same rounding points in both; the bf16 matmuls' fp32 accumulation order differs
         # between oneDNN/Eigen and XLA:CPU, and its one-ulp flips compound over 5 steps (measured
-        # 1.2e-2 to 1.3e-2, AVX2-only and AVX-512-bf16 CPUs; jaxgpt_tools/parity/checks.py's NS rows).
+        # 1.2e-2 to 1.3e-2, AVX2-only and AVX-512-bf16 CPUs; jaxgpt_tools/parity/checks_ns.py's NS rows).
         assert _rel(ours, theirs) < 2e-2
     else:
         # fp32: only matmul/norm summation order differs, ~1e-7 per op through 15 matmuls.

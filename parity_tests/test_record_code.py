@@ -1,6 +1,7 @@
 """Each record against its own code: the five records' scripts, taken from their logs and run on
 the CPU in fp32 by jaxgpt_tools.parity.record_code, as the third column of the parity suite
-(docs/PARITY.md's "Record's code" rows, jaxgpt_tools.parity.record_code_checks).
+(docs/PARITY.md's "Record's code" rows, jaxgpt_tools.parity.record_code_checks: the setting;
+record_code_forward, record_code_training: the rows).
 
 The logs are read from $JAXGPT_UPSTREAM_LOGS (default ../shared/upstream beside the checkout,
 which .ci/run sets); a record whose log is absent skips with the way to get it
@@ -16,9 +17,12 @@ import numpy as np
 import pytest
 import torch
 
+from jaxgpt_tools.parity import record_changes
 from jaxgpt_tools.parity import record_code as rc
 from jaxgpt_tools.parity import record_code_checks as checks
 from jaxgpt_tools.parity.checks import CHECKS, RECORD_CODE_CHECKED
+from jaxgpt_tools.parity.record_code_forward import torch_ref_output
+from jaxgpt_tools.upstream_record import patch_script
 
 
 def _needs_log(name: str):
@@ -35,12 +39,12 @@ def _records():
 @pytest.mark.parametrize("name", _records())
 def test_every_change_applies_exactly_once_and_is_listed(name):
     loaded = rc.load(name, checks.EOT)
-    assert [change["name"] for change in loaded.applied] == [patch.name for patch in rc.changes(name, checks.EOT)]
+    assert [change["name"] for change in loaded.applied] == [patch.name for patch in record_changes.changes(name, checks.EOT)]
     assert all(change["line"] >= 1 and change["reason"] for change in loaded.applied)
-    assert set(loaded.snippets) == set(rc.RECORD_SNIPPETS[name])
+    assert set(loaded.snippets) == set(record_changes.RECORD_SNIPPETS[name])
     script = rc.record_script(name)
     with pytest.raises(ValueError, match="matched 2 times"):  # a change that would apply twice is refused
-        rc.patch_script("import torch.distributed as dist\n" + script, rc.changes(name, checks.EOT))
+        patch_script("import torch.distributed as dist\n" + script, record_changes.changes(name, checks.EOT))
 
 
 @pytest.mark.slow
@@ -49,7 +53,7 @@ def test_every_change_applies_exactly_once_and_is_listed(name):
 def test_each_framework_against_the_records_own_code(name, kind):
     """fp32 logits within 1e-5 of max|logit|, loss within 1e-6, gradients within the lineage rows'
     bounds at two windows; a short run of the record's own optimizers and schedules within 10x
-    its own noise floors (record_code_checks)."""
+    its own noise floors (record_code_forward, record_code_training)."""
     result = CHECKS[f"record_code_{name.replace('-', '_')}_{kind}"]()
     assert result.passed, f"{result.name}: {result.record_code}; asserted {result.tolerance}; {result.notes}"
 
@@ -60,7 +64,6 @@ def test_without_the_as_written_roundings_the_records_logits_are_missed(name):
     (as_written_roundings=False) misses the record's own logits by far more than fp32 rounding."""
     from jaxgpt.config import with_fields
     from torch_ref import model as torch_model
-
     from torch_ref.run import convert as torch_convert
     state, inputs, targets = checks.initial_state(name), *checks.tokens(3)
     loaded = rc.load(name, checks.EOT)
@@ -74,7 +77,7 @@ def test_without_the_as_written_roundings_the_records_logits_are_missed(name):
                                           attention="sdpa", fp8_head=False)
         torch_convert.load_record_state_dict(gpt, state)
         with torch.no_grad():
-            _, logits, _ = checks._torch_ref_output(gpt.eval(), inputs, targets, checks.framework_window(name, window))
+            _, logits, _ = torch_ref_output(gpt.eval(), inputs, targets, checks.framework_window(name, window))
         gap = float(np.abs(logits - reference.logits).max() / np.abs(reference.logits).max())
         if bound is not None:
             assert gap < bound  # fp32: summation order only

@@ -1,5 +1,5 @@
 """What the parity checks (jaxgpt_tools.parity.checks) and the record's-code rows
-(record_code_checks) both measure with: a row's result, relative norms, gradient gaps of two
+(record_code_forward, record_code_training) both measure with: a row's result, relative norms, gradient gaps of two
 frameworks, a torch_ref forward with its logits, perturbed parameters, the lineage's parity
 width."""
 
@@ -21,7 +21,7 @@ class Result:
     passed: bool
     notes: str = ""
     extra: dict = field(default_factory=dict)
-    # The third column: the same quantities against the record's own code (record_code_checks),
+    # The third column: the same quantities against the record's own code (record_code_columns),
     # or why the row cannot have it.
     record_code: str = ""
 
@@ -122,3 +122,16 @@ def torch_preset(preset: Any) -> Any:
     return torch_cfg.Preset(model=torch_model_config(preset.model),
                             optim=_convert_section(torch_cfg.OptimConfig, torch_cfg.OptimLineage, preset.optim),
                             train=_convert_section(torch_cfg.TrainConfig, torch_cfg.TrainLineage, preset.train))
+
+
+def draw_zero_matrices(model) -> None:
+    """Replace every all-zero matrix (attention and MLP c_proj, lm_head) by U(-b, b) with the
+    record's linear-init bound b = sqrt(3) * 0.5 / sqrt(fan_in), from a fixed generator."""
+    import torch
+
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for param in model.parameters():
+            if param.ndim >= 2 and not param.any():
+                bound = 3**0.5 * 0.5 / param.shape[-1] ** 0.5
+                param.copy_((torch.rand(param.shape, generator=generator) * 2 - 1) * bound)

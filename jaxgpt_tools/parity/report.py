@@ -79,11 +79,12 @@ def record_code_changes() -> list[str]:
     """The changes jaxgpt_tools.parity.record_code makes to each record's script (line numbers in the
     script as its log prints it), as markdown lines."""
     from jaxgpt_tools.parity import record_code as rc
+    from jaxgpt_tools.parity.record_changes import BOUND_NAMES
     from jaxgpt_tools.parity.record_code_checks import EOT
 
     lines = ["## Changes to the records' scripts", "",
              "Each applied exactly once (a pattern matching zero or several times stops the run); names bound "
-             "before the script runs: " + "; ".join(f"`{k}`: {v}" for k, v in rc.BOUND_NAMES.items()) + ".", "",
+             "before the script runs: " + "; ".join(f"`{k}`: {v}" for k, v in BOUND_NAMES.items()) + ".", "",
              "| record | line | change | why |", "|---|---|---|---|"]
     for name, log in rc.RECORD_LOGS.items():
         try:

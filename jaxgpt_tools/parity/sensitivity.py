@@ -25,7 +25,7 @@ import numpy as np
 
 from jaxgpt_tools.common.artifacts import REPO_ROOT
 from jaxgpt_tools.common.machine import cpu_flags, torch_threads
-from jaxgpt_tools.parity.checks import NormPrecision, torch_ref_norm
+from jaxgpt_tools.parity.checks_trajectory import NormPrecision, torch_ref_norm
 
 SCALARS = ("blocks.0.lambdas", "blocks.5.lambdas", "blocks.11.lambdas", "skip_weights")
 

@@ -1,6 +1,6 @@
 """Where do jaxgpt's and torch_ref's trajectories part? (the library of `scripts/step_bisect.py`)
 
-The trajectory setting of jaxgpt_tools.parity.checks (4 layers, 64 wide, 20 steps, fp32 policy), with
+The trajectory setting of jaxgpt_tools.parity.checks_trajectory (4 layers, 64 wide, 20 steps, fp32 policy), with
 torch_ref driving. At every step it prints:
 - the val loss of torch_ref, of jaxgpt's optimizer fed torch_ref's gradients ("fed"), and of
   jaxgpt's own run ("free"), with their differences to torch_ref;
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from jaxgpt.config import NSDType
-from jaxgpt_tools.parity import checks
+from jaxgpt_tools.parity import checks_trajectory as checks
 
 
 def _rel(a, b) -> float:
