@@ -8,7 +8,8 @@
 
     python scripts/device_plan.py --cpu --out runs/device_plan   # the same plan with CPU stand-ins
 
-Steps, caps, the deadline and the files it leaves (7 at most, flat): jaxgpt_tools/gpu/device_plan.py;
+Steps and caps: jaxgpt_tools/gpu/plan_steps.py; the deadline and the files it leaves (7 at most, flat):
+jaxgpt_tools/gpu/device_plan.py;
 artifacts/gpu/README.md gives the lease's commands with their arithmetic.
 Exit status: 0 when every step ran to its end, 1 when one failed, timed out or was skipped, 2 for
 a plan refused before it ran (a deadline past one device command, caps over it with --strict-caps).
@@ -27,24 +28,24 @@ from types import FrameType
 
 from jaxgpt_tools.common import command
 from jaxgpt_tools.common.log import progress
-from jaxgpt_tools.gpu import device_plan, plan_budget
+from jaxgpt_tools.gpu import device_plan, plan_budget, plan_steps
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, help="where the (at most 7) flat result files go ($OUT); not with --check")
     parser.add_argument("--work", type=Path, help="the steps' own folders (default: a temporary folder)")
-    parser.add_argument("--deadline", type=float, default=device_plan.PlanOptions.deadline_s,
+    parser.add_argument("--deadline", type=float, default=plan_steps.PlanOptions.deadline_s,
                         help="seconds for the whole plan (default %(default)s: the tool's 600 less a margin)")
     parser.add_argument("--only", help="comma-separated steps to run, in the plan's order (default: all)")
-    parser.add_argument("--attention", default=device_plan.PlanOptions.jax_attention,
+    parser.add_argument("--attention", default=plan_steps.PlanOptions.jax_attention,
                         help="jaxgpt's attention backend in its step (default %(default)s)")
     parser.add_argument("--jaxgpt-args", default="", metavar="FLAGS",
                         help="more flags for jaxgpt's run, one string (e.g. '--remat block'): an A/B test of one change")
-    parser.add_argument("--record-script", type=Path, default=device_plan.PlanOptions.record_script,
+    parser.add_argument("--record-script", type=Path, default=plan_steps.PlanOptions.record_script,
                         help="the record's own script (default: where scripts/fetch_record.py writes it)")
     parser.add_argument("--cap", action="append", default=[], metavar="STEP=SECONDS",
-                        help="another cap for one step (repeatable; defaults: jaxgpt_tools/gpu/device_plan.py DEFAULT_CAPS)")
+                        help="another cap for one step (repeatable; defaults: jaxgpt_tools/gpu/plan_steps.py DEFAULT_CAPS)")
     parser.add_argument("--strict-caps", action="store_true",
                         help="refuse caps the deadline cannot hold in the worst case (default: the later steps' shrink)")
     parser.add_argument("--caches", type=Path, metavar="ARCHIVE",
@@ -57,17 +58,17 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--out is required (or --check)")
     # --check writes nothing: its options name no folders.
     work = Path() if args.check else args.work or Path(tempfile.mkdtemp(prefix="device_plan_"))
-    options = device_plan.PlanOptions(out=args.out or Path(), work=work, deadline_s=args.deadline,
+    options = plan_steps.PlanOptions(out=args.out or Path(), work=work, deadline_s=args.deadline,
                                       jax_attention=args.attention, record_script=args.record_script,
                                       jaxgpt_args=tuple(shlex.split(args.jaxgpt_args)), caches_archive=args.caches,
                                       strict_caps=args.strict_caps)
     if args.cpu:
-        options = device_plan.cpu_stand_ins(options)
+        options = plan_steps.cpu_stand_ins(options)
     try:
-        options = replace(options, caps={**options.caps, **device_plan.parse_caps(args.cap, options.caps)})
+        options = replace(options, caps={**options.caps, **plan_steps.parse_caps(args.cap, options.caps)})
     except ValueError as error:
         parser.error(str(error))
-    steps = device_plan.record_steps(options)
+    steps = plan_steps.record_steps(options)
     if args.only:
         wanted = [name.strip() for name in args.only.split(",") if name.strip()]
         unknown = sorted(set(wanted) - {step.name for step in steps})

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from jaxgpt_tools.common.subprocesses import marked_processes
-from jaxgpt_tools.gpu import device_plan
-from jaxgpt_tools.gpu.device_plan import Launch, PlanOptions, Skip, Step
+from jaxgpt_tools.common.subprocesses import Launch, marked_processes
+from jaxgpt_tools.gpu import device_plan, plan_steps
+from jaxgpt_tools.gpu.plan_steps import PlanOptions, Skip, Step
 
 
 def python_step(name: str, code: str, cap_s: float, log: str | None = None) -> Step:
@@ -40,7 +40,7 @@ def test_the_plan_records_each_steps_fate_within_its_deadline_and_publishes_afte
     lines = "".join(f"print('step:{s}/14 train_time:{100 * s}ms', flush=True);" for s in range(1, 15))
     steps = [
         Step("runs", 10, lambda work: Launch([sys.executable, "-c", lines]), log="jaxgpt.log",
-             collect=lambda work, log: device_plan.run_times(log.read_text(), 14)),
+             collect=lambda work, log: plan_steps.run_times(log.read_text(), 14)),
         python_step("fails", "import sys; print('bad input'); sys.exit(3)", 10, log="torch_ref.log"),
         python_step("hangs", "import time; print('started', flush=True); time.sleep(60)", 1.5, log="record.log"),
         Step("absent", 10, skipped_step),
@@ -64,7 +64,7 @@ def test_the_plan_records_each_steps_fate_within_its_deadline_and_publishes_afte
     assert "its cap" in steps_["hangs"]["reason"] and "the deadline" in steps_["outlives_the_deadline"]["reason"]
     assert steps_["absent"]["reason"] == "the input is not here" and "no time left" in steps_["too_late"]["reason"]
     # Steps 12..9 of a 14-step run: none timed (the range is after the clock reset, before the trace).
-    assert device_plan.step_range(14) == (12, 9) and steps_["runs"]["step_ms_median"] is None
+    assert plan_steps.step_range(14) == (12, 9) and steps_["runs"]["step_ms_median"] is None
     # A publish after every step: the summary on disk names every step run so far, and the logs
     # of the steps that ran are there under their flat names (the hung step's partial log too).
     assert [name for name, _, _ in after_each] == list(fate)
@@ -85,8 +85,8 @@ def test_run_times_take_the_median_over_the_step_range_only():
         cumulative += 30_000 if step == 1 else 1000 if step in (26, 27, 28, 29, 30) else 100
         lines.append(f"step:{step}/30 train_time:{cumulative}ms step_avg:1.0ms")
     lines.append("peak memory allocated: 31033 MiB reserved: 32000 MiB")
-    times = device_plan.run_times("\n".join(lines), 30)
-    assert device_plan.step_range(30) == (12, 25) and device_plan.trace_window(30) == (27, 28)
+    times = plan_steps.run_times("\n".join(lines), 30)
+    assert plan_steps.step_range(30) == (12, 25) and plan_steps.trace_window(30) == (27, 28)
     assert times["step_ms_median"] == 100 and times["steps_timed"] == 14
     assert times["first_step_ms"] == 30_000 and times["peak_mib"] == 31033
 
@@ -147,12 +147,12 @@ def test_the_whole_plan_with_cpu_stand_ins_ends_inside_its_deadline(tmp_path, st
 
 
 def test_caps_from_the_command_line_replace_one_step_and_refuse_nonsense():
-    caps = dict(device_plan.DEFAULT_CAPS)
-    assert device_plan.parse_caps(["torch_ref=300", "record=275.5"], caps) == {"torch_ref": 300.0, "record": 275.5}
+    caps = dict(plan_steps.DEFAULT_CAPS)
+    assert plan_steps.parse_caps(["torch_ref=300", "record=275.5"], caps) == {"torch_ref": 300.0, "record": 275.5}
     for bad, said in [("torchref=3", "unknown step 'torchref'"), ("record=soon", "want STEP=SECONDS"),
                       ("record", "want STEP=SECONDS"), ("jaxgpt=0", "positive")]:
         with pytest.raises(ValueError, match=said):
-            device_plan.parse_caps([bad], caps)
+            plan_steps.parse_caps([bad], caps)
 
 
 def plan_options(tmp_path: Path, **changes) -> PlanOptions:
@@ -213,11 +213,12 @@ def test_stopping_the_plan_ends_its_running_step_and_publishes_why(tmp_path):
     plan_code = "\n".join([
         "import signal, sys",
         "from pathlib import Path",
-        "from jaxgpt_tools.gpu import device_plan",
+        "from jaxgpt_tools.common.subprocesses import Launch",
+        "from jaxgpt_tools.gpu import device_plan, plan_steps",
         "from scripts.device_plan import _interrupt",
         "signal.signal(signal.SIGTERM, _interrupt)",
-        f"step = device_plan.Step('hangs', 60, lambda work: device_plan.Launch([sys.executable, '-c', {step_code!r}]))",
-        f"options = device_plan.PlanOptions(out=Path({str(options.out)!r}), work=Path({str(options.work)!r}), "
+        f"step = plan_steps.Step('hangs', 60, lambda work: Launch([sys.executable, '-c', {step_code!r}]))",
+        f"options = plan_steps.PlanOptions(out=Path({str(options.out)!r}), work=Path({str(options.work)!r}), "
         f"deadline_s=100, margin_s=1, marker={options.marker!r})",
         "try:",
         "    device_plan.run_plan([step], options)",
