@@ -24,11 +24,12 @@ import numpy as np
 import pytest
 
 from jaxgpt import config, data
+from jaxgpt import step as step_lib
 from jaxgpt import train as train_lib
 from jaxgpt.run import checkpoint, cli, interrupt
 from jaxgpt.run.cli import PROG
-
 from jaxgpt.shards import META_FILE, IncompleteShardsError, check_token_ids, list_shards
+
 REPO = Path(__file__).resolve().parents[1]
 VOCAB = 1024  # with the smoke preset: the runs below compile in seconds
 
@@ -168,7 +169,7 @@ def replace_train_step(monkeypatch, update) -> None:
     """Replace the compiled train step by `update(params) -> (params, loss)` (plain host code), so
     no train step compiles: the loop, its checks and the saves are what such a test exercises.
     The stop flags' maximum is returned as the real step returns it."""
-    real_compile = train_lib.compile_steps
+    real_compile = step_lib.compile_steps
 
     def compile_without_training(*args, **kwargs):
         def step(params, opt_state, inputs, targets, window, flags):
@@ -178,7 +179,7 @@ def replace_train_step(monkeypatch, update) -> None:
         step._cache_size = lambda: 1  # as a jitted function reports its compilations
         return dataclasses.replace(real_compile(*args, **kwargs), train_with_stop=step)
 
-    monkeypatch.setattr(train_lib, "compile_steps", compile_without_training)
+    monkeypatch.setattr(step_lib, "compile_steps", compile_without_training)
 
 
 def test_a_data_error_during_an_async_save_leaves_the_last_checkpoint_whole(capsys, monkeypatch, tmp_path):
@@ -234,7 +235,7 @@ def test_a_run_without_checkpoints_says_so_at_start(capsys, monkeypatch, tmp_pat
     def stop(*args, **kwargs):
         raise ValueError("stopped after the start-up checks")
 
-    monkeypatch.setattr(train_lib, "build_model", stop)  # the note comes before the model is built
+    monkeypatch.setattr(step_lib, "build_model", stop)  # the note comes before the model is built
     err = failed(capsys, run_args(write_shards(tmp_path), tmp_path / "out"))
     assert err.startswith("note: this run writes no checkpoint") and "stopped after" in err
     err = failed(capsys, run_args(write_shards(tmp_path), tmp_path / "out", "--checkpoint-every", "2"))
@@ -453,7 +454,7 @@ def test_a_folder_with_neither_is_used_with_a_note(capsys, monkeypatch, tmp_path
     def stop(*args, **kwargs):
         raise ValueError("stopped after the start-up checks")
 
-    monkeypatch.setattr(train_lib, "build_model", stop)
+    monkeypatch.setattr(step_lib, "build_model", stop)
     unmarked = tmp_path / "hand_made"
     unmarked.mkdir()
     err = failed(capsys, run_args(write_shards(unmarked, marked=False), tmp_path / "out"))

@@ -6,418 +6,62 @@
     python -m torch_ref.train --preset tiny --checkpoint-every 20          # runs/checkpoints/<run id>/<step>.pt
     python -m torch_ref.train --preset tiny --resume runs/checkpoints/ID   # continue exactly where it stopped
 
-Defaults are the record's: 1393 steps of 524,288 tokens (65,536 per rank), validation every 125
-steps over 10,485,760 tokens, the record's iteration order, log lines and timing (the first 10
-steps and validation excluded). A process handling several `seq_len` sequences per step runs them
-one after another and averages their gradients, which equals the record's per-rank mean loss
-followed by the AVG all-reduce over ranks.
+This is the command, kept light: it parses the flags (torch_ref.run.cli) and takes the locks on
+every place the run writes (torch_ref.run.claim) before it imports torch, so that `--help`, a
+usage error and a second run on a live run's folders answer in a fraction of a second
+(docs/RELIABILITY.md, "Two runs, one folder"). Then the loop (torch_ref.loop) runs.
 
-Run conventions as jaxgpt.train's (docs/RELIABILITY.md): logs and checkpoints under --out-dir,
---checkpoint-every / --keep-checkpoints, --resume (model, optimizers, LR schedulers, data
-position and step; a changed config is refused), SIGINT/SIGTERM stop between steps and save the
-last completed step (exit 130/143), every output path checked before the first step, exit 2 for
-usage errors and 1 for runtime errors. `--steps 0` runs the start-up checks and the step-0
-validation, then exits.
-
-The command line is torch_ref.run.cli, the checks before the first step torch_ref.run.preflight, signals
-torch_ref.run.interrupt, the log lines and timing torch_ref.run.runlog, checkpoint files torch_ref.run.checkpoint.
+The loop's names (`train`, `run`, `RunResult`, `forward_backward`, ...) are still reachable here
+for callers written before the split, imported on first use (`__getattr__`); new code imports
+torch_ref.loop.
 """
 
 from __future__ import annotations
 
-import math
-import os
+import importlib
 import sys
-import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
-from torch import Tensor, nn
+from torch_ref.run import claim
+from torch_ref.run.cli import RunOptions, parse_args, parse_flags, print_error
 
-import torch_ref.config as cfg
-from runkit.checkpoint import is_due
-from runkit.full_disk import LogWriteError
-from runkit.interrupt import Interrupted
-from runkit.runlog import CLOCK_RESET_STEP, NonFiniteError, nonfinite_loss, train_line, val_line, val_step_avg_ms
-from torch_ref import compilation
-from torch_ref.data import ShardsExhaustedError, distributed_data_generator, val_batches
-from torch_ref.lineage import logged_window
-from torch_ref.model import GPT, apply_dtype_policy
-from torch_ref.optim import build_lr_schedulers, build_optimizers, optimizer_step
-from torch_ref.run import checkpoint as ckpt
-from torch_ref.run import convert, peers, preflight, profiling, runlog
-from torch_ref.run import lock as run_lock
-from torch_ref.run.cli import RunOptions, parse_args, print_error, torchrun_world_size, with_run_id
-from torch_ref.run.convert import load_record_state_dict
-from torch_ref.run.interrupt import StopRequest, agree, interrupted
-from torch_ref.schedules import window_value
+__all__ = ["RunOptions", "main", "parse_args"]
+
+# Names of torch_ref.loop that this module answered before the loop was split off.
+_MOVED = ("RUNTIME_ERRORS", "RunResult", "average_gradients", "build_model", "evaluate", "forward_backward", "launch",
+          "run", "train", "window_argument")
 
 
-@dataclass(frozen=True)
-class RunResult:
-    """What rank 0's run hands back to Python callers (tests, parity checks)."""
-
-    val_losses: dict[int, float]
-    train_time_ms: float
-    log_path: str | None
-    metrics_path: str | None
-
-
-# ---------------------------------------------------------------------------------------------
-# The model and its steps
-
-
-def build_model(model_config: cfg.ModelConfig, local_tokens: int, seed: int,
-                init_state: dict[str, Tensor] | None, device: torch.device) -> GPT:
-    """The record's GPT (or a lineage preset's) on `device` under the config's dtype policy, from
-    a seed or a state dict.
-
-    Built in fp32 on the CPU (so a seed gives the same init on any device), then moved; under the
-    "record" policy the embedding tables become bf16 and training uses the FP8 head (when the
-    config's fp8_head); "bf16_model" and "autocast" as `apply_dtype_policy` says.
-    """
-    torch.manual_seed(seed)
-    model = GPT.from_config(
-        model_config,
-        fp8_head=model_config.lineage.fp8_head and model_config.dtype_policy != "fp32",
-        fp8_grad_scale=cfg.fp8_grad_scale_for(local_tokens, model_config.fp8_grad_scale),
-    )
-    apply_dtype_policy(model, model_config.dtype_policy)
-    if init_state is not None:
-        load_record_state_dict(model, init_state)  # casts to the model's dtypes
-    return model.to(device)
-
-
-def window_argument(window: int, device: torch.device) -> int | Tensor:
-    """W_long as the model's argument: a 0-d int32 device tensor on CUDA, as the record passes it
-    (a compiled model then does not specialise on each value), a plain int elsewhere."""
-    if device.type == "cuda":
-        return torch.tensor(window, dtype=torch.int32, device=device)
-    return window
-
-
-def forward_backward(model: nn.Module, inputs: Tensor, targets: Tensor, seq_len: int, window: int | Tensor) -> Tensor:
-    """This rank's tokens (Bl,) as Bl / seq_len sequences, gradients averaged over them.
-
-    Returns the mean loss as a detached fp32 scalar (no host sync, as the record's loop)."""
-    num_seqs = inputs.numel() // seq_len
-    total = torch.zeros((), device=inputs.device)
-    for input_seq, target_seq in zip(inputs.split(seq_len), targets.split(seq_len), strict=True):
-        loss = model(input_seq, target_seq, window)
-        (loss / num_seqs).backward()
-        total += loss.detach()
-    return total / num_seqs
-
-
-def average_gradients(model: nn.Module, world_size: int) -> None:
-    """The record's manual data parallelism: every .grad all-reduced with AVG (bf16 stays bf16)."""
-    if world_size == 1:
-        return
-    for param in model.parameters():
-        dist.all_reduce(param.grad, op=dist.ReduceOp.AVG)
-
-
-@torch.no_grad()
-def evaluate(model: nn.Module, train_cfg: cfg.TrainConfig, window: int | Tensor, rank: int, world_size: int,
-             device: torch.device) -> float:
-    """Mean val loss over the first val_tokens tokens (one seq_len sequence per rank per batch)."""
-    model.eval()
-    batches = val_batches(train_cfg.val_files, train_cfg.val_tokens, world_size * train_cfg.seq_len, rank, world_size,
-                          device=device)
-    losses = [model(inputs, targets, window) for inputs, targets in batches]
-    val_loss = torch.stack(losses).mean()
-    if world_size > 1:
-        dist.all_reduce(val_loss, op=dist.ReduceOp.AVG)
-    model.train()
-    return val_loss.item()
-
-
-# ---------------------------------------------------------------------------------------------
-# The run
-
-
-def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: int = 1) -> RunResult:
-    """One rank's whole run; torch.distributed must already be initialised when world_size > 1."""
-    options = with_run_id(options)
-    assert options.run_id is not None  # with_run_id set it
-    device = _rank_device(options.device, rank)
-    control = _control_group(options.device, world_size)
-    init_state = convert.load_checkpoint_state(options.init_from) if options.init_from else None
-    resumed, resume_path = ckpt.read_resume(options)
-    preset = preflight.run_preset(preset, options, init_state, resumed, resume_path)
-    train_cfg = preset.train
-    log = runlog.RunLog(runlog.log_directory(preset, options), options.run_id, enabled=rank == 0,
-                        tensorboard_dir=options.tensorboard)
-    local_tokens = train_cfg.batch_tokens // world_size
-    raw_model = build_model(preset.model, local_tokens, train_cfg.seed, init_state, device)
-    if world_size > 1:  # every rank starts from rank 0's weights, as the record
-        for param in raw_model.parameters():
-            dist.broadcast(param.detach(), 0)
-    model = compilation.compile_model(raw_model) if device.type == "cuda" else raw_model
-    optimizers = build_optimizers(raw_model, preset.optim, rank, world_size)
-    # steps == 0 only validates the initial model (with the step-0 window).
-    schedule_steps = max(train_cfg.steps, 1)
-    schedulers = build_lr_schedulers(optimizers, schedule_steps, preset.optim)
-    start_step, position, served = 0, (0, 0), 0
-    if resumed is not None:  # every rank reads the same file: no broadcast needed
-        start_step, position, served = ckpt.restore(raw_model, optimizers, schedulers, resumed, resume_path)
-        del resumed
-    runlog.write_header(log, preset, options, device)
-
-    steps = train_cfg.steps
-    val_losses: dict[int, float] = {}
-    # (step, loss, train_time_ms, the window's metrics) not yet logged
-    pending_metrics: list[tuple[int, Tensor, float, dict[str, int]]] = []
-    directory = ckpt.checkpoint_directory(preset, options)
-    stream_args = (train_cfg.train_files, train_cfg.batch_tokens, rank, world_size)
-    stream_kwargs: dict[str, Any] = dict(cycle=train_cfg.cycle_data, device=device, shard_switch=train_cfg.lineage.shard_switch,
-                                         data_ranks=train_cfg.lineage.data_ranks)
-    train_batches = distributed_data_generator(*stream_args, **stream_kwargs, position=position, batches=served)
-    # #8/#9 fetch their first batch, then reset the loader: steps 0 and 1 both train on it.
-    repeated = next(distributed_data_generator(*stream_args, **stream_kwargs)) \
-        if train_cfg.lineage.repeat_first_batch and start_step == 0 else None
-
-    def save(step: int, *, to_folder: bool, to_path: bool) -> list[Path]:
-        """Write the state after `step` updates (every rank joins; rank 0 writes). A NaN or
-        infinite state is never written (NonFiniteError), a failed write stops every rank."""
-        folder = directory if to_folder else None  # <step>.pt goes there
-        target = Path(options.save_checkpoint) if to_path and options.save_checkpoint is not None else None
-        if folder is None and target is None:
-            return []
-        if not (options.allow_nonfinite_loss or ckpt.state_is_finite(raw_model, optimizers, control)):
-            raise NonFiniteError(f"the state after step {step} holds NaN or infinite values although every loss "
-                                 f"before it was finite; the run stopped without saving it. "
-                                 f"{ckpt.where_to_resume(directory)}")
-        payload = ckpt.checkpoint_payload(raw_model, optimizers, schedulers, step, train_batches.position, preset, control,
-                                          batches=train_batches.batches)
-        written: list[Path] = []
-        failure = None
-        if rank == 0:
-            try:
-                written = [ckpt.save_step(folder, step, payload, train_cfg.keep_checkpoints)] if folder is not None else []
-                if target is not None:
-                    written.append(ckpt.write_atomically(payload, target))  # CheckpointSaveError when it fails
-            except ckpt.CheckpointSaveError as error:
-                failure = error
-        if not ckpt.all_saved(failure is None, control):  # every rank stops; rank 0 says why
-            unwritten = folder / f"{step}.pt" if folder is not None else target
-            assert unwritten is not None  # one of the two is set (returned above otherwise)
-            raise failure or ckpt.CheckpointSaveError(step, unwritten, RuntimeError("rank 0 could not write it"))
-        return written
-
-    clock = runlog.TrainClock(device)
-    trace = profiling.StepTrace(options.profile, profiling.trace_path(train_cfg.out_dir, options.run_id, rank), device)
-    losses = runlog.LossWatch(device)
-    try:
-        with StopRequest(announce=rank == 0) as stop:
-            for step in range(start_step, steps + 1):
-                stop.starting(step)
-                last_step = step == steps
-                every = train_cfg.val_every  # 0: the last step only (the record's val_loss_every 0)
-                val_due = train_cfg.val_tokens and (last_step or (every > 0 and step % every == 0))
-                save_due = is_due(step, start_step, train_cfg, save_final=False)
-                # Every loss before a validation or a save is read first (they wait for the device
-                # anyway), so no NaN state is saved between a NaN step and its check; otherwise only
-                # the losses already on the host are read. The ranks then agree on what they saw.
-                nonfinite = losses.first_nonfinite(wait=bool(val_due or save_due or last_step))
-                signum, nonfinite = agree(stop, nonfinite, control)
-                if nonfinite is not None and not options.allow_nonfinite_loss:
-                    raise nonfinite_loss("train", nonfinite[0] + 1, steps, nonfinite[1],
-                                         ckpt.where_to_resume(directory))
-                if signum is not None:  # the model holds `step` updates: save them, then stop
-                    written = save(step, to_folder=True, to_path=True) if step != start_step else []
-                    saved_in = (directory if directory is not None else written[0]) if written else None
-                    raise interrupted(signum, step, saved_in, options.resume)
-                if step == CLOCK_RESET_STEP:
-                    clock.reset()
-                # W_long in blocks (the record's), or #15's window in tokens (the window_schedule's unit)
-                scheduled = window_value(step, schedule_steps, train_cfg.window_max_tokens, train_cfg.lineage.window_schedule)
-                window = window_argument(scheduled, device)
-                if val_due:
-                    train_time_ms = clock.pause()
-                    val_losses[step] = evaluate(model, train_cfg, window, rank, world_size, device)
-                    log.write(val_line(step, steps, val_losses[step], train_time_ms), console=True)
-                    runlog.write_train_metrics(log, pending_metrics, world_size)
-                    log.metrics(kind="val", step=step, val_loss=val_losses[step], train_time_ms=train_time_ms,
-                                step_avg_ms=val_step_avg_ms(step, train_time_ms), **logged_window(preset.model, scheduled))
-                    if not (options.allow_nonfinite_loss or math.isfinite(val_losses[step])):
-                        raise nonfinite_loss("val", step, steps, val_losses[step], ckpt.where_to_resume(directory))
-                    clock.resume()
-                if save_due:
-                    clock.pause()
-                    save(step, to_folder=True, to_path=False)
-                    clock.resume()
-                if last_step:
-                    break
-                trace.before(step)
-                inputs, targets = repeated if step == 0 and repeated is not None else next(train_batches)
-                loss = forward_backward(model, inputs, targets, train_cfg.seq_len, window)
-                losses.add(step, loss)
-                average_gradients(raw_model, world_size)
-                optimizer_step(raw_model, optimizers, schedulers, step, preset.optim)
-                train_time_ms = clock.elapsed_ms()
-                log.write(train_line(step, steps, train_time_ms), console=True)
-                pending_metrics.append((step, loss, train_time_ms, logged_window(preset.model, scheduled)))
-                if (trace_written := trace.after(step)) is not None:
-                    assert options.profile is not None  # a trace is written only for --profile's window
-                    log.write(f"profile of steps {options.profile[0]}..{options.profile[1]}: {trace_written}",
-                              console=True)
-    except RuntimeError as error:
-        if peers.is_collective_failure(error, world_size):  # a lost rank: say which, and stop
-            raise peers.peer_lost(error, rank, world_size, ckpt.where_to_resume(directory)) from error
-        raise
-    except LogWriteError as error:  # a full disk: the log's line names the newest checkpoint too
-        raise error.naming(ckpt.where_to_resume(directory)) from error
-    total_train_ms = clock.pause()
-    runlog.write_train_metrics(log, pending_metrics, world_size)
-    log.close()
-
-    if device.type == "cuda":
-        log.write(f"peak memory allocated: {torch.cuda.max_memory_allocated() // 1024 // 1024} MiB "
-                  f"reserved: {torch.cuda.max_memory_reserved() // 1024 // 1024} MiB", console=True)
-    save(steps, to_folder=False, to_path=True)  # the final state (the initial one with --steps 0)
-    return RunResult(val_losses=val_losses, train_time_ms=total_train_ms, log_path=log.path,
-                     metrics_path=log.metrics_path)
-
-
-def _control_group(device_type: str, world_size: int) -> Any | None:
-    """A CPU (gloo) process group for the per-step stop flag and checkpoint gathers, so that
-    neither waits on the accelerator; None for a single process."""
-    if world_size == 1:
-        return None
-    return dist.group.WORLD if device_type == "cpu" else dist.new_group(backend="gloo")
-
-
-def _rank_device(device_type: str, rank: int) -> torch.device:
-    if device_type == "cuda":
-        compilation.set_allocator()  # before the first CUDA allocation
-        local_rank = int(os.environ.get("LOCAL_RANK", rank))
-        torch.cuda.set_device(local_rank)
-        return torch.device("cuda", local_rank)
-    return torch.device("cpu")
-
-
-def _init_process_group(device_type: str, rank: int, world_size: int, init_method: str | None) -> None:
-    backend = "nccl" if device_type == "cuda" else "gloo"
-    kwargs: dict[str, Any] = {}
-    if device_type == "cuda":
-        kwargs["device_id"] = _rank_device(device_type, rank)
-    timeout = peers.process_group_timeout(device_type)
-    if timeout is not None:
-        kwargs["timeout"] = timeout
-    dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world_size, **kwargs)
-    dist.barrier()
-
-
-def _spawned_rank(rank: int, world_size: int, preset: cfg.Preset, options: RunOptions, init_method: str) -> None:
-    # Out of the terminal's process group: the parent forwards a signal once (a Ctrl-C would
-    # otherwise reach every rank, then again through the parent, and abandon the step).
-    os.setpgrp()
-    # Share the CPU cores between the processes instead of oversubscribing them.
-    if options.device == "cpu":
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
-    _init_process_group(options.device, rank, world_size, init_method)
-    try:
-        train(preset, options, rank, world_size)
-    except Interrupted as stopped:
-        if rank == 0:
-            print(stopped, file=sys.stderr, flush=True)
-        sys.exit(stopped.exit_code)
-    except peers.PeerLost as lost:  # every survivor says it: rank 0 may be the one lost
-        print_error(lost)
-        sys.exit(1)
-    except RUNTIME_ERRORS as err:
-        if rank == 0:
-            print_error(err)
-        sys.exit(1)
-    finally:
-        dist.destroy_process_group()
-
-
-def _spawn(world_size: int, preset: cfg.Preset, options: RunOptions) -> None:
-    """`world_size` CPU/GPU processes on this host; SIGINT/SIGTERM are passed on to them once.
-    Raises mp.ProcessExitedException carrying a rank's exit code when one fails."""
-    with tempfile.TemporaryDirectory() as rendezvous, StopRequest(announce=False) as stop:
-        init_method = f"file://{os.path.join(rendezvous, 'store')}"
-        context = mp.spawn(_spawned_rank, args=(world_size, preset, options, init_method), nprocs=world_size,
-                           join=False)
-        forwarded = False
-        while not context.join(timeout=0.5):
-            if stop.signum is not None and not forwarded:
-                forwarded = True
-                for process in context.processes:
-                    if process.is_alive():
-                        os.kill(process.pid, stop.signum)
-
-
-def run(preset: cfg.Preset, options: RunOptions) -> RunResult | None:
-    """Run under torchrun (env RANK/WORLD_SIZE), as `devices` spawned processes, or in this process,
-    holding the run's folders (torch_ref.run.lock) from before its first check until it ends.
-
-    Returns rank 0's result when it ran in this process, else None.
-    """
-    options = with_run_id(options)
-    assert options.run_id is not None  # with_run_id set it
-    preflight.check_outputs(preset, options)  # the folders exist and are writable before they are locked
-    places = run_lock.run_places(runlog.log_directory(preset, options), options.run_id,
-                                 ckpt.checkpoint_directory(preset, options), resume=options.resume,
-                                 save_checkpoint=options.save_checkpoint, tensorboard=options.tensorboard)
-    with run_lock.take_for_run(places, owner=int(os.environ.get("RANK", 0)) == 0):
-        return launch(preset, options)
-
-
-def launch(preset: cfg.Preset, options: RunOptions) -> RunResult | None:
-    """`run` once the run holds its folders: the start-up checks, then the ranks."""
-    preflight.start_run(preset, options)
-    world_size = preset.train.devices
-    assert world_size is not None  # start_run checked the run with it (parse_args: --devices, torchrun's, else 1)
-    if torchrun_world_size() is not None:
-        rank = int(os.environ["RANK"])
-        _init_process_group(options.device, rank, world_size, None)
-        try:
-            result = train(preset, options, rank, world_size)
-        finally:
-            dist.destroy_process_group()
-        return result if rank == 0 else None
-    if world_size == 1:
-        return train(preset, options)
-    _spawn(world_size, preset, options)
-    return None
-
-
-RUNTIME_ERRORS = (ValueError, OSError, ShardsExhaustedError)
+def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        return getattr(importlib.import_module("torch_ref.loop"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry, with jaxgpt.train's convention: 2 for a usage error (bad flag or value),
-    1 for a runtime error (data, checkpoint, devices, paths, a failed save, a NaN or infinite
-    loss, a lost rank), 128 + the signal for SIGINT (130) and SIGTERM (143); one line each."""
+    1 for a runtime error (a folder another run holds, data, checkpoint, devices, paths, a failed
+    save, a NaN or infinite loss, a lost rank), 128 + the signal for SIGINT (130) and SIGTERM
+    (143); one line each."""
     try:
-        preset, options = parse_args(argv)
+        preset, options, device = parse_flags(argv)
     except ValueError as err:
         print_error(err)
         return 2
     try:
-        run(preset, options)
-    except Interrupted as stopped:
-        if int(os.environ.get("RANK", 0)) == 0:
-            print(stopped, file=sys.stderr)
-        return stopped.exit_code
-    except mp.ProcessExitedException as exited:  # a spawned rank's code; the ranks printed why
-        if exited.exit_code < 0:  # killed by a signal: nothing of its own was printed
-            print_error(f"rank {exited.error_index} was ended by {exited.signal_name}; the other ranks were stopped")
-        return exited.exit_code if exited.exit_code > 0 else 1
-    except (peers.PeerLost, *RUNTIME_ERRORS) as err:
+        options, held = claim.claim_run(preset, options)
+    except (ValueError, OSError) as err:
         if options.debug:
             raise
         print_error(err)
         return 1
-    return 0
+    try:
+        from torch_ref import loop  # noqa: PLC0415 - torch only once the run holds its folders
+    except BaseException:
+        held.release()
+        raise
+    return loop.run_command(preset, options, device, held)
 
 
 if __name__ == "__main__":

@@ -10,12 +10,8 @@ are runkit's (runkit.preflight, runkit.profiling).
 
 from __future__ import annotations
 
-import os
 import sys
-import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import jax
@@ -25,10 +21,10 @@ from jaxgpt import data
 from jaxgpt.data import DataPosition
 from jaxgpt.run import checkpoint, compile_cache, convert, peers
 from jaxgpt.run import lock as run_lock
+from jaxgpt.run.claim import Claim, cluster_launcher, distributed_arguments, places_of, run_id_of
 from jaxgpt.run.cli import RunOptions
-from runkit import names
 from runkit.lock import NoLock, RunLock
-from runkit.preflight import check_shard_digests, check_writable
+from runkit.preflight import check_shard_digests
 from runkit.profiling import check_window
 
 
@@ -99,60 +95,6 @@ def check_run(preset: cfg.Preset, num_devices: int, process_count: int, start_st
     scan_shards(preset, start_step, start, announce=announce, verify_shards=verify_shards)
 
 
-def check_outputs(preset: cfg.Preset, options: RunOptions) -> None:
-    """Every place the run writes to (--out-dir with its logs and checkpoints, --resume,
-    --export-torch's folder, --tensorboard) is writable; --export-torch does not name a folder."""
-    check_writable(Path(preset.train.out_dir), "--out-dir")
-    if options.resume is not None and Path(options.resume).is_dir():
-        check_writable(Path(options.resume), "--resume directory")
-    if options.export_torch is not None:
-        target = Path(options.export_torch)
-        if target.is_dir():
-            raise ValueError(f"--export-torch {target} is a directory; give a file path such as {target / 'model.pt'}")
-        check_writable(target.parent, "--export-torch folder")
-    if options.tensorboard is not None:
-        check_writable(Path(options.tensorboard), "--tensorboard")
-
-
-SLURM_TASK_VARIABLES = ("SLURM_JOB_ID", "SLURM_STEP_NODELIST", "SLURM_NTASKS", "SLURM_PROCID", "SLURM_LOCALID")
-
-
-def cluster_launcher(environ: Mapping[str, str] = os.environ) -> str | None:
-    """"slurm" when this process is one of several tasks of an `srun` job step, "ompi" when one
-    of several Open MPI ranks (`mpirun`), else None: JAX's cluster detection method that reads
-    the coordinator, the process count and this process's index from that environment.
-    A lone task (an `sbatch` script itself, `salloc`'s shell, `srun -n 1`) is not a cluster."""
-    if all(name in environ for name in SLURM_TASK_VARIABLES) and int(environ["SLURM_NTASKS"]) > 1:
-        return "slurm"
-    if int(environ.get("OMPI_COMM_WORLD_SIZE", "1")) > 1:
-        return "ompi"
-    return None
-
-
-def distributed_arguments(options: RunOptions, environ: Mapping[str, str] = os.environ) -> dict[str, Any] | None:
-    """The arguments of `jax.distributed.initialize` for this process, None for a one-process
-    run. Explicit flags win, JAX fills in what they leave out (from $JAX_COORDINATOR_ADDRESS or
-    the launcher's environment, `cluster_launcher`); under SLURM and Open MPI each process
-    sees one local device, its local rank's (launch one task per GPU)."""
-    from_env = bool(environ.get("JAX_COORDINATOR_ADDRESS")) or environ.get("JAXGPT_DISTRIBUTED") == "1"
-    launcher = cluster_launcher(environ)
-    if options.coordinator is None and options.num_processes is None and not from_env and launcher is None:
-        return None
-    kwargs: dict[str, Any] = {"coordinator_address": options.coordinator, "num_processes": options.num_processes,
-                              "process_id": options.process_id}
-    if launcher == "ompi" and "OMPI_MCA_orte_hnp_uri" not in environ:
-        # Open MPI 5 sets no ORTE URI, from which JAX's detection reads the coordinator.
-        if options.coordinator is None and not environ.get("JAX_COORDINATOR_ADDRESS"):
-            raise ValueError("this Open MPI (5 or later) sets no OMPI_MCA_orte_hnp_uri, from which JAX reads the "
-                             "coordinator: pass --coordinator HOST:PORT (a free port on rank 0's host)")
-        kwargs["num_processes"] = options.num_processes or int(environ["OMPI_COMM_WORLD_SIZE"])
-        kwargs["process_id"] = options.process_id if options.process_id is not None else int(environ["OMPI_COMM_WORLD_RANK"])
-        kwargs["local_device_ids"] = [int(environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0"))]
-    elif launcher is not None:
-        kwargs["cluster_detection_method"] = launcher
-    return {name: value for name, value in kwargs.items() if value is not None}
-
-
 def maybe_initialize_distributed(options: RunOptions) -> None:
     """Join a multi-process run when the flags, JAX's variables or a launcher ask for it
     (process p then reads only its own sequences of every batch)."""
@@ -193,18 +135,25 @@ class RunStart:
     lock: RunLock | NoLock  # the run's folders, held until the run ends (runkit.lock)
 
 
-def start_run(preset: cfg.Preset, options: RunOptions) -> RunStart:
-    """Join the hosts, pick the devices, check the outputs, open the checkpoint to resume and
-    the --init-from file, then check the geometry and the data: where the run starts."""
-    compile_cache.use(options.compile_cache)
-    maybe_initialize_distributed(options)
-    devices = select_devices(preset.train.devices)
-    run_id = names.plain_name(options.run_id) if options.run_id is not None else str(uuid.uuid4())
-    check_outputs(preset, options)
-    places = run_lock.run_places(preset.train.out_dir, run_id, resume=options.resume, export=options.export_torch,
-                                 saves=preset.train.checkpoint_every > 0 or options.save_checkpoint,
-                                 tensorboard=options.tensorboard)
-    lock = run_lock.take_for_processes(places, jax.process_index(), jax.process_count())
+def start_run(preset: cfg.Preset, options: RunOptions, claim: Claim | None = None) -> RunStart:
+    """Join the hosts, pick the devices, check the outputs and take the run's locks (unless the
+    command did before jax: `claim`, released here on any error), open the checkpoint to resume
+    and the --init-from file, then check the geometry and the data: where the run starts."""
+    try:
+        compile_cache.use(options.compile_cache)
+        maybe_initialize_distributed(options)
+        devices = select_devices(preset.train.devices)
+        lock: RunLock | NoLock
+        if claim is not None:
+            run_id, lock = claim.run_id, claim.lock
+        else:
+            run_id = run_id_of(options)
+            lock = run_lock.take_for_processes(places_of(preset, options, run_id), jax.process_index(),
+                                               jax.process_count())
+    except BaseException:
+        if claim is not None:
+            claim.lock.release()
+        raise
     try:
         return _open_run(preset, options, devices, run_id, lock)
     except BaseException:

@@ -90,7 +90,7 @@ def jax_step(preset, batches) -> tuple[Step, dict[str, Any]]:
     import jax
     import numpy as np
 
-    from jaxgpt.train import one_device_steps
+    from jaxgpt.step import one_device_steps
 
     preset, steps, params, opt_state, host_params = one_device_steps(preset)
     state = {"params": params, "opt": opt_state}

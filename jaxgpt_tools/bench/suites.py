@@ -145,7 +145,7 @@ def _tiny_step_setup(seq_len: int, sequences: int):
     import numpy as np
 
     from jaxgpt import config as cfg
-    from jaxgpt import train as train_lib
+    from jaxgpt import step as train_lib
 
     preset = cfg.get_preset("tiny")
     preset = cfg.Preset(model=preset.model, optim=preset.optim,
@@ -213,7 +213,7 @@ def bench_record_compile(seq_len: int = 65536, **model_overrides: Any) -> dict[s
     from jaxgpt import config as cfg
     from jaxgpt import model as model_lib
     from jaxgpt import params as params_lib
-    from jaxgpt import train as train_lib
+    from jaxgpt import step as train_lib
     from jaxgpt.attention import resolve_backend
 
     preset = cfg.get_preset("record")

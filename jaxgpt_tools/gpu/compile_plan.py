@@ -140,7 +140,7 @@ def plan_train_step(preset: Any, device: str = "h100", num_devices: int = 1,
 
     from jaxgpt import model as model_lib
     from jaxgpt import params as params_lib
-    from jaxgpt import train as train_lib
+    from jaxgpt import step as train_lib
 
     mesh = compile_only_mesh(device, num_devices, train_lib.AXIS)
     model = nnx.eval_shape(lambda: model_lib.GPT(train_lib.device_model_config(preset, num_devices), rngs=nnx.Rngs(0)))
@@ -194,7 +194,7 @@ def plan_part(preset: Any, part: str, device: str = "h100", compiler_options: di
     from jaxgpt import masks
     from jaxgpt import model as model_lib
     from jaxgpt import rotary as rotary_lib
-    from jaxgpt import train as train_lib
+    from jaxgpt import step as train_lib
 
     if part not in PARTS or part == "step":
         raise ValueError(f"unknown part {part!r}; choose one of {PARTS[1:]} (or plan_train_step for the step)")

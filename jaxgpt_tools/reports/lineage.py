@@ -185,7 +185,7 @@ def study_run(name: str, framework: str, seed: int, *, steps: int, val_every: in
                              val_every=val_every, val_tokens=val_tokens)
         start = time.perf_counter()
         if framework == "jaxgpt":
-            from jaxgpt import train as jax_train
+            from jaxgpt import loop as jax_train
 
             val = jax_train.train(preset, jax_train.RunOptions(run_id=f"study-{name}-{seed}", progress=False,
                                                                compile_cache=compile_cache)).val_losses

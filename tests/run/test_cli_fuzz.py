@@ -18,6 +18,7 @@ import io
 import pytest
 from hypothesis import given, settings
 
+from jaxgpt import loop
 from jaxgpt import train as train_lib
 from jaxgpt.run import cli, preflight
 from jaxgpt.run.cli import PROG
@@ -29,9 +30,9 @@ EXCLUDED = frozenset({"--coordinator", "--num-processes", "--process-id", "--com
                       *(() if importlib.util.find_spec("torch") else ("--init-from",))})
 
 
-def start_only(preset, options):
+def start_only(preset, options, claim=None):
     """The trainer up to its first compilation: every start-up check, then nothing."""
-    start = preflight.start_run(preset, options)
+    start = preflight.start_run(preset, options, claim)
     start.lock.release()
     if start.checkpointer is not None:
         start.checkpointer.close()
@@ -46,7 +47,7 @@ def paths(tmp_path):
 
 
 def test_training_command_lines(paths, tmp_path, monkeypatch):
-    monkeypatch.setattr(train_lib, "train", start_only)
+    monkeypatch.setattr(loop, "train", start_only)
     monkeypatch.chdir(train_lib.__file__.rsplit("/jaxgpt/", 1)[0])  # the sample shards' relative glob
     base = ["--preset", "tiny", "--out-dir", str(tmp_path / "out"), "--no-progress", "--steps", "2", "--devices", "1"]
 

@@ -37,7 +37,7 @@ def place(folder: Path, name: str = "r") -> lock.Place:
     return lock.name_place(folder / name, f"the logs of run {name!r}", "pass another --run-id")
 
 
-# The trainer ---------------------------------------------------------------------------------
+# The trainer -----------------------------------------------------------------------------------
 
 
 VOCAB = 1024  # with 64-wide layers and 128-token batches: the run compiles in well under a minute
@@ -209,7 +209,7 @@ def test_a_process_that_never_hears_from_process_0_stops(tmp_path, monkeypatch):
         run_lock.take_for_processes([place(tmp_path)], process_index=1, process_count=2)
 
 
-# Two real processes of one run, a third run holding the folder (issue 45, item 3) -------------
+# Two real processes of one run, a third run holding the folder ---------------------------------
 
 
 # The third run: takes the places a run "same" under OUT writes (its logs, its checkpoint folder),
@@ -276,3 +276,54 @@ def test_both_processes_of_a_run_are_refused_by_a_third_runs_lock(tmp_path, proc
         assert errors[0].startswith(f"{PROG}: error: {told}{in_use}"), output
         assert errors[0].endswith("Wait for that run to end or stop it, or pass another --run-id"), output
     assert {path: after[path] for path in before} == before and set(after) - set(before) == set(logs)
+
+
+# The refusal before the heavy imports ----------------------------------------------------------
+
+
+FRAMEWORKS = {"jax", "jaxlib", "flax", "optax", "orbax", "tensorstore", "numpy", "torch"}
+
+
+def imports_of(argv: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess, set[str]]:
+    """`python -X importtime ARGV`: (the finished process, the top-level names of every module
+    it imported, read from the interpreter's own import log on stderr)."""
+    done = subprocess.run([sys.executable, "-X", "importtime", *argv], cwd=cwd, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    names = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in done.stderr.splitlines()
+             if line.startswith("import time:")}
+    return done, names
+
+
+def test_a_second_run_is_refused_and_help_answered_before_jax_is_imported(tmp_path):
+    """The command (jaxgpt.train) takes a one-process run's locks before it imports jax, flax
+    or orbax: a run on folders another run holds is refused with the holder's line having
+    imported none of them, and --help likewise. The imports are asserted, not the time
+    (scripts/refusal_time.py measures it: docs/BENCHMARKS.md)."""
+    shard_globs = shards(tmp_path / "data")
+    out = tmp_path / "out"
+    third = subprocess.Popen([sys.executable, "-c", HOLDER, str(out)], cwd=tmp_path, stdin=subprocess.PIPE,
+                             env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        holder = lock.wait_for_holder(out / "checkpoints" / "same" / lock.FOLDER_LOCK, third, timeout_s=60)
+        refused, imported = imports_of(["-m", "jaxgpt.train", *run_args(shard_globs, out, "--run-id", "same")],
+                                       tmp_path)
+    finally:
+        third.communicate(timeout=30)
+    errors = [line for line in refused.stderr.splitlines() if not line.startswith("import time:")]
+    assert refused.returncode == 1 and len(errors) == 1, refused.stderr[-3000:]
+    assert errors[0].startswith(f"{PROG}: error: the logs of run 'same' in {out / 'logs'} is in use by another run: "
+                                f"pid {holder.pid} ")
+    assert "jaxgpt" in imported and not imported & FRAMEWORKS, sorted(imported & FRAMEWORKS)
+    helped, imported = imports_of(["-m", "jaxgpt.train", "--help"], tmp_path)
+    assert helped.returncode == 0 and "usage:" in helped.stdout and not imported & FRAMEWORKS
+
+
+def test_the_loop_and_the_step_are_reached_through_the_command_module_as_before():
+    """Callers written before the split (`train_lib.train`, `train_lib.build_model`) get the
+    loop's and the step's own objects; an unknown name is still an AttributeError."""
+    from jaxgpt import loop, step  # noqa: PLC0415
+
+    assert train_lib.train is loop.train and train_lib.RunResult is loop.RunResult
+    assert train_lib.build_model is step.build_model and train_lib.AXIS == step.AXIS
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+        _ = train_lib.no_such_name

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from jaxgpt import data
+from jaxgpt import step as step_lib
 from jaxgpt import train as train_lib
 from jaxgpt.config import config_to_json
 from jaxgpt.run import checkpoint, preflight
@@ -97,7 +98,7 @@ def test_shards_exhausted_during_the_run_is_reported_too(capsys, monkeypatch, tm
         raise data.ShardsExhaustedError(data.exhausted_message("t_train_*.bin", 1))
 
     monkeypatch.setattr(preflight, "check_run", lambda *args, **kwargs: None)
-    monkeypatch.setattr(train_lib, "build_model", exhausted)
+    monkeypatch.setattr(step_lib, "build_model", exhausted)
     assert "ran out of data" in run_main(capsys, base_args(shards, tmp_path))
 
 
@@ -152,7 +153,7 @@ def stop_before_the_model(monkeypatch, tmp_path):
     def stop(*args, **kwargs):
         raise ValueError("stopped after the start-up checks")
 
-    monkeypatch.setattr(train_lib, "build_model", stop)
+    monkeypatch.setattr(step_lib, "build_model", stop)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # where the digests are remembered
 
 

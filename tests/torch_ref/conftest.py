@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from torch_ref import config as torch_config
+from torch_ref import loop
 from torch_ref import train as train_lib
 from torch_ref.data import write_shard
 from torch_ref.model import GPT
@@ -91,7 +92,7 @@ def interrupt_at_update(monkeypatch) -> Callable[..., None]:
             calls.append(1)
             return real(*a, **k)
 
-        monkeypatch.setattr(train_lib, "forward_backward", forward_backward)
+        monkeypatch.setattr(loop, "forward_backward", forward_backward)
 
     return arm
 

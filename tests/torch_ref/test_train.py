@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from torch_ref.run import checkpoint as ckpt_lib
+from torch_ref import loop
 from torch_ref import train as train_lib
 from torch_ref.config import EOT_ID, get_preset
 from torch_ref.data import write_shard
@@ -319,7 +320,7 @@ def nan_grads_at_update(monkeypatch):
             calls.append(1)
             return loss
 
-        monkeypatch.setattr(train_lib, "forward_backward", forward_backward)
+        monkeypatch.setattr(loop, "forward_backward", forward_backward)
 
     return arm
 

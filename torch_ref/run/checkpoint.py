@@ -29,6 +29,7 @@ import runkit.checkpoint
 import runkit.full_disk
 import torch_ref.config as cfg
 from torch_ref.muon import Muon
+from torch_ref.run.claim import checkpoint_directory as checkpoint_directory  # where it is decided, before torch
 from torch_ref.run.cli import RunOptions
 from torch_ref.run.convert import read_checkpoint, strip_compile_prefix
 from torch_ref.run.saved_state import RESTORE_ERRORS
@@ -59,16 +60,6 @@ def write_atomically(payload: dict[str, Any], path: str | os.PathLike) -> Path:
 
 # ---------------------------------------------------------------------------------------------
 # The folder of a run's step files
-
-
-def checkpoint_directory(preset: cfg.Preset, options: RunOptions) -> Path | None:
-    """Where the run's <step>.pt files go: the --resume folder, else <out_dir>/checkpoints/<run
-    id> when --checkpoint-every asks for any, else None (--save-checkpoint PATH is separate)."""
-    if options.resume is not None and Path(options.resume).is_dir():
-        return Path(options.resume)
-    if preset.train.checkpoint_every > 0:
-        return Path(preset.train.out_dir) / "checkpoints" / (options.run_id or "unnamed")
-    return None
 
 
 def step_files(directory: Path) -> dict[int, Path]:

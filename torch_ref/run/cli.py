@@ -2,6 +2,8 @@
 
 A config flag overrides one field of the chosen preset (`--preset`); a flag left out keeps the
 preset's value. Under torchrun (env RANK and WORLD_SIZE) the process count is torchrun's.
+Imports torch only to pick the default device (`with_device`): `parse_flags` is the part that the
+light command (torch_ref.train) runs before the run holds its folders.
 The same concept as jaxgpt.run.cli (torch_ref imports nothing from jaxgpt); the flag types both
 use and the run-id check are runkit's (runkit.cli, runkit.names).
 """
@@ -16,8 +18,6 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
-
-import torch
 
 import torch_ref.config as cfg
 from runkit import names
@@ -148,6 +148,24 @@ def torchrun_world_size() -> int | None:
 
 def parse_args(argv: Sequence[str] | None = None) -> tuple[cfg.Preset, RunOptions]:
     """Command line -> (preset with overrides applied, run options). Raises ValueError on bad values."""
+    preset, options, device = parse_flags(argv)
+    return preset, with_device(options, device)
+
+
+def with_device(options: RunOptions, device: Literal["cpu", "cuda"] | None) -> RunOptions:
+    """`options` on `device` (--device; None: cuda when torch sees one, else cpu). ValueError for
+    --device cuda without a CUDA device. Imports torch."""
+    import torch  # noqa: PLC0415 - seconds: only once the run holds its folders (torch_ref.train)
+
+    chosen: Literal["cpu", "cuda"] = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if chosen == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda was asked for but torch sees no CUDA device")
+    return dataclasses.replace(options, device=chosen)
+
+
+def parse_flags(argv: Sequence[str] | None = None) -> tuple[cfg.Preset, RunOptions, Literal["cpu", "cuda"] | None]:
+    """`parse_args` without torch: (preset, options, --device or None). The options' device is
+    cpu until `with_device` sets the one asked for. Raises ValueError on bad values."""
     args = build_parser().parse_args(argv)
     preset = cfg.get_preset(args.preset)
     torchrun_world = torchrun_world_size()
@@ -181,17 +199,14 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[cfg.Preset, RunOption
     model = cfg.with_fields(preset.model, **switches["model"])
     train = cfg.with_fields(train, **switches["train"])
     preset = cfg.replace(preset, optim=cfg.with_fields(preset.optim, **switches["optim"]))
-    device: Literal["cpu", "cuda"] = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda was asked for but torch sees no CUDA device")
     options = RunOptions(
-        device=device, init_from=args.init_from, head_dim=args.head_dim, save_checkpoint=args.save_checkpoint,
+        init_from=args.init_from, head_dim=args.head_dim, save_checkpoint=args.save_checkpoint,
         log_dir=args.log_dir, resume=args.resume, run_id=args.run_id, profile=args.profile,
         tensorboard=args.tensorboard, allow_nonfinite_loss=args.allow_nonfinite_loss, debug=args.debug,
         verify_shards=args.verify_shards,
         overridden=tuple(name for name in ("checkpoint_every", "keep_checkpoints") if getattr(args, name) is not None),
     )
-    return dataclasses.replace(preset, model=model, train=train), options
+    return dataclasses.replace(preset, model=model, train=train), options, args.device
 
 
 def with_run_id(options: RunOptions) -> RunOptions:

@@ -21,14 +21,14 @@ import torch
 from torch import Tensor
 
 import torch_ref.config as cfg
-from runkit.preflight import check_shard_digests, check_writable
+from runkit.preflight import check_shard_digests
 from runkit.profiling import check_window
 from torch_ref.data import batches_available, check_holds_one_batch, list_shards, read_shard, read_shard_header
 from torch_ref.run import checkpoint as ckpt
 from torch_ref.run import convert
+from torch_ref.run.claim import check_outputs
 from torch_ref.run.cli import RunOptions, torchrun_world_size
 from torch_ref.run.convert import check_record_shapes, model_config_from_state_dict
-from torch_ref.run.runlog import log_directory
 from torch_ref.run.saved_state import resume_problem
 
 
@@ -97,22 +97,6 @@ def check_run(preset: cfg.Preset, options: RunOptions, start_step: int = 0,
     if options.device == "cuda" and world > torch.cuda.device_count() and torchrun_world_size() is None:
         raise ValueError(f"--devices {world} but only {torch.cuda.device_count()} CUDA devices are visible")
     check_outputs(preset, options)
-
-
-def check_outputs(preset: cfg.Preset, options: RunOptions) -> None:
-    """Every place the run writes to: the log folder, the checkpoint folder, --save-checkpoint's
-    folder (and --save-checkpoint does not name a folder), --tensorboard."""
-    check_writable(log_directory(preset, options), "--log-dir" if options.log_dir else "--out-dir")
-    directory = ckpt.checkpoint_directory(preset, options)
-    if directory is not None:
-        check_writable(directory, "--resume folder" if options.resume else "checkpoint folder")
-    if options.save_checkpoint is not None:
-        target = Path(options.save_checkpoint)
-        if target.is_dir():
-            raise ValueError(f"--save-checkpoint {target} is a directory; give a file path such as {target / 'final.pt'}")
-        check_writable(target.parent, "--save-checkpoint folder")
-    if options.tensorboard is not None:
-        check_writable(Path(options.tensorboard), "--tensorboard")
 
 
 def check_token_ids(shards: Sequence[Path], vocab_size: int) -> None:

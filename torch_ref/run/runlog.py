@@ -27,6 +27,7 @@ import runkit.runlog
 import torch_ref.config as cfg
 from runkit.full_disk import append_line
 from runkit.runlog import add_scalars, metrics_line, train_step_avg_ms
+from torch_ref.run.claim import log_directory as log_directory  # where it is decided, before torch
 from torch_ref.run.cli import RunOptions
 
 
@@ -146,8 +147,3 @@ def write_header(log: RunLog, preset: cfg.Preset, options: RunOptions, device: t
     for line in environment_lines(device):
         log.write(line)
     log.write("=" * 100)
-
-
-def log_directory(preset: cfg.Preset, options: RunOptions) -> Path:
-    """Where rank 0 writes the run's .txt and .jsonl: --log-dir, else <out_dir>/logs."""
-    return Path(options.log_dir) if options.log_dir is not None else Path(preset.train.out_dir) / "logs"

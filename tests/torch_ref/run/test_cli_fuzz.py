@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 
 from tests import fuzzing
+from torch_ref import loop
 from torch_ref import train as train_lib
 from torch_ref.run import cli
 from torch_ref.run.cli import PROG
@@ -35,8 +36,8 @@ def paths(small_run, tmp_path):
 
 
 def test_training_command_lines(small_run, paths, tmp_path, monkeypatch):
-    monkeypatch.setattr(train_lib, "train", lambda *args, **kwargs: None)  # after the checks: no step
-    monkeypatch.setattr(train_lib, "_spawn", lambda *args, **kwargs: None)  # --devices N: no rank
+    monkeypatch.setattr(loop, "train", lambda *args, **kwargs: None)  # after the checks: no step
+    monkeypatch.setattr(loop, "_spawn", lambda *args, **kwargs: None)  # --devices N: no rank
     base = small_run.args(tmp_path / "out")
 
     @settings(max_examples=fuzzing.examples(100))

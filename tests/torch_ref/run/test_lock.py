@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from torch_ref import train as train_lib
 from runkit import lock
 from runkit.lock import wait_for_holder
+from torch_ref import train as train_lib
 from torch_ref.run.cli import PROG
 
 REPO = Path(__file__).resolve().parents[3]
@@ -92,3 +92,55 @@ def test_a_run_id_that_is_not_a_plain_name_is_a_usage_error(small_run, tmp_path,
     assert "argument --run-id: --run-id " in err and "is not a plain name" in err
     assert not (tmp_path / "out").exists()
 
+
+
+# The refusal before torch is imported ----------------------------------------------------------
+
+
+HEAVY = {"torch", "numpy", "triton"}
+# Another run holding the logs of run "same" under the folder given, until its stdin closes.
+HOLDER = ("import sys; from pathlib import Path; from runkit import lock; "
+          "held = lock.RunLock([lock.logs_place(Path(sys.argv[1]) / 'logs', 'same')]).acquire(); "
+          "sys.stdin.read(); held.release()")
+
+
+def imports_of(argv: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess, set[str]]:
+    """`python -X importtime ARGV`: (the finished process, the top-level names of every module
+    it imported, read from the interpreter's own import log on stderr)."""
+    done = subprocess.run([sys.executable, "-X", "importtime", *argv], cwd=cwd, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    names = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in done.stderr.splitlines()
+             if line.startswith("import time:")}
+    return done, names
+
+
+@pytest.mark.parametrize("device", [[], ["--device", "cpu"]], ids=["default_device", "cpu"])
+def test_a_second_run_is_refused_and_help_answered_before_torch_is_imported(small_run, tmp_path, device):
+    """The command (torch_ref.train) takes the run's locks before it imports torch (the default
+    device is chosen after): a run on folders another run holds is refused with the holder's
+    line having imported no torch, and --help likewise. The imports are asserted, not the time
+    (scripts/refusal_time.py measures it: docs/BENCHMARKS.md)."""
+    out = tmp_path / "out"
+    third = subprocess.Popen([sys.executable, "-c", HOLDER, str(out)], cwd=tmp_path, stdin=subprocess.PIPE,
+                             env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        holder = wait_for_holder(out / "logs" / ("same" + lock.LOCK_SUFFIX), third, timeout_s=60)
+        args = [arg for arg in small_run.args(out, "--run-id", "same") if arg not in ("--device", "cpu")]
+        refused_run, imported = imports_of(["-m", "torch_ref.train", *args, *device], tmp_path)
+    finally:
+        third.communicate(timeout=30)
+    errors = [line for line in refused_run.stderr.splitlines() if not line.startswith("import time:")]
+    assert refused_run.returncode == 1 and len(errors) == 1, refused_run.stderr[-3000:]
+    assert errors[0].startswith(f"{PROG}: error: the logs of run 'same' in {out / 'logs'} is in use by another run: "
+                                f"pid {holder.pid} ")
+    assert "torch_ref" in imported and not imported & HEAVY, sorted(imported & HEAVY)
+    helped, imported = imports_of(["-m", "torch_ref.train", "--help"], tmp_path)
+    assert helped.returncode == 0 and "usage:" in helped.stdout and not imported & HEAVY
+
+
+def test_the_loop_is_reached_through_the_command_module_as_before():
+    from torch_ref import loop  # noqa: PLC0415
+
+    assert train_lib.train is loop.train and train_lib.forward_backward is loop.forward_backward
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+        _ = train_lib.no_such_name

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from torch_ref import train as train_lib
+from torch_ref import loop
 from torch_ref.data import write_shard
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -42,7 +42,7 @@ def test_a_run_without_checkpoints_says_so_at_start(small_run, tmp_path, fails, 
     def stop(*a, **k):
         raise ValueError("stopped after the start-up checks")
 
-    monkeypatch.setattr(train_lib, "train", stop)
+    monkeypatch.setattr(loop, "train", stop)
     err = fails(small_run.args(tmp_path / "out"))
     assert err.startswith("note: this run writes no checkpoint") and "stopped after" in err
     err = fails(small_run.args(tmp_path / "out", "--checkpoint-every", "2"))
@@ -116,7 +116,7 @@ def test_a_flipped_byte_in_a_train_shard_is_refused_before_training(tmp_path, fa
     def stop(*a, **k):
         raise ValueError("stopped after the start-up checks")
 
-    monkeypatch.setattr(train_lib, "train", stop)
+    monkeypatch.setattr(loop, "train", stop)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     folder = tmp_path / "sample"
     assert "stopped after" in fails(sample_args(folder, tmp_path / "out"))  # untouched: passes

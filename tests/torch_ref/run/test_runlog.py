@@ -40,12 +40,12 @@ def test_a_full_disk_during_a_log_line_stops_the_run_with_whole_lines(small_run,
     line that needs a new page of the text log fails. The run stops with exit 1 and one line
     naming the file, the full disk and where the run's checkpoints stand; the log ends with a
     whole line (the kernel's partial write cut back)."""
-    from torch_ref import train as train_lib  # noqa: PLC0415
+    from torch_ref import loop  # noqa: PLC0415
     from torch_ref.run.cli import PROG  # noqa: PLC0415
 
     disk = small_disk(4 * 2**20)
     out = disk.folder / "out"
-    real, calls = train_lib.forward_backward, []
+    real, calls = loop.forward_backward, []
 
     def forward_backward(*args, **kwargs):
         calls.append(1)
@@ -53,7 +53,7 @@ def test_a_full_disk_during_a_log_line_stops_the_run_with_whole_lines(small_run,
             disk.fill(0)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(train_lib, "forward_backward", forward_backward)
+    monkeypatch.setattr(loop, "forward_backward", forward_backward)
     err = fails(small_run.args(out, "--steps", "300", "--cycle-data", "--run-id", "w"))
     assert err.strip().splitlines()[-1] == (f"{PROG}: error: writing the log {out / 'logs' / 'w.txt'} failed: no space left on device; it "
                            "ends at its last complete line. This run writes no step checkpoints."), err
