@@ -11,8 +11,9 @@ import pytest
 
 from jaxgpt.shards import write_shard
 from jaxgpt.testing import synthetic_tokens
-from jaxgpt_tools.gpu import check as gpu_check
 from jaxgpt_tools import upstream_record
+from jaxgpt_tools.gpu import check as gpu_check
+from jaxgpt_tools.gpu import check_report
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -119,7 +120,7 @@ def test_a_failed_or_timed_out_run_keeps_the_other_runs_numbers(tmp_path, monkey
     assert summary["jax_step_ms"] == 200.0 and summary["torch_step_ms"] is None and summary["record_step_ms"] is None
     assert "out of memory" in summary["failed_runs"]["torch_ref"][0]
     assert summary["failed_runs"]["record"][0].startswith("TimeoutError: train_gpt_patched.py ran past 300 s")
-    text = "\n".join(gpu_check.train_markdown({"ok": True, **summary}))
+    text = "\n".join(check_report.train_markdown({"ok": True, **summary}))
     assert "- record FAILED: TimeoutError" in text and "- torch_ref FAILED: RuntimeError" in text
 
 
