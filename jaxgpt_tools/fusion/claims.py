@@ -1,7 +1,6 @@
-"""The fusion study's numbers and sentences, computed from its records (results.json).
+"""The fusion study's sentences, computed from its records (results.json; read by `records`).
 
-`rows` flattens each program's record into the numbers the tables and the plot show. Every
-sentence of docs/FUSION.md's answer is a `Claim` made here from the records: its text is
+Every sentence of docs/FUSION.md's answer is a `Claim` made here from the records: its text is
 generated (numbers and comparative words from the data) and its `check` re-derives the fact it
 states from the per-kernel tables (read from the optimized HLO or Inductor's output code), a
 second path through the data; tests/tools/fusion/test_claims.py runs every check on the
@@ -10,77 +9,22 @@ committed results and finds every sentence in the page.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-COMPILER_NAMES = {"xla": "XLA", "inductor": "Inductor"}
-DEVICE_NAMES = {"cpu": "CPU", "h100-compile-only": "H100 (compiled without a GPU, no autotuning)", "h100": "H100"}
-MODE_NAMES = {"fwd": "forward", "fwdbwd": "forward+backward"}
-PART_NAMES = {"qkv": "QKV path", "block": "block"}
-# jaxgpt's functions on the QKV path (the innermost frame XLA records for an instruction) -> stage.
-STAGES = {"linear": "projection", "CausalSelfAttention.project": "split, value mix",
-          "CausalSelfAttention.project.<locals>.<genexpr>": "projection", "norm": "QK norm", "apply_rotary": "rotary"}
-
-
-def label(compiler: str, device: str) -> str:
-    return f"{COMPILER_NAMES[compiler]} {DEVICE_NAMES.get(device, device)}"
-
-
-def minimum_bytes(records: list[dict[str, Any]]) -> dict[tuple, float]:
-    """The least a program must move: its arguments read once and its results written once,
-    from XLA's memory_analysis of the same program (weights fp32, activations and cotangents
-    bf16), keyed by (part, mode, layout, shape name): the same math for both compilers."""
-    return {(r["part"], r["mode"], r["layout"], r["shape"]["name"]): r["argument_bytes"] + r["output_bytes"]
-            for r in records if r["compiler"] == "xla" and "argument_bytes" in r and r.get("variant", "default") == "default"}
-
-
-def rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One flat row per program: the numbers the tables and the plot use."""
-    minimum = minimum_bytes(records)
-    out = []
-    for r in records:
-        row = {
-            "compiler": r["compiler"], "device": r["device"], "part": r["part"], "mode": r["mode"], "layout": r["layout"],
-            "shape": r["shape"]["name"], "T": r["shape"]["seq_len"], "D": r["shape"]["model_dim"],
-            "variant": r.get("variant", "default"), "attention": r.get("attention"),
-            "kernels": r["kernels"], "loop_kernels": r.get("loop_kernels", 0), "gemm_kernels": r["gemm_kernels"],
-            "bytes": r["kernel_traffic_bytes"], "min_bytes": minimum.get((r["part"], r["mode"], r["layout"], r["shape"]["name"])),
-            "temp_bytes": r.get("temp_bytes"), "time": r.get("time"), "compile_s": r["compile_s"],
-        }
-        row["over_min"] = row["bytes"] / row["min_bytes"] if row["min_bytes"] else None
-        out.append(row)
-    return out
-
-
-def _field(row: dict[str, Any], key: str) -> Any:
-    value = row.get(key, "default" if key == "variant" else None)
-    return value["name"] if key == "shape" and isinstance(value, dict) else value
-
-
-def need(table: list[dict[str, Any]], **keys) -> dict[str, Any]:
-    """`find`'s row, which the caller knows is there: ValueError naming the keys when it is not."""
-    row = find(table, **keys)
-    if row is None:
-        raise ValueError(f"no program with {keys} in the study's results")
-    return row
-
-
-def find(table: list[dict[str, Any]], **keys) -> dict[str, Any] | None:
-    """The first row or record whose fields equal `keys` (variant defaults to "default"; a
-    shape is compared by its name)."""
-    keys.setdefault("variant", "default")
-    keys = {k: v["name"] if k == "shape" and isinstance(v, dict) else v for k, v in keys.items()}
-    for row in table:
-        if all(_field(row, k) == v for k, v in keys.items()):
-            return row
-    return None
-
-
-def summary(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """What scripts/fusion_report.py prints: the rows (times as medians)."""
-    return {"rows": [{**row, "time": row["time"]["median_ms"] if row["time"] else None} for row in rows(records)]}
+from jaxgpt_tools.fusion.records import (
+    COMPILER_NAMES,
+    DEVICE_NAMES,
+    MODE_NAMES,
+    PART_NAMES,
+    bytes_moved,
+    find,
+    gemms_per_call,
+    kernel_stages,
+    kernels_per_call,
+    label,
+)
 
 
 @dataclass(frozen=True)
@@ -91,90 +35,9 @@ class Claim:
     check: Callable[..., bool] = field(compare=False, repr=False)  # called with no argument (a lambda's defaults bind its data)
 
 
-# Inductor names a generated kernel after the aten ops it fused: the ops that mark a stage.
-INDUCTOR_STAGE_OPS = {"mm": "projection", "addmm": "projection", "rsqrt": "QK norm", "mean": "QK norm",
-                      "sub": "rotary", "cat": "rotary", "select": "split, value mix", "split": "split, value mix"}
-_INDUCTOR_PREFIXES = ("cpp_fused_", "triton_poi_fused_", "triton_red_fused_", "triton_per_fused_", "triton_tem_fused_")
-
-
-def inductor_ops(name: str) -> list[str]:
-    """The aten ops a generated kernel's name lists (cpp_fused_add_mean_mul_1 -> add, mean, mul);
-    an extern or fallback call is its own op."""
-    for prefix in _INDUCTOR_PREFIXES:
-        if name.startswith(prefix):
-            body = re.sub(r"_\d+$", "", name[len(prefix):])
-            # aten names with underscores that the kernel name keeps whole
-            ops, rest = [], body
-            for whole in ("_to_copy", "_unsafe_view", "native_layer_norm", "scaled_dot_product_flash_attention_for_cpu",
-                          "select_backward", "slice_backward", "rms_norm"):
-                if whole in rest:
-                    ops.append(whole.strip("_"))
-                    rest = rest.replace(whole, "_")
-            return sorted(set(ops + [op for op in rest.split("_") if op]))
-    return [name.split(".")[-2] if name.count(".") >= 1 and name.startswith("aten.") else name]
-
-
-def kernel_stages(record: dict[str, Any], kernel: dict[str, Any]) -> list[str]:
-    """The QKV-path stages a kernel computes, in path order: XLA from the jaxgpt functions its
-    instructions were traced from, Inductor from the aten ops it is named after."""
-    if record["compiler"] == "xla":
-        found = {STAGES[f] for f in kernel.get("functions", []) if f in STAGES}
-    else:
-        found = {INDUCTOR_STAGE_OPS[op] for op in inductor_ops(kernel["name"]) if op in INDUCTOR_STAGE_OPS}
-        if kernel.get("gemm"):
-            found.add("projection")
-    order = ["projection", "split, value mix", "QK norm", "rotary"]
-    return [stage for stage in order if stage in found]
-
-
-def fused_text(record: dict[str, Any], kernel: dict[str, Any]) -> str:
-    """What a kernel fuses, in words: a GEMM's ops before and after its dot, else its ops."""
-    def counted(ops) -> str:
-        if isinstance(ops, list):
-            ops = {op: ops.count(op) for op in dict.fromkeys(ops)}
-        return ", ".join(op + (f" x{n}" if n > 1 else "") for op, n in ops.items())
-
-    if record["compiler"] == "inductor":
-        return ", ".join(inductor_ops(kernel["name"])) if kernel["kind"] not in ("extern", "fallback") else kernel["name"]
-    if "prologue" in kernel:
-        parts = [f"before: {counted(kernel['prologue'])}" if kernel["prologue"] else "", "dot",
-                 f"after: {counted(kernel['epilogue'])}" if kernel["epilogue"] else ""]
-        return "; ".join(p for p in parts if p)
-    return counted(kernel.get("ops", {})) or "(data movement)"
-
-
-def committed_qkv(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The QKV records kept in full (fusion_artifacts.committed_shapes; not an ablation that
-    changed nothing), in page order."""
-    from jaxgpt_tools.fusion.artifacts import committed_shapes, unchanged_ablation
-
-    keep = committed_shapes(records)
-    chosen = [r for r in records if r["part"] == "qkv" and keep.get((r["compiler"], r["device"])) == r["shape"]["name"]
-              and not unchanged_ablation(records, r)]
-    return sorted(chosen, key=lambda r: (r["compiler"] != "xla", r["device"], list(MODE_NAMES).index(r["mode"]),
-                                         r.get("variant", "default") != "default", r["layout"]))
-
-
 # ---------------------------------------------------------------------------------------------
 # The page's sentences. Each function returns the claims it can make from the records present
 # (none where its programs are missing); texts are generated, checks re-derive the facts.
-
-def _kernels(record: dict[str, Any]) -> int:
-    """Kernels per call recounted from the per-kernel table (the check's path)."""
-    return sum(k.get("runs", 1) for k in record["kernel_table"])
-
-
-def _gemms(record: dict[str, Any]) -> int:
-    return sum(k.get("runs", 1) for k in record["kernel_table"] if k["gemm"])
-
-
-def _gemm_rows(record: dict[str, Any]) -> list[dict[str, Any]]:
-    return [k for k in record["kernel_table"] if k["gemm"]]
-
-
-def _moved(record: dict[str, Any]) -> float:
-    return sum((k["read"] + k["written"]) * k.get("runs", 1) for k in record["kernel_table"])
-
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
@@ -211,12 +74,6 @@ def _time_words(a: dict[str, Any], b: dict[str, Any]) -> str:
             f"({_ms(a['median_ms'])} against {_ms(b['median_ms'])} ms; quartile ranges {'overlap' if overlap else 'apart'})")
 
 
-def _pair(records, compiler: str, device: str, mode: str, shape: str, variant: str = "default"):
-    """(merged, separate) QKV records of one compiler, device, mode and shape name."""
-    return tuple(find(records, compiler=compiler, device=device, part="qkv", mode=mode, layout=layout, shape=shape,
-                      variant=variant) for layout in ("merged", "separate"))
-
-
 TARGETS = (("xla", "cpu"), ("inductor", "cpu"), ("xla", "h100-compile-only"), ("inductor", "h100-compile-only"))
 
 
@@ -248,7 +105,7 @@ def _gemm_answer(programs, sweep) -> Claim:
                f": {'; '.join(yes)} merge{'s' if len(yes) == 1 else ''} them itself, {'; '.join(no) or 'no other'} not")
             + (f"; XLA for the H100 does, but only up to T {last:,} at D 768 (the sweep below)" if last else "") + ".")
     return Claim("answer.gemms", text, lambda: all(
-        _gemms(p[k]) == p[k]["gemm_kernels"] and _kernels(p[k]) == p[k]["kernels"] for p in programs.values() for k in p))
+        gemms_per_call(p[k]) == p[k]["gemm_kernels"] and kernels_per_call(p[k]) == p[k]["kernels"] for p in programs.values() for k in p))
 
 
 def _bytes_answer(programs) -> Claim:
@@ -260,7 +117,7 @@ def _bytes_answer(programs) -> Claim:
             f"(every kernel reading its operands and writing its results once), forward / forward+backward: "
             + "; ".join(parts) + (" (Inductor's counts take a buffer argument whole: its reasons below say where that "
                                   "overstates merged)" if any(t[0] == "inductor" for t in programs) else "") + ".")
-    return Claim("answer.bytes", text, lambda: all(abs(_moved(p[k]) - p[k]["kernel_traffic_bytes"]) < 1
+    return Claim("answer.bytes", text, lambda: all(abs(bytes_moved(p[k]) - p[k]["kernel_traffic_bytes"]) < 1
                                                    for p in programs.values() for k in p))
 
 
@@ -305,8 +162,9 @@ def _inductor_merge_answer(records) -> list[Claim]:
         parts.append(f"`{variant}` {words}")
     text = ("Inductor merges the separate projections itself only when asked (separate forward, GEMMs by default -> with "
             "the pass): " + "; ".join(parts) + " (its passes, their conditions and the H100's missing freezing: below).")
-    return [Claim("answer.inductor_merge", text, lambda: all(_gemms(r) == r["gemm_kernels"] and _gemms(b) == b["gemm_kernels"]
-                                                           for pairs in found.values() for r, b in pairs))]
+    return [Claim("answer.inductor_merge", text,
+                  lambda: all(gemms_per_call(r) == r["gemm_kernels"] and gemms_per_call(b) == b["gemm_kernels"]
+                              for pairs in found.values() for r, b in pairs))]
 
 
 def answer_claims(records: list[dict[str, Any]], sweep: list[dict[str, Any]]) -> list[Claim]:
@@ -367,8 +225,9 @@ def ablation_claims(records: list[dict[str, Any]], runs: list[dict[str, Any]]) -
         text = (_xla_ablation if ablated["compiler"] == "xla" else _inductor_ablation)(ablated, base, merged)
         made.append(Claim(f"ablation.{ablated['compiler']}_{ablated['device']}_{ablated['variant']}_{ablated['mode']}", text,
                           lambda a=ablated, m=merged, b=base: (
-                              _gemms(a) == a["gemm_kernels"] and _gemms(b) == b["gemm_kernels"] and _gemms(m) == m["gemm_kernels"]
-                              and _kernels(a) == a["kernels"] and abs(_moved(a) - a["kernel_traffic_bytes"]) < 1)))
+                              gemms_per_call(a) == a["gemm_kernels"] and gemms_per_call(b) == b["gemm_kernels"]
+                              and gemms_per_call(m) == m["gemm_kernels"] and kernels_per_call(a) == a["kernels"]
+                              and abs(bytes_moved(a) - a["kernel_traffic_bytes"]) < 1)))
     for run in runs:
         for what, why in (run.get("not_compiled") or {}).items():
             made.append(Claim(f"ablation.not_compiled_{run.get('compiler')}_{what}",

@@ -10,18 +10,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from jaxgpt_tools.fusion.claims import (
-    Claim,
-    _count,
-    _gemm_rows,
-    _gemms,
-    _kernels,
-    _mb,
-    _pair,
-    _shape,
+from jaxgpt_tools.fusion.claims import Claim, _count, _mb, _shape
+from jaxgpt_tools.fusion.records import (
     find,
+    gemm_rows,
+    gemms_per_call,
     kernel_stages,
+    kernels_per_call,
     need,
+    qkv_pair,
 )
 from jaxgpt_tools.fusion.xla import COMPILE_ONLY
 
@@ -54,12 +51,12 @@ def names(kernels: list[dict[str, Any]]) -> str:
 def xla_h100_prologue(records: list[dict[str, Any]]) -> list[Claim]:
     """The fp32 weights' cast in the Triton GEMMs' prologue; no kernel writes a bf16 weight."""
     shape = largest_qkv_shape(records, "xla", GPU)
-    merged, separate = _pair(records, "xla", GPU, "fwd", shape) if shape else (None, None)
+    merged, separate = qkv_pair(records, "xla", GPU, "fwd", shape) if shape else (None, None)
     if merged is None or separate is None:
         return []
 
     def in_prologue(record):
-        return [k for k in _gemm_rows(record) if "convert" in k.get("prologue", [])]
+        return [k for k in gemm_rows(record) if "convert" in k.get("prologue", [])]
 
     def weight_copies(record):
         """Second path: kernels whose result is a bf16 array of a weight's size (D*D or 3*D*D)."""
@@ -68,23 +65,23 @@ def xla_h100_prologue(records: list[dict[str, Any]]) -> list[Claim]:
                 and elements(k["result"])[1] in (dim * dim, 3 * dim * dim)]
 
     text = (f"XLA for the H100 fuses the fp32 weights' cast to bf16 into the Triton GEMMs' prologue (before the dot: "
-            f"convert) in {len(in_prologue(merged))} of {_count(len(_gemm_rows(merged)), 'GEMM')} merged and "
-            f"{len(in_prologue(separate))} of {len(_gemm_rows(separate))} separate at {_shape(separate)}, so no kernel "
+            f"convert) in {len(in_prologue(merged))} of {_count(len(gemm_rows(merged)), 'GEMM')} merged and "
+            f"{len(in_prologue(separate))} of {len(gemm_rows(separate))} separate at {_shape(separate)}, so no kernel "
             "writes a bf16 copy of a weight.")
     return [Claim("why.xla_h100_prologue", text, lambda m=merged, s=separate: (
-        not weight_copies(m) and not weight_copies(s) and len(in_prologue(m)) == len(_gemm_rows(m))
-        and len(in_prologue(s)) == len(_gemm_rows(s))))]
+        not weight_copies(m) and not weight_copies(s) and len(in_prologue(m)) == len(gemm_rows(m))
+        and len(in_prologue(s)) == len(gemm_rows(s))))]
 
 
 def xla_h100_value_scale(records: list[dict[str, Any]]) -> list[Claim]:
     """Separate: lambdas[0] * v in v's GEMM epilogue; merged: in a loop fusion."""
     shape = largest_qkv_shape(records, "xla", GPU)
-    merged, separate = _pair(records, "xla", GPU, "fwd", shape) if shape else (None, None)
+    merged, separate = qkv_pair(records, "xla", GPU, "fwd", shape) if shape else (None, None)
     if merged is None or separate is None:
         return []
 
     def scaled(record):
-        return [k for k in _gemm_rows(record) if "multiply" in k.get("epilogue", [])
+        return [k for k in gemm_rows(record) if "multiply" in k.get("epilogue", [])
                 and "split, value mix" in kernel_stages(record, k)]
 
     def mix_multiplies(record):
@@ -154,7 +151,7 @@ def split_k(record: dict[str, Any]) -> list[tuple[dict[str, Any], int, dict[str,
 def xla_h100_split_k(records: list[dict[str, Any]]) -> list[Claim]:
     """The weight-gradient GEMMs split over K (T), their fp32 partials summed by a reduction."""
     shape = largest_qkv_shape(records, "xla", GPU)
-    merged, separate = _pair(records, "xla", GPU, "fwdbwd", shape) if shape else (None, None)
+    merged, separate = qkv_pair(records, "xla", GPU, "fwdbwd", shape) if shape else (None, None)
     if merged is None or separate is None or not split_k(merged):
         return []
     parts = []
@@ -179,13 +176,13 @@ def xla_h100_split_k(records: list[dict[str, Any]]) -> list[Claim]:
 def _h_reads(record: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
     """(GEMM, the type of h it reads): each GEMM's operand of T * D elements."""
     tokens = record["shape"]["seq_len"] * record["shape"]["model_dim"]
-    return [(k, t) for k in _gemm_rows(record) for t in k.get("operands", []) if elements(t)[1] == tokens]
+    return [(k, t) for k in gemm_rows(record) for t in k.get("operands", []) if elements(t)[1] == tokens]
 
 
 def xla_cpu_fp32_gemms(records: list[dict[str, Any]]) -> list[Claim]:
     """XLA:CPU's GEMMs read an f32 copy of h, made by a kernel of its own."""
     shape = largest_qkv_shape(records, "xla", "cpu")
-    merged, separate = _pair(records, "xla", "cpu", "fwd", shape) if shape else (None, None)
+    merged, separate = qkv_pair(records, "xla", "cpu", "fwd", shape) if shape else (None, None)
     if merged is None or separate is None or not _h_reads(separate):
         return []
 
@@ -198,7 +195,7 @@ def xla_cpu_fp32_gemms(records: list[dict[str, Any]]) -> list[Claim]:
 
     dtypes = sorted({elements(t)[0] for _, t in _h_reads(separate) + _h_reads(merged)})
     h32 = 4 * separate["shape"]["seq_len"] * separate["shape"]["model_dim"]
-    out_m = [k for k in _gemm_rows(merged) if elements(k.get("result", ""))[0] == "f32"]
+    out_m = [k for k in gemm_rows(merged) if elements(k.get("result", ""))[0] == "f32"]
     text = (f"XLA:CPU computes the projections in {'/'.join(dtypes)}: at {_shape(separate)} a kernel of its own widens "
             f"the bf16 h to f32 ({names(widened(separate))} separate, {names(widened(merged))} merged; "
             f"{_mb(h32 / 2)} read, {_mb(h32)} written) and every GEMM reads that copy, so each of separate's "
@@ -214,7 +211,7 @@ def xla_cpu_fp32_gemms(records: list[dict[str, Any]]) -> list[Claim]:
 def xla_cpu_ynn(records: list[dict[str, Any]]) -> list[Claim]:
     """XLA:CPU's YNNPACK fusions: which hold a GEMM and the QK norm's reduction."""
     shape = largest_qkv_shape(records, "xla", "cpu")
-    merged, separate = _pair(records, "xla", "cpu", "fwd", shape) if shape else (None, None)
+    merged, separate = qkv_pair(records, "xla", "cpu", "fwd", shape) if shape else (None, None)
     if merged is None or separate is None:
         return []
 
@@ -238,25 +235,26 @@ def xla_cpu_ynn(records: list[dict[str, Any]]) -> list[Claim]:
             f"{how} ({ynn(merged)} YNNPACK fusions merged, {ynn(separate)} separate); separate launches "
             f"{separate['kernels']} kernels forward against merged's {merged['kernels']}.")
     return [Claim("why.xla_cpu_ynn", text, lambda m=merged, s=separate, fm=fused_m, fs=fused_s: (
-        by_source(s) == fs and by_source(m) == fm and _kernels(s) == s["kernels"] and _kernels(m) == m["kernels"]))]
+        by_source(s) == fs and by_source(m) == fm
+        and kernels_per_call(s) == s["kernels"] and kernels_per_call(m) == m["kernels"]))]
 
 
 def backward_counts(records: list[dict[str, Any]], compiler: str, device: str) -> list[Claim]:
     """Forward+backward: GEMMs per layout (each weight's input and weight gradients) and kernels."""
     shape = largest_qkv_shape(records, compiler, device)
-    merged, separate = _pair(records, compiler, device, "fwdbwd", shape) if shape else (None, None)
-    fwd_m, fwd_s = _pair(records, compiler, device, "fwd", shape) if shape else (None, None)
+    merged, separate = qkv_pair(records, compiler, device, "fwdbwd", shape) if shape else (None, None)
+    fwd_m, fwd_s = qkv_pair(records, compiler, device, "fwd", shape) if shape else (None, None)
     if merged is None or separate is None or fwd_m is None or fwd_s is None:
         return []
-    from jaxgpt_tools.fusion.claims import label
+    from jaxgpt_tools.fusion.records import label
 
     text = (f"{label(compiler, device)}, forward+backward at {_shape(merged)}: {merged['gemm_kernels']} GEMMs merged and "
             f"{separate['gemm_kernels']} separate (the forward's {fwd_m['gemm_kernels']} and {fwd_s['gemm_kernels']}, then "
             f"per weight matrix one for the input's gradient and one for the weight's), in {merged['kernels']} and "
             f"{separate['kernels']} kernels.")
     return [Claim(f"why.backward_{compiler}_{device}", text, lambda m=merged, s=separate, a=fwd_m, b=fwd_s: (
-        _gemms(m) == 3 * _gemms(a) and _gemms(s) == 3 * _gemms(b) and _kernels(m) == m["kernels"]
-        and _kernels(s) == s["kernels"]))]
+        gemms_per_call(m) == 3 * gemms_per_call(a) and gemms_per_call(s) == 3 * gemms_per_call(b) and kernels_per_call(m) == m["kernels"]
+        and kernels_per_call(s) == s["kernels"]))]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -294,7 +292,7 @@ def t_by_d(record: dict[str, Any], kernel: dict[str, Any]) -> list:
 def whole_reads(record: dict[str, Any]) -> list[dict[str, Any]]:
     """Generated kernels that take a GEMM's whole (T, 3D) result as an argument (merged)."""
     size = 3 * record["shape"]["seq_len"] * record["shape"]["model_dim"]
-    results = {n for g in _gemm_rows(record) for n, _ in g.get("writes", []) if n == size}
+    results = {n for g in gemm_rows(record) for n, _ in g.get("writes", []) if n == size}
     return [k for k in record["kernel_table"] if k["kind"] not in ("extern", "fallback")
             and any(n in results for n, _ in k.get("reads", []))]
 
@@ -303,10 +301,10 @@ def inductor_reasons(records: list[dict[str, Any]], device: str) -> list[Claim]:
     """Inductor's GEMMs (extern), its weight casts (fused horizontally or not) and the kernels
     that compute the path between the GEMMs and the attention inputs, forward."""
     shape = largest_qkv_shape(records, "inductor", device)
-    merged, separate = _pair(records, "inductor", device, "fwd", shape) if shape else (None, None)
+    merged, separate = qkv_pair(records, "inductor", device, "fwd", shape) if shape else (None, None)
     if merged is None or separate is None:
         return []
-    from jaxgpt_tools.fusion.claims import label
+    from jaxgpt_tools.fusion.records import label
 
     extern, template = GEMM_WORDS.get(device, GEMM_WORDS[GPU])
 
@@ -316,8 +314,8 @@ def inductor_reasons(records: list[dict[str, Any]], device: str) -> list[Claim]:
     casts = {r["layout"]: weight_casts(r) for r in (merged, separate)}
     shared = {layout: [k for k in found if kernel_stages(r, k)]
               for (layout, found), r in zip(casts.items(), (merged, separate), strict=True)}
-    text = (f"{label('inductor', device)} leaves every GEMM to {extern} ({len(_gemm_rows(merged))} merged, "
-            f"{len(_gemm_rows(separate))} separate, at {_shape(separate)} forward), so nothing is fused into a GEMM "
+    text = (f"{label('inductor', device)} leaves every GEMM to {extern} ({len(gemm_rows(merged))} merged, "
+            f"{len(gemm_rows(separate))} separate, at {_shape(separate)} forward), so nothing is fused into a GEMM "
             f"({template}); it casts the fp32 weights to bf16 in {_count(len(casts['merged']), 'kernel')} merged "
             f"({names(casts['merged'])}) and {len(casts['separate'])} separate ({names(casts['separate'])}), "
             + (f"{len(shared['separate'])} of which also compute the path (a cast fused horizontally with the kernel "
@@ -344,17 +342,17 @@ def inductor_reasons(records: list[dict[str, Any]], device: str) -> list[Claim]:
             read = sum(n for k in weight_casts(record) for n, dtype in k["reads"] if dtype == "float32" and n in (dim * dim, 3 * dim * dim))
             if read != 3 * dim * dim or any("to_copy" not in k["name"] for k in weight_casts(record)):
                 return False
-        return all(k["kind"] in ("extern", "fallback") for r in (m, s) for k in _gemm_rows(r))
+        return all(k["kind"] in ("extern", "fallback") for r in (m, s) for k in gemm_rows(r))
     return [Claim(f"why.inductor_{device}", text, check)]
 
 
 def inductor_backward(records: list[dict[str, Any]], device: str) -> list[Claim]:
     """Forward+backward: the kernels of the backward graph that compute the path's backward."""
     shape = largest_qkv_shape(records, "inductor", device)
-    merged, separate = _pair(records, "inductor", device, "fwdbwd", shape) if shape else (None, None)
+    merged, separate = qkv_pair(records, "inductor", device, "fwdbwd", shape) if shape else (None, None)
     if merged is None or separate is None:
         return []
-    from jaxgpt_tools.fusion.claims import inductor_ops, label
+    from jaxgpt_tools.fusion.records import inductor_ops, label
 
     def backward(record, staged: bool):
         return [k for k in record["kernel_table"] if k.get("graph") == "backward" and k["kind"] not in ("extern", "fallback")

@@ -271,7 +271,7 @@ def run_study(*, device: str, shapes: list[str], compilers: list[str], parts: li
               write_docs: bool, docs_dir: Path, artifacts_dir: Path, command: str) -> dict[str, Any]:
     """Compile (and on this machine time) every program, write OUT/<device>/results.json per
     device and, with `write_docs`, the artifacts and docs; returns a summary."""
-    from jaxgpt_tools.fusion.claims import summary
+    from jaxgpt_tools.fusion.records import summary
 
     start = time.perf_counter()  # the study's wall time, for the log
     command = repo_relative_paths(command)

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from jaxgpt_tools.fusion import claims as fusion_claims, docs as fusion_docs
+from jaxgpt_tools.fusion.records import find
 from jaxgpt_tools.common.hlo import hlo_counts
 from jaxgpt_tools.fusion.inductor import read_code
 from jaxgpt_tools.fusion.report import REPO_ROOT, load_results
@@ -72,6 +73,6 @@ def test_committed_programs_reproduce_their_records(committed):
             launches = [row for text in texts for row in read_code(text)["launches"]]
             assert launches == [{k: v for k, v in row.items() if k != "graph"} for row in record["kernel_table"]]
         # merged beside separate: the other layout's program is kept too
-        twin = fusion_claims.find(kept, **{k: record[k] for k in ("compiler", "device", "part", "mode", "shape", "variant")
+        twin = find(kept, **{k: record[k] for k in ("compiler", "device", "part", "mode", "shape", "variant")
                                            if k in record}, layout="separate" if record["layout"] == "merged" else "merged")
         assert twin is not None or record.get("variant", "default") != "default", record["files"]

@@ -10,7 +10,7 @@ import importlib.metadata as metadata
 
 import pytest
 
-from jaxgpt_tools.fusion.claims import find
+from jaxgpt_tools.fusion.records import find
 from jaxgpt_tools.fusion.report import REPO_ROOT, load_results
 from jaxgpt_tools.fusion.xla import SHAPES
 
