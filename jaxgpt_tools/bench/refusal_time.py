@@ -5,9 +5,10 @@ A first run (the trainer named, a small model on synthetic shards in a temporary
 started and, once it holds its folders (runkit.lock: its lock file names it), stopped with
 SIGSTOP so that it takes no CPU from the measurement; the same command is then started
 `repeats` times and each is timed from its start to its exit (1, one line). Beside it, the
-time the same interpreter takes to import the trainer's module and exit, and the trainer's
-`main` called in this process (its modules already imported): the refusal's own cost. The first
-run is then killed.
+time the same interpreter takes to import the trainer's command module and exit, and its loop
+module (jax, flax and orbax; torch): what the command imports only once the run holds its
+folders; and the trainer's `main` called in this process (its modules already imported): the
+refusal's own cost. The first run is then killed.
 """
 
 from __future__ import annotations
@@ -48,7 +49,9 @@ def timed(command: list[str], env: dict[str, str]) -> tuple[float, subprocess.Co
 
 def measure(trainer: str, repeats: int = 5) -> dict:
     """{"trainer", "refused_s" (each refused command's wall time), "median_refused_s",
-    "median_import_s" (importing the trainer's module alone), "median_in_process_s" (`main`
+    "median_import_s" (importing the trainer's command module alone), "median_loop_import_s"
+    (importing its loop: what a refused run no longer waits for), "median_help_s" (the command
+    with --help), "median_in_process_s" (`main`
     in this process, from its command line to the refusal), "exit_codes", "line" (the one line
     of the last refusal)}."""
     module, flags = TRAINERS[trainer]
@@ -67,6 +70,9 @@ def measure(trainer: str, repeats: int = 5) -> dict:
             first.send_signal(signal.SIGSTOP)
             refusals = [timed(command, env) for _ in range(repeats)]
             imports = [timed([sys.executable, "-c", f"import {module}"], env)[0] for _ in range(repeats)]
+            helps = [timed([sys.executable, "-m", module, "--help"], env)[0] for _ in range(repeats)]
+            loop_module = module.replace(".train", ".loop")
+            loop_imports = [timed([sys.executable, "-c", f"import {loop_module}"], env)[0] for _ in range(repeats)]
             in_process = [in_process_seconds(module, command[3:]) for _ in range(repeats)]
         finally:
             first.kill()
@@ -74,6 +80,8 @@ def measure(trainer: str, repeats: int = 5) -> dict:
     return {"trainer": trainer, "refused_s": [round(seconds, 3) for seconds, _ in refusals],
             "median_refused_s": round(statistics.median(s for s, _ in refusals), 3),
             "median_import_s": round(statistics.median(imports), 3),
+            "median_loop_import_s": round(statistics.median(loop_imports), 3),
+            "median_help_s": round(statistics.median(helps), 3),
             "median_in_process_s": round(statistics.median(in_process), 4),
             "exit_codes": sorted({done.returncode for _, done in refusals}),
             "line": refusals[-1][1].stderr.strip()}
