@@ -14,6 +14,7 @@ import importlib
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from jaxgpt_tools.common.artifacts import REPO_ROOT
@@ -22,17 +23,29 @@ ALLOWED_PACKAGES = ("jaxgpt.", "jaxgpt_tools.")
 
 
 class ChildFailed(RuntimeError):
-    """The child exited with an error (its stderr's tail is the message)."""
+    """The child exited with an error (its stderr's tail is the message; `returncode` and the
+    whole `stderr` for a caller that words it otherwise)."""
+
+    def __init__(self, message: str, returncode: int = 1, stderr: str = "") -> None:
+        super().__init__(message)
+        self.returncode, self.stderr = returncode, stderr
 
 
 def call(function: str, kwargs: dict[str, Any] | None = None, *, python: str = sys.executable,
-         env: dict[str, str] | None = None, timeout_s: float | None = None) -> Any:
+         env: dict[str, str] | None = None, timeout_s: float | None = None,
+         on_stderr_line: Callable[[str], None] | None = None) -> Any:
     """`function` ("module:name") called with `kwargs` in a child process; its JSON result.
-    ChildFailed when it fails, subprocess.TimeoutExpired past `timeout_s` (the child is killed)."""
+    ChildFailed when it fails, subprocess.TimeoutExpired past `timeout_s` (the child is killed).
+    `python`: another venv's interpreter; `on_stderr_line`: given each line of the child's stderr
+    (its progress) once it has ended, failed or not."""
     done = subprocess.run([python, "-m", "jaxgpt_tools.common.child", function], input=json.dumps(kwargs or {}),
                           capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=timeout_s)
+    if on_stderr_line is not None:
+        for line in done.stderr.splitlines():
+            on_stderr_line(line)
     if done.returncode != 0:
-        raise ChildFailed(f"{function} failed in a child process (exit {done.returncode}): {done.stderr[-2000:].strip()}")
+        raise ChildFailed(f"{function} failed in a child process (exit {done.returncode}): {done.stderr[-2000:].strip()}",
+                          done.returncode, done.stderr)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

@@ -1,11 +1,15 @@
-"""The fusion study's compile-only H100 legs, each in a child process of its own venv:
+"""The fusion study's compile-only H100 legs, each in a child process of its own venv, started
+through `common.child` (`compile_only.run_child` calls `run_leg` there with the venv's python):
+
+    python -m jaxgpt_tools.common.child jaxgpt_tools.fusion.child:run_leg   # keyword arguments as JSON on stdin
+
+`run_leg` returns the leg's records (the child prints them as JSON on its last stdout line);
+progress goes to stderr. The environment each leg needs is set up in `run_leg`, before jax or
+torch is imported. The same legs by hand, from this command line:
 
     python -m jaxgpt_tools.fusion.child xla --shapes small,record_gpu --out DIR        # jax CUDA plugin venv
     python -m jaxgpt_tools.fusion.child inductor --shapes small,record_gpu --out DIR   # CUDA-torch venv
     python -m jaxgpt_tools.fusion.child sweep --out DIR                                # XLA's dot-merger sweep
-
-Prints the records as one JSON list on its last stdout line (fusion_report.run_child reads it);
-progress on stderr. The environment each needs is set up here, before jax or torch is imported.
 """
 
 from __future__ import annotations
@@ -13,7 +17,44 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+
+def run_leg(leg: str, out: str, *, shapes: Sequence[str] = ("small",), parts: Sequence[str] = ("qkv", "block"),
+            modes: Sequence[str] = ("fwd", "fwdbwd"), variant: str = "default", options: dict[str, Any] | None = None,
+            layouts: Sequence[str] = ("merged", "separate"), flat: bool = False,
+            seq_lens: Sequence[int] | None = None) -> list[dict[str, Any]]:
+    """One leg's records: "xla" (the programs at `shapes` (names of fusion_xla.SHAPES), `parts`,
+    `modes`), "inductor" (the same with `layouts`, `flat`: the QKV input flattened to (T, D)) or
+    "sweep" (XLA's dot-merger sweep at `seq_lens`, default fusion_sweep.SEQ_LENS); `options`: XLA
+    compiler options or Inductor config entries; written under the folder `out`."""
+    log = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
+    if leg in ("xla", "sweep"):
+        from jaxgpt_tools.gpu import compile_plan as gpu_plan
+
+        gpu_plan.compile_only_environment()  # before jax is imported
+    else:
+        from jaxgpt_tools.fusion import fake_cuda as fusion_fake_cuda
+
+        fusion_fake_cuda.install()  # before torch touches CUDA
+    from jaxgpt_tools.fusion.xla import SHAPES
+
+    chosen, parts, modes = [SHAPES[name] for name in shapes], list(parts), list(modes)
+    if leg == "xla":
+        from jaxgpt_tools.fusion import xla as fusion_xla
+
+        return fusion_xla.run(chosen, device="h100", out_dir=Path(out), timing=None, parts=parts, modes=modes,
+                              compiler_options=options or {}, variant=variant, log=log)
+    if leg == "inductor":
+        from jaxgpt_tools.fusion import inductor_aot as fusion_inductor_aot
+
+        return fusion_inductor_aot.run(chosen, out_dir=Path(out), parts=parts, modes=modes, options=options or {},
+                                       variant=variant, log=log, layouts=list(layouts), flat=flat)
+    from jaxgpt_tools.fusion import sweep as fusion_sweep
+
+    return fusion_sweep.sweep(list(seq_lens or fusion_sweep.SEQ_LENS), out_dir=Path(out), modes=modes, log=log)
 
 
 def option(text: str) -> tuple[str, object]:
@@ -45,35 +86,10 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    log = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
-    options = dict(args.option)
-    if args.leg in ("xla", "sweep"):
-        from jaxgpt_tools.gpu import compile_plan as gpu_plan
-
-        gpu_plan.compile_only_environment()  # before jax is imported
-    else:
-        from jaxgpt_tools.fusion import fake_cuda as fusion_fake_cuda
-
-        fusion_fake_cuda.install()  # before torch touches CUDA
-    from jaxgpt_tools.fusion.xla import SHAPES
-
-    shapes = [SHAPES[name] for name in args.shapes.split(",")]
-    parts, modes = args.parts.split(","), args.modes.split(",")
-    if args.leg == "xla":
-        from jaxgpt_tools.fusion import xla as fusion_xla
-
-        records = fusion_xla.run(shapes, device="h100", out_dir=args.out, timing=None, parts=parts, modes=modes,
-                                 compiler_options=options, variant=args.variant, log=log)
-    elif args.leg == "inductor":
-        from jaxgpt_tools.fusion import inductor_aot as fusion_inductor_aot
-
-        records = fusion_inductor_aot.run(shapes, out_dir=args.out, parts=parts, modes=modes, options=options,
-                                          variant=args.variant, log=log, layouts=args.layouts.split(","), flat=args.flat)
-    else:
-        from jaxgpt_tools.fusion import sweep as fusion_sweep
-
-        seq_lens = [int(t) for t in args.seq_lens.split(",")] if args.seq_lens else list(fusion_sweep.SEQ_LENS)
-        records = fusion_sweep.sweep(seq_lens, out_dir=args.out, modes=modes, log=log)
+    records = run_leg(args.leg, str(args.out), shapes=args.shapes.split(","), parts=args.parts.split(","),
+                      modes=args.modes.split(","), variant=args.variant, options=dict(args.option),
+                      layouts=args.layouts.split(","), flat=args.flat,
+                      seq_lens=[int(t) for t in args.seq_lens.split(",")] if args.seq_lens else None)
     print(json.dumps(records))
     return 0
 

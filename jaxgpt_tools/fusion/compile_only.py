@@ -1,5 +1,5 @@
 """The fusion study's H100 legs, compiled without a GPU, no autotuning: each a child process
-(`python -m jaxgpt_tools.fusion.child LEG ...`) of the venv that can compile it, or a skip with
+(`fusion.child.run_leg` through `common.child`) of the venv that can compile it, or a skip with
 the reason where that venv is absent.
 
   XLA:      the jax CUDA plugin's venv (`make gpu-aot`, .venv-gpu-aot): the programs at
@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from jaxgpt_tools.common import child
 from jaxgpt_tools.common.artifacts import REPO_ROOT, repo_relative_paths
 
 DOT_MERGER_FLAG = "xla_gpu_dot_merger_threshold_mb"
@@ -43,24 +44,28 @@ def shown(path: str) -> str:
     return os.path.relpath(path, REPO_ROOT) if Path(path).is_relative_to(REPO_ROOT) else repo_relative_paths(path)
 
 
-def run_child(python: str, leg: str, out: Path, *, args: list[str], timeout_s: float, log: Callable[[str], None],
-              needs: str) -> dict[str, Any]:
-    """{"records": the child's JSON list} or {"skipped": why}; `needs` says what builds the venv."""
+def run_child(python: str, leg: str, out: Path, *, kwargs: dict[str, Any], timeout_s: float,
+              log: Callable[[str], None], needs: str) -> dict[str, Any]:
+    """{"records": the leg's JSON list} or {"skipped": why}: `fusion.child.run_leg(leg, out,
+    **kwargs)` run by `python` through common.child; its progress lines passed to `log`; `needs`
+    says what builds the venv."""
     if not Path(python).exists():
         return {"skipped": f"no venv at {shown(python)} ({needs})"}
-    command = [python, "-m", "jaxgpt_tools.fusion.child", leg, "--out", str(out), *args]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     env.pop("XLA_FLAGS", None)  # the CPU device count of a test harness means nothing there
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, cwd=REPO_ROOT, env=env)
-    except subprocess.TimeoutExpired:
-        return {"skipped": f"{leg} compiles did not finish within {timeout_s:.0f} s"}
-    for line in done.stderr.splitlines():
+
+    def progress(line: str) -> None:
         if line.startswith(("xla ", "inductor ", "sweep ")):
             log(line)
-    if done.returncode != 0:
-        return {"skipped": f"{leg} child failed (rc {done.returncode}): {repo_relative_paths(done.stderr[-800:])}"}
-    return {"records": json.loads(done.stdout.strip().splitlines()[-1])}
+
+    try:
+        records = child.call("jaxgpt_tools.fusion.child:run_leg", {"leg": leg, "out": str(out), **kwargs},
+                             python=python, env=env, timeout_s=timeout_s, on_stderr_line=progress)
+    except subprocess.TimeoutExpired:
+        return {"skipped": f"{leg} compiles did not finish within {timeout_s:.0f} s"}
+    except child.ChildFailed as failed:
+        return {"skipped": f"{leg} child failed (rc {failed.returncode}): {repo_relative_paths(failed.stderr[-800:])}"}
+    return {"records": records}
 
 
 def versions(python: str, packages: tuple[str, ...]) -> dict[str, str]:
@@ -71,27 +76,22 @@ def versions(python: str, packages: tuple[str, ...]) -> dict[str, str]:
     return json.loads(done.stdout) if done.returncode == 0 else {}
 
 
-def _options(options: dict[str, Any]) -> list[str]:
-    return [arg for key, value in options.items() for arg in ("--option", f"{key}={json.dumps(value)}")]
-
-
 def xla_leg(python: str, shapes: list[str], parts: list[str], modes: list[str], out: Path, *, sweep: bool,
             log: Callable[[str], None], timeout_s: float = 3600) -> dict[str, Any]:
     """XLA's H100 programs, its dot-merger ablation at the last shape and (with `sweep`) the
     sweep: {"records", "sweep", "versions"} or {"skipped"}."""
     needs = "jax[cuda13] with the CUDA plugin; make gpu-aot builds it"
-    common = ["--parts", ",".join(parts), "--modes", ",".join(modes)]
-    done = run_child(python, "xla", out / "xla", args=["--shapes", ",".join(shapes), *common], timeout_s=timeout_s,
-                     log=log, needs=needs)
+    done = run_child(python, "xla", out / "xla", kwargs={"shapes": shapes, "parts": parts, "modes": modes},
+                     timeout_s=timeout_s, log=log, needs=needs)
     if "skipped" in done:
         return done
     records = done["records"]
     for variant, options in XLA_ABLATIONS.items():
         ablated = run_child(python, "xla", out / "xla", log=log, needs=needs, timeout_s=timeout_s,
-                            args=["--shapes", shapes[-1], "--parts", "qkv", "--modes", ",".join(modes),
-                                  "--variant", variant, *_options(options)])
+                            kwargs={"shapes": [shapes[-1]], "parts": ["qkv"], "modes": modes, "variant": variant,
+                                    "options": options})
         records += ablated.get("records", [])
-    swept = run_child(python, "sweep", out / "sweep", args=[], timeout_s=timeout_s, log=log, needs=needs) if sweep else {}
+    swept = run_child(python, "sweep", out / "sweep", kwargs={}, timeout_s=timeout_s, log=log, needs=needs) if sweep else {}
     return {"records": records, "sweep": swept.get("records", []), "sweep_skipped": swept.get("skipped"),
             "versions": versions(python, ("jax", "jaxlib", "jax-cuda13-plugin", "flax", "numpy"))}
 
@@ -102,14 +102,13 @@ def inductor_leg(python: str, shapes: list[str], modes: list[str], out: Path, *,
     passes at the last shape: {"records", "versions"} or {"skipped"}."""
     needs = "a CUDA build of torch with triton; make torch-cuda builds it"
     done = run_child(python, "inductor", out / "inductor", log=log, needs=needs, timeout_s=timeout_s,
-                     args=["--shapes", ",".join(shapes), "--parts", "qkv", "--modes", ",".join(modes)])
+                     kwargs={"shapes": shapes, "parts": ["qkv"], "modes": modes})
     if "skipped" in done:
         return done
     records = done["records"]
     for variant, (options, flat, variant_modes) in (INDUCTOR_GPU_ABLATIONS.items() if ablation else ()):
         ablated = run_child(python, "inductor", out / "inductor", log=log, needs=needs, timeout_s=timeout_s,
-                            args=["--shapes", shapes[-1], "--parts", "qkv", "--layouts", "separate", "--variant", variant,
-                                  "--modes", ",".join(m for m in variant_modes if m in modes), *_options(options)]
-                            + (["--flat"] if flat else []))
+                            kwargs={"shapes": [shapes[-1]], "parts": ["qkv"], "layouts": ["separate"], "variant": variant,
+                                    "modes": [m for m in variant_modes if m in modes], "options": options, "flat": flat})
         records += ablated.get("records", [])
     return {"records": records, "versions": versions(python, ("torch", "triton", "numpy"))}

@@ -23,6 +23,14 @@ def test_a_failing_child_raises_with_its_error_and_only_library_functions_run():
         child.resolve("subprocess:run")
 
 
+def test_a_failed_childs_exit_status_and_stderr_lines_reach_the_caller():
+    lines: list[str] = []
+    with pytest.raises(child.ChildFailed) as failed:
+        child.call("jaxgpt.config:get_preset", {"name": "nope"}, on_stderr_line=lines.append)
+    assert failed.value.returncode == 1 and "unknown preset 'nope'" in failed.value.stderr
+    assert lines == failed.value.stderr.splitlines()
+
+
 def test_a_child_past_its_time_limit_is_stopped():
     with pytest.raises(subprocess.TimeoutExpired):
         child.call("jaxgpt_tools.gpu.device_plan:run_streamed", {}, timeout_s=0.01)

@@ -6,6 +6,7 @@ test_inductor_h100_leg runs the Inductor one where `make torch-cuda`'s venv exis
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -59,6 +60,15 @@ def test_a_missing_venv_is_a_skip_with_its_reason(tmp_path):
                                                                           ablation=True, log=print))):
         done = run()
         assert set(done) == {"skipped"} and "make " in done["skipped"], (leg, done)
+
+
+def test_a_leg_whose_child_fails_is_a_skip_with_its_exit_status_and_error(tmp_path):
+    # The leg's child runs fusion.child.run_leg through common.child; an unknown shape fails it at once.
+    logged: list[str] = []
+    done = fusion_compile_only.run_child(sys.executable, "sweep", tmp_path, kwargs={"shapes": ["no_such_shape"]},
+                                         timeout_s=120, log=logged.append, needs="-")
+    assert set(done) == {"skipped"} and done["skipped"].startswith("sweep child failed (rc 1): "), done
+    assert "no_such_shape" in done["skipped"] and not logged
 
 
 def test_fake_cuda_refuses_a_cpu_torch():
