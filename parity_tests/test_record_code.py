@@ -139,3 +139,19 @@ def test_compare_checkpoint_on_a_checkpoint_in_the_records_own_names(name, tmp_p
             assert gap <= 1e-5 * float(np.abs(own.logits).max()), framework  # fp32: summation order, libm ulps
     assert math.isclose(report["torch_loss"], own.loss, rel_tol=1e-6)
     assert math.isclose(report["jax_loss"], own.loss, rel_tol=1e-6)
+
+
+def test_the_forward_rows_hold_several_documents():
+    """Guard: the forward rows' sequences hold several documents each (EOT only where listed):
+    a full block, documents that start and end inside one block, one on a block edge, one token
+    long."""
+    block = 128
+    for starts in checks.FORWARD_DOCUMENT_STARTS.values():
+        inputs, targets = checks.documents_tokens(starts, 0)
+        assert np.flatnonzero(inputs == checks.EOT).tolist() == list(starts) and len(starts) >= 4
+        assert np.array_equal(inputs[1:], targets[:-1])
+    starts = sorted({s for group in checks.FORWARD_DOCUMENT_STARTS.values() for s in group})
+    spans = [(s, e) for group in checks.FORWARD_DOCUMENT_STARTS.values() for s, e in zip(group, [*group[1:], checks.SEQ_LEN], strict=True)]
+    assert any(s // block == (e - 1) // block and s % block and e - s > 1 for s, e in spans)  # inside one block
+    assert any(e - s == 1 for s, e in spans) and any(s % block == 0 and s > 0 for s in starts)
+    assert any(s // block < (e - 1) // block - 1 for s, e in spans)  # a whole block inside one document

@@ -32,6 +32,14 @@ SEQ_LEN = 384
 # alternate inside a block), #18's block window, #20's W_long (W_short = W // 2, 0 at W 1).
 WINDOWS = {"untie-embed": (None,), "shortcuts": (None,), "unet-value-embeds": (192, 320), "softcap": (1, 2),
            "record": (1, 3)}
+# The forward rows' sequences: where each document starts (its EOT) among the SEQ_LEN input
+# positions of 3 blocks. The first: one document over blocks 0 and 1 whole (a full block for the
+# records' lists) and into block 2, then three inside block 2 (300..339, a one-token document at
+# 340, 341..383). The second: a document across the edge of blocks 0 and 1 (45..129), one that
+# starts and ends inside block 1 (130..169), one ending on its last token (170..255), one starting
+# on a block edge (256) and a one-token document on the last position.
+FORWARD_DOCUMENT_STARTS = {"full blocks, documents inside the last block": (0, 300, 340, 341),
+                           "documents across, inside and on block edges": (0, 45, 130, 170, 256, 383)}
 
 
 def dims(name: str) -> rc.Dims:
@@ -76,6 +84,16 @@ def tokens(seed: int) -> tuple[np.ndarray, np.ndarray]:
     from jaxgpt.testing import document_layout
 
     stream = document_layout("record_like", SEQ_LEN + 1, vocab_size=1000, eot_id=EOT, seed=seed)
+    return stream[:-1].astype(np.int32), stream[1:].astype(np.int32)
+
+
+def documents_tokens(starts: tuple[int, ...], seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(inputs, targets) int32 (SEQ_LEN,): random tokens below the EOT, with the EOT (= 999) at
+    the input positions `starts` (each opens a document) and nowhere else."""
+    from jaxgpt.testing import document_layout
+
+    stream = document_layout("one_doc", SEQ_LEN + 1, vocab_size=1000, eot_id=EOT, seed=seed)
+    stream[list(starts)] = EOT
     return stream[:-1].astype(np.int32), stream[1:].astype(np.int32)
 
 

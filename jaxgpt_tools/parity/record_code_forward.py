@@ -5,6 +5,7 @@ jaxgpt_tools.parity.record_code_checks."""
 from __future__ import annotations
 
 import functools
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,17 +14,18 @@ from jaxgpt_tools.common.machine import torch_threads
 from jaxgpt_tools.parity import record_code as rc
 from jaxgpt_tools.parity.record_code_checks import (
     EOT,
+    FORWARD_DOCUMENT_STARTS,
     LAYERS,
     SEQ_LEN,
     WINDOWS,
     dims,
+    documents_tokens,
     framework_window,
     initial_state,
     jax_loss_logits_grads,
     jax_params,
     label,
     record_batch,
-    tokens,
     torch_ref_model,
 )
 
@@ -86,7 +88,8 @@ def torch_ref_output(gpt, inputs: np.ndarray, targets: np.ndarray, window: int) 
 @functools.cache
 def forward_gaps(name: str) -> dict[str, Gaps]:
     """{"jaxgpt": ..., "torch_ref": ...}: each framework's worst gaps to the record's own code over
-    WINDOWS[name], on one sequence (one row for #8/#9) from initial_state(name)."""
+    WINDOWS[name] and the FORWARD_DOCUMENT_STARTS sequences (each one row for #8/#9), from
+    initial_state(name)."""
     import jax.numpy as jnp
 
     loaded, state = rc.load(name, EOT), initial_state(name)
@@ -94,9 +97,9 @@ def forward_gaps(name: str) -> dict[str, Gaps]:
     rc.load_state(record_model, state)
     names = rc.project_names(record_model)
     gpt, params, run = torch_ref_model(name, state), jax_params(name, state), jax_loss_logits_grads(name)
-    inputs, targets = tokens(3)
     found: dict[str, list[Gaps]] = {"jaxgpt": [], "torch_ref": []}
-    for window in WINDOWS[name]:
+    sequences = [documents_tokens(starts, seed) for seed, starts in enumerate(FORWARD_DOCUMENT_STARTS.values(), 3)]
+    for (inputs, targets), window in itertools.product(sequences, WINDOWS[name]):
         with torch_threads(1):
             reference = rc.forward(loaded, record_model, *record_batch(name, inputs[None], targets[None]), window)
             torch_out = torch_ref_output(gpt, inputs, targets, framework_window(name, window))
@@ -109,7 +112,8 @@ def forward_gaps(name: str) -> dict[str, Gaps]:
 
 def check_record_forward(name: str):
     """parity.measures.Result: both frameworks' fp32 logits, loss and gradients against record
-    `name`'s own code at WINDOWS[name]. FileNotFoundError when its log is absent."""
+    `name`'s own code at WINDOWS[name] on the FORWARD_DOCUMENT_STARTS sequences. FileNotFoundError
+    when its log is absent."""
     from jaxgpt_tools.parity.measures import Result
 
     found = forward_gaps(name)
@@ -118,13 +122,15 @@ def check_record_forward(name: str):
     unit = {"unet-value-embeds": " tokens", "softcap": " blocks", "record": " blocks (W_long)"}.get(name, "")
     return Result(
         f"Record's code {label(name)}: fp32 logits, loss, gradients at windows {windows}{unit} "
-        f"({LAYERS[name]} layers, D 64, T {SEQ_LEN})",
+        f"on {len(FORWARD_DOCUMENT_STARTS)} multi-document sequences ({LAYERS[name]} layers, D 64, T {SEQ_LEN})",
         max(jax_gaps.logits_abs, torch_gaps.logits_abs),
         max(g.logits_rel for g in (jax_gaps, torch_gaps)),
         f"each framework against the record's code: logits < {LOGITS_REL:g} of max|logit|, loss rel < {LOSS_REL:g}, "
         f"gradients < {MATRIX_REL:g} (matrices) / {SCALAR_REL:g} (scalars) of max|grad|, exact zeros zero in both",
         "fp32 on both sides: summation order and libm ulps only (the lineage rows' bounds); the record's "
-        "explicit bf16 roundings (NUMERICS.md) are in all three",
+        "explicit bf16 roundings (NUMERICS.md) are in all three. Documents start at "
+        + "; ".join(", ".join(map(str, starts)) for starts in FORWARD_DOCUMENT_STARTS.values())
+        + " (full blocks, documents starting and ending inside a block, on its edges, one token long)",
         jax_gaps.passed and torch_gaps.passed,
         f"jaxgpt vs torch_ref in the record's-code column; changes to the script: {len(rc.load(name, EOT).applied)} "
         "(record_code.changes)",

@@ -56,7 +56,8 @@ def render(results: dict[str, Result], plot_name: str | None) -> str:
         "",
         "Each row compares jaxgpt with torch_ref; the last column compares both with the record's own code (its",
         "script taken from its log and run on the CPU in fp32, jaxgpt_tools.parity.record_code), or says why the row",
-        "cannot have it. The changes made to each record's script follow the table.",
+        "cannot have it. The records' own block masks against both frameworks', and the changes made to each",
+        "record's script, follow the table.",
         "",
         "| check | max abs error | max rel error | tolerance | why | result | details | against the record's own code |",
         "|---|---|---|---|---|---|---|---|",
@@ -69,7 +70,9 @@ def render(results: dict[str, Result], plot_name: str | None) -> str:
                      f"{cell(result.reason)} | {'pass' if result.passed else 'FAIL'} | {cell(result.notes)} | "
                      f"{cell(result.record_code)} |")
     if any(name.startswith("record_code_") for name in results):
-        lines += ["", *record_code_changes()]
+        from jaxgpt_tools.parity import record_masks
+
+        lines += ["", *record_masks.describe(), "", *record_code_changes()]
     if plot_name:
         lines += ["", f"![val loss per step, torch_ref and jaxgpt]({plot_name})"]
     return "\n".join(lines) + "\n"
