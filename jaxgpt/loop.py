@@ -56,7 +56,7 @@ def initial_state(start: preflight.RunStart, options: RunOptions) -> tuple[cfg.P
     """(preset with the model actually built, compiled steps, params, optimizer state) on the
     mesh: the init (or --init-from), or the resumed checkpoint's state."""
     preset, graph, host_params = step_lib.build_model(start.preset, options, num_devices=len(start.devices),
-                                             state_dict=start.init_state)
+                                                      init_state=start.init_state)  # resolved once, in preflight
     if start.saved_meta is not None:  # refused before anything compiles
         assert start.checkpointer is not None  # a resumed run saves into its --resume folder
         checkpoint.refuse_config_change(start.saved_meta, cfg.config_to_json(preset), start.checkpointer.directory)

@@ -51,20 +51,23 @@ def device_model_config(preset: cfg.Preset, num_devices: int) -> cfg.ModelConfig
 
 
 def build_model(preset: cfg.Preset, options: RunOptions, *, num_devices: int = 1,
-                state_dict: dict[str, Any] | None = None) -> tuple[cfg.Preset, params_lib.ModelGraph, dict[str, np.ndarray]]:
+                init_state: dict[str, Any] | None = None) -> tuple[cfg.Preset, params_lib.ModelGraph, dict[str, np.ndarray]]:
     """The model graph and its initial parameters {record name: host array}.
 
     With --init-from the model dims come from the checkpoint's shapes and the values are
     exactly the checkpoint's (cast to the policy's dtypes); otherwise a fresh init from --seed.
-    `state_dict`: the --init-from checkpoint when already read (convert.init_preset).
+    `init_state`: the --init-from state dict as the run's preflight read and checked it, `preset`
+    already holding its dims (preflight.RunStart): then nothing is read, inferred or checked
+    again. Without it (a tool's call) --init-from is resolved here (convert.init_preset).
     Returns (preset with the model config actually used, graph, params)."""
     if options.init_from is None:
         model = model_lib.GPT(device_model_config(preset, num_devices), rngs=nnx.Rngs(preset.train.seed))
         graph, params = params_lib.ModelGraph.split(model)
         return preset, graph, {name: np.asarray(value) for name, value in params.items()}
-    preset, state_dict = convert.init_preset(preset, options.init_from, options.head_dim, state_dict)
-    assert state_dict is not None  # init_preset reads the --init-from file it is given
-    loaded = convert.torch_state_dict_to_params(state_dict, preset.model)
+    if init_state is None:
+        preset, init_state = convert.init_preset(preset, options.init_from, options.head_dim)
+        assert init_state is not None  # init_preset reads the --init-from file it is given
+    loaded = convert.torch_state_dict_to_params(init_state, preset.model)
     model = nnx.eval_shape(lambda: model_lib.GPT(device_model_config(preset, num_devices), rngs=nnx.Rngs(0)))
     graph, abstract = params_lib.ModelGraph.split(model)
     return preset, graph, {name: np.asarray(value).astype(abstract[name].dtype) for name, value in loaded.items()}

@@ -131,7 +131,9 @@ class RunStart:
     step: int  # updates already applied: 0, or the resumed checkpoint's step
     position: DataPosition  # of the training data at `step`
     saved_meta: dict[str, Any] | None  # the resumed checkpoint's meta
-    init_state: dict[str, Any] | None  # the --init-from state dict, read once (convert.init_preset)
+    # The --init-from state dict, read and checked once (convert.init_preset; `preset` has its dims):
+    # step.build_model takes it as it is.
+    init_state: dict[str, Any] | None
     lock: RunLock | NoLock  # the run's folders, held until the run ends (runkit.lock)
 
 

@@ -187,3 +187,38 @@ def test_verify_shards_hashes_again_and_a_folder_without_meta_json_passes(capsys
     assert train_lib.main([*base_args(shards, tmp_path), "--verify-shards"]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"note: {tmp_path / 'sample'} has no .complete marker") and "stopped after the start-up" in err
+
+
+def test_init_from_is_read_and_checked_once_and_its_state_handed_to_the_model(capsys, monkeypatch, tmp_path, shards):
+    """The run's preflight reads the --init-from file and infers its dims (convert.read_model)
+    once; step.build_model takes that state as it is, and the model holds its values."""
+    import torch  # noqa: PLC0415 - a record-format checkpoint, as the record's code writes one
+
+    from jaxgpt.run import convert  # noqa: PLC0415
+    from torch_ref.model import GPT  # noqa: PLC0415
+
+    torch.manual_seed(0)
+    state = GPT(8192, 12, 1, 64).state_dict()  # its vocabulary holds the shards' ids (below 5000)
+    torch.save({"model": state}, tmp_path / "init.pt")
+    reads, built = [], []
+    real_read, real_build = convert.read_model, step_lib.build_model
+
+    def read_model(*args, **kwargs):
+        reads.append(args[0])
+        return real_read(*args, **kwargs)
+
+    def build_model(*args, **kwargs):
+        built.append(real_build(*args, **kwargs))
+        raise ValueError("stopped once the model was built")
+
+    monkeypatch.setattr(convert, "read_model", read_model)
+    monkeypatch.setattr(step_lib, "build_model", build_model)
+    message = run_main(capsys, base_args(shards, tmp_path) + ["--init-from", str(tmp_path / "init.pt"), "--head-dim", "64",
+                                                          "--eot-id", "0"])
+    assert "stopped once the model was built" in message
+    assert reads == [str(tmp_path / "init.pt")]
+    preset, _, params = built[0]
+    assert (preset.model.vocab_size, preset.model.model_dim, preset.model.num_layers) == (8192, 64, 12)
+    # The checkpoint's values in the policy's dtype (bf16 embeddings: one rounding, as torch's).
+    np.testing.assert_array_equal(np.asarray(params["embed.weight"], np.float32),
+                                  state["embed.weight"].to(torch.bfloat16).float().numpy())
