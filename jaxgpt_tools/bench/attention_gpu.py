@@ -24,7 +24,7 @@ that (the backward's five block GEMMs against the forward's two). The GPU's dens
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -104,7 +104,7 @@ def jax_times(tokens: np.ndarray, windows: list[int], repeats: int, backend: str
     return results
 
 
-def sliding_window_attention(q, k, v, window: int, implementation: str | None = "cudnn"):
+def sliding_window_attention(q, k, v, window: int, implementation: Literal["xla", "cudnn"] | None = "cudnn"):
     """jax.nn.dot_product_attention of (B, T, H, Dh) q, k, v, causal, each query attending its own
     and the `window` x BLOCK_SIZE - 1 keys before it (a token window: no blocks, no documents);
     `implementation` "cudnn" on a GPU, "xla" anywhere (the CPU tests' check of the mask)."""

@@ -186,11 +186,13 @@ def gpu_memory_used_mib() -> int | None:
 
 
 def headline(steps: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The three step times under gpu_check's names, and their ratios (None where a run gave none)."""
+    """The three step times under gpu_check's names, jaxgpt's with the Mosaic kernels, and their
+    ratios (None where a run gave none)."""
     times = {name: (steps.get(step) or {}).get("step_ms_median")
-             for name, step in (("jax_step_ms", "jaxgpt"), ("torch_step_ms", "torch_ref"), ("record_step_ms", "record"))}
+             for name, step in (("jax_step_ms", "jaxgpt"), ("torch_step_ms", "torch_ref"), ("record_step_ms", "record"),
+                                ("jax_mosaic_step_ms", "jaxgpt_mosaic"))}
     ratios = {}
-    for a, b in (("jax", "torch"), ("jax", "record"), ("torch", "record")):
+    for a, b in (("jax", "torch"), ("jax", "record"), ("torch", "record"), ("jax_mosaic", "jax")):
         x, y = times[f"{a}_step_ms"], times[f"{b}_step_ms"]
         ratios[f"ratio_{a}_over_{b}"] = round(x / y, 3) if x and y else None
     return {**times, **ratios}
@@ -325,7 +327,9 @@ def markdown(summary: dict[str, Any]) -> str:
     lines += [f"Median step ms over steps {first}..{last} of each run: jaxgpt {summary.get('jax_step_ms')}, "
               f"torch_ref {summary.get('torch_step_ms')}, the record's own script {summary.get('record_step_ms')}; "
               f"jaxgpt / record {summary.get('ratio_jax_over_record')}, torch_ref / record "
-              f"{summary.get('ratio_torch_over_record')}, jaxgpt / torch_ref {summary.get('ratio_jax_over_torch')}.", "",
+              f"{summary.get('ratio_torch_over_record')}, jaxgpt / torch_ref {summary.get('ratio_jax_over_torch')}; "
+              f"jaxgpt with the Mosaic kernels {summary.get('jax_mosaic_step_ms')} "
+              f"({summary.get('ratio_jax_mosaic_over_jax')} of its default's).", "",
               "| step | status | seconds | cap | median step ms | first step ms | peak MiB | reason |",
               "|---|---|---|---|---|---|---|---|"]
     for name, step in summary["steps"].items():

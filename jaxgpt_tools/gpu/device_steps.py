@@ -5,7 +5,10 @@ jaxgpt_tools.gpu.device_steps NAME --out FILE`), so that a fault or a hang in on
              tokenizer, the record's script and its SHA-256); problems listed, never fatal
   attention  the attention bench at the record's shapes: jaxgpt's Pallas kernel, torch's
              FlexAttention and jaxgpt's blocked backend at W 1, 4, 14, each guarded
-  mosaic     the Mosaic GPU kernels (never yet run on a GPU): agreement with `blocked`, then times
+  mosaic     the Mosaic GPU kernels: agreement with `blocked`, then times
+  step_agreement  one record training step's loss and every gradient with the Mosaic kernels
+             against `blocked`, from the same weights and batch (before the step is timed
+             with them: the plan's `jaxgpt_mosaic`)
 
 Each writes its JSON to --out, rewritten after every part, so a step killed at its cap leaves
 what it measured. `--cpu` runs the CPU stand-ins of the device plan: the portable backend at a
@@ -178,9 +181,70 @@ def agreement(tokens, backend: str, reference: str, window: int) -> dict[str, fl
             for name, a, b in zip(names, got, want, strict=True)}
 
 
+def step_agreement(out: Path, cpu: bool) -> dict[str, Any]:
+    """Loss and gradients of one training step (train mode: the FP8 head under the record's bf16
+    policy) with `mosaic` against `blocked` on the record preset at its per-device shape (T 65,536,
+    W 14, documents of ~1,000 tokens), from the same weights; relative loss gap and each gradient's
+    relative Frobenius gap (the largest named). CPU stand-in: the smoke preset at T 256,
+    `blocked` against `dense`."""
+    import jax
+    import numpy as np
+    from flax import nnx
+
+    from jaxgpt import model as jax_model
+    from jaxgpt import params as params_lib
+    from jaxgpt.config import fp8_grad_scale_for, get_preset, last_window, replace
+    from jaxgpt_tools.bench.attention_gpu import document_tokens
+
+    preset = get_preset("smoke" if cpu else "record")
+    backend, reference = ("blocked", "dense") if cpu else ("mosaic", "blocked")
+    seq_len = 256 if cpu else preset.train.seq_len
+    last = last_window(preset.train.window_max_tokens, preset.train.lineage.window_schedule)
+    assert last is not None, "the record's and smoke's schedules end at a block window"
+    window = last[0]
+    tokens = document_tokens(seq_len + 1, 1000)
+    inputs, targets = jax.numpy.asarray(tokens[None, :-1]), jax.numpy.asarray(tokens[None, 1:])
+    result: dict[str, Any] = {"preset": "smoke" if cpu else "record", "seq_len": seq_len, "window_blocks": window,
+                              "backend": backend, "reference": reference}
+
+    def loss_and_grads(name: str) -> tuple[float, dict[str, np.ndarray]]:
+        # the FP8 head's gradient scale sized for this mean's tokens, as the trainer sizes it per device
+        config = replace(preset.model, attention_backend=name,
+                         fp8_grad_scale=fp8_grad_scale_for(seq_len, preset.model.fp8_grad_scale))
+        model = jax_model.GPT(config, rngs=nnx.Rngs(0))  # the same seed: the same weights for both
+        graph, params = params_lib.ModelGraph.split(model)
+        # The zero-initialised matrices (c_proj, lm_head) drawn like the others (std 0.02, one seed):
+        # with a zero head every gradient but the head's is zero, and the comparison would be vacuous.
+        rng = np.random.default_rng(0)
+        params = {key: jax.numpy.asarray(rng.normal(0.0, 0.02, value.shape), value.dtype)
+                  if value.ndim == 2 and not bool(jax.numpy.any(value)) else value for key, value in params.items()}
+        loss, grads = jax.jit(jax.value_and_grad(lambda p: graph.bind(p)(inputs, targets, window)))(params)
+        return float(loss), {key: np.asarray(value, np.float32) for key, value in grads.items()}
+
+    want_loss, want = loss_and_grads(reference)
+    got_loss, got = loss_and_grads(backend)
+    gaps = {key: float(np.linalg.norm(got[key] - want[key])) / max(float(np.linalg.norm(want[key])), 1e-30)
+            for key in want}
+    matrices = [key for key in gaps if want[key].ndim >= 2]
+    scalars = [key for key in gaps if key not in matrices]
+    worst_matrix, worst_scalar = (max(keys, key=gaps.__getitem__) for keys in (matrices, scalars))
+    loss_rel = abs(got_loss - want_loss) / abs(want_loss)
+    # Bounds: bf16 attention (its P and dS rounded to bf16 in either backend, in different orders)
+    # moves each matrix's gradient by O(1e-3) relative (measured on the CPU stand-in: <= 5.5e-3);
+    # 3e-2 leaves room for 12 layers at T 65,536. The scalars' gradients are sums of ~T x D products
+    # that largely cancel (block 0's lambdas mix x with x0 = x): their relative gaps are reported, not bounded.
+    result.update(loss=got_loss, reference_loss=want_loss, loss_rel=loss_rel,
+                  worst_matrix=worst_matrix, worst_matrix_rel=gaps[worst_matrix],
+                  worst_scalar=worst_scalar, worst_scalar_rel=gaps[worst_scalar],
+                  within_bounds=loss_rel < 1e-2 and gaps[worst_matrix] < 3e-2,
+                  bounds="loss rel < 1e-2, every matrix's gradient rel (Frobenius) < 3e-2", gradient_rel=gaps)
+    write_json(out, result)
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("step", choices=("preflight", "attention", "mosaic"))
+    parser.add_argument("step", choices=("preflight", "attention", "mosaic", "step_agreement"))
     parser.add_argument("--out", type=Path, required=True, help="the step's JSON (rewritten after each part)")
     parser.add_argument("--cpu", action="store_true", help="the CPU stand-ins (module docstring)")
     parser.add_argument("--train-files", default="data/sample/sample_train_*.bin")
@@ -192,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.step == "preflight":
         preflight(args.out, args.cpu, args.train_files, args.val_files, args.record_script)
     else:
-        (attention if args.step == "attention" else mosaic)(args.out, args.cpu)
+        {"attention": attention, "mosaic": mosaic, "step_agreement": step_agreement}[args.step](args.out, args.cpu)
     return 0
 
 

@@ -9,8 +9,13 @@ The steps (`record_steps`), most wanted first:
   record      the record's own script, patched only as `upstream_record` lists (its own compile
               settings, coordinate-descent tuning included)
   torch_ref   the same as jaxgpt with torch_ref's CLI (compiled as the record compiles)
-  attention   the attention bench at the record's shapes: Pallas, FlexAttention, blocked
+  attention   the attention bench at the record's shapes: Pallas, FlexAttention, cuDNN, blocked
   mosaic      the Mosaic GPU kernels, alone in their process
+  step_agreement  one record step's loss and gradients with the Mosaic kernels against `blocked`
+  jaxgpt_mosaic   the jaxgpt step again with `--attention mosaic` (traced and ranked like jaxgpt's):
+              the A/B that decides whether `auto` picks Mosaic on Hopper (issue 42)
+The last two run on whatever time the first ones leave; a second command on the warm machine
+(`--only step_agreement,jaxgpt_mosaic`) runs them on their own (artifacts/gpu/README.md).
 The three step times are medians over one step range (after the compiling first step and the
 clock reset at step 10, before the traced steps and the last validation): `step_range`.
 
@@ -94,8 +99,10 @@ class PlanOptions:
 # jaxgpt and the record fill the 545 s before the default deadline. torch_ref (killed at 180 s the
 # same way), then the attention benches (51 and 40 s there), run on the time left: with the
 # record's caches warm, most of it.
+# The Mosaic step's agreement (two record-step compiles) and its A/B run come last: they are the
+# second command's, or run on time the others left.
 DEFAULT_CAPS: dict[str, float] = {"preflight": 30, "jaxgpt": 90, "record": 420, "torch_ref": 300, "attention": 90,
-                                  "mosaic": 60}
+                                  "mosaic": 60, "step_agreement": 120, "jaxgpt_mosaic": 90}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -145,30 +152,37 @@ def child_env(cpu: bool) -> dict[str, str]:
     return gpu_check.child_env("cpu" if cpu else "cuda")
 
 
-def trainer_step(framework: str, options: PlanOptions) -> Step:
+def trainer_step(framework: str, options: PlanOptions, name: str | None = None, attention: str | None = None) -> Step:
     """One trainer's CLI: record preset (smoke, fp32 on the CPU), one device, `options.steps` steps,
-    the sample shards cycled, `trace_window` profiled; its kernels ranked."""
+    the sample shards cycled, `trace_window` profiled; its kernels ranked. `name` (default: the
+    framework) names the step, its run and its log (published flat when it is the framework's
+    own, archived otherwise); `attention`: jaxgpt's backend instead of `options.jax_attention`
+    (a step of another backend is skipped on the CPU: its stand-in would be jaxgpt's again)."""
+    name = name or framework
     sizes = replace(gpu_check.DRY_SIZES if options.cpu else gpu_check.GPU_SIZES, batch_tokens=options.batch_tokens,
                     val_tokens=options.val_tokens, seq_len=options.seq_len,
-                    jax_attention="blocked" if options.cpu else options.jax_attention)
+                    jax_attention="blocked" if options.cpu else attention or options.jax_attention)
     profile = "{}:{}".format(*trace_window(options.steps))
 
     def launch(work: Path) -> Launch:
+        if options.cpu and attention is not None:
+            raise Skip(f"needs a GPU: the {attention} backend's CPU stand-in is the jaxgpt step's own run")
         data = {"train": options.train_files, "val": options.val_files}
         # --val-every 0: no step-0 validation, whose eval compile precedes the timed steps and measures nothing.
         command = gpu_check.trainer_command(framework, sizes, data, options.steps, 0)
-        command += ["--profile", profile, "--run-id", framework, "--out-dir", str(work / framework)]
+        command += ["--profile", profile, "--run-id", name, "--out-dir", str(work / name)]
         command += list(options.jaxgpt_args) if framework == "jaxgpt" else []
         return Launch(command, env=child_env(options.cpu))
 
     def collect(work: Path, log: Path) -> dict[str, Any]:
         result = run_times(log.read_text(errors="replace"), options.steps) if log.is_file() else {}
-        trace = work / framework / "profile" / framework
+        trace = work / name / "profile" / name
         if trace.is_dir():
-            result.update(ranked_kernels(trace, f"{framework}: steps {profile} traced", 2, work / "kernels.txt"))
+            result.update(ranked_kernels(trace, f"{name}: steps {profile} traced", 2, work / "kernels.txt"))
         return result
 
-    return Step(framework, options.caps[framework], launch, collect, log=f"{framework}.log", compiles=True)
+    return Step(name, options.caps[name], launch, collect, log=f"{name}.log" if name == framework else None,
+                compiles=True)
 
 
 def record_step(options: PlanOptions) -> Step:
@@ -249,7 +263,10 @@ def record_steps(options: PlanOptions) -> list[Step]:
     return [module_step("preflight", options, "preflight.json", preflight_extra),
             trainer_step("jaxgpt", options), record_step(options), trainer_step("torch_ref", options),
             module_step("attention", options, "attention.json"),
-            module_step("mosaic", options, "mosaic.json")]
+            module_step("mosaic", options, "mosaic.json"),
+            module_step("step_agreement", options, "step_agreement.json"),
+            # not among the CPU stand-ins: there it would be the jaxgpt step's run again
+            *([] if options.cpu else [trainer_step("jaxgpt", options, name="jaxgpt_mosaic", attention="mosaic")])]
 
 
 def parse_caps(pairs: list[str], caps: dict[str, float]) -> dict[str, float]:
@@ -273,5 +290,5 @@ def cpu_stand_ins(options: PlanOptions) -> PlanOptions:
     step range of 12..13, steps 15:16 traced), short caps; the record's run a printer of its log
     format (its script is still patched into its folder)."""
     caps: dict[str, float] = {"preflight": 60, "jaxgpt": 120, "record": 30, "torch_ref": 120, "attention": 60,
-                              "mosaic": 60}
+                              "mosaic": 60, "step_agreement": 90, "jaxgpt_mosaic": 90}
     return replace(options, cpu=True, steps=18, batch_tokens=256, seq_len=256, val_tokens=512, caps=caps)

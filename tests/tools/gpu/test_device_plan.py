@@ -114,7 +114,8 @@ def test_the_whole_plan_with_cpu_stand_ins_ends_inside_its_deadline(tmp_path, st
     summary = json.loads((out / device_plan.SUMMARY_JSON).read_text())
     assert code == 0, summary
     assert published(out) == sorted(device_plan.PUBLISHED)
-    assert list(summary["steps"]) == ["preflight", "jaxgpt", "record", "torch_ref", "attention", "mosaic"]
+    assert list(summary["steps"]) == ["preflight", "jaxgpt", "record", "torch_ref", "attention", "mosaic",
+                                      "step_agreement"]
     assert all(step["status"] == "ok" for step in summary["steps"].values())
     for trainer in ("jaxgpt", "torch_ref"):
         step = summary["steps"][trainer]
@@ -131,6 +132,10 @@ def test_the_whole_plan_with_cpu_stand_ins_ends_inside_its_deadline(tmp_path, st
     assert "$WORK/jaxgpt/logs/jaxgpt.txt" in logs["jaxgpt.log"]
     assert not [name for name, text in logs.items() if str(tmp_path) in text]
     assert "## jaxgpt: steps 15:16 traced" in kernels and "## torch_ref: steps 15:16 traced" in kernels
+    # The step with the Mosaic kernels, stood in for by blocked against dense (smoke, T 256): bf16 gaps.
+    agreement = summary["steps"]["step_agreement"]["results"]
+    assert (agreement["backend"], agreement["reference"]) == ("blocked", "dense") and agreement["within_bounds"]
+    assert 0 < agreement["worst_matrix_rel"] < 3e-2 and agreement["loss_rel"] < 1e-2
     attention = summary["steps"]["attention"]["results"]
     assert set(attention["timings"]["blocked"]) == {"1", "4", "14"} and "skipped" in attention["timings"]["pallas"]
     assert [row["window_blocks"] for row in attention["rows"]] == [1, 4, 14]
@@ -313,3 +318,20 @@ def test_the_one_second_check_before_a_lease(tmp_path, capsys, stand_in):
     printed = capsys.readouterr().out
     assert "PROBLEM: the record script's SHA-256" in printed and "PROBLEM: " in printed.split("SHA-256")[1]
     assert "torch_ref: cap 500 s, runs only on the time" in printed or "torch_ref: cap 500 s shrunk" in printed
+
+
+def test_the_mosaic_ab_step_runs_jaxgpt_with_the_mosaic_kernels_under_its_own_name(tmp_path):
+    """The A/B step (issue 42): jaxgpt's command with `--attention mosaic`, its own run id and out
+    folder, its log archived (not one of the flat published names); last in the plan on a GPU,
+    absent from the CPU stand-ins, skipped with its reason when asked for on a CPU."""
+    options = PlanOptions(out=tmp_path / "out", work=tmp_path / "work")
+    steps = plan_steps.record_steps(options)
+    assert [s.name for s in steps][-2:] == ["step_agreement", "jaxgpt_mosaic"]
+    step = steps[-1]
+    command = step.launch(tmp_path / "work").command
+    assert command[command.index("--attention") + 1] == "mosaic" and command[command.index("--run-id") + 1] == "jaxgpt_mosaic"
+    assert command[command.index("--out-dir") + 1] == str(tmp_path / "work" / "jaxgpt_mosaic") and step.log is None
+    cpu = plan_steps.cpu_stand_ins(options)
+    assert "jaxgpt_mosaic" not in [s.name for s in plan_steps.record_steps(cpu)]
+    with pytest.raises(Skip, match="needs a GPU"):
+        plan_steps.trainer_step("jaxgpt", cpu, name="jaxgpt_mosaic", attention="mosaic").launch(tmp_path / "work")
