@@ -13,7 +13,7 @@ The steps (`record_steps`), most wanted first:
   mosaic      the Mosaic GPU kernels, alone in their process
   step_agreement  one record step's loss and gradients with the Mosaic kernels against `blocked`
   jaxgpt_mosaic   the jaxgpt step again with `--attention mosaic` (traced and ranked like jaxgpt's):
-              the A/B that decides whether `auto` picks Mosaic on Hopper (issue 42)
+              the A/B that decides whether `auto` picks Mosaic on Hopper
 The last two run on whatever time the first ones leave; a second command on the warm machine
 (`--only step_agreement,jaxgpt_mosaic`) runs them on their own (artifacts/gpu/README.md).
 The three step times are medians over one step range (after the compiling first step and the

@@ -321,7 +321,7 @@ def test_the_one_second_check_before_a_lease(tmp_path, capsys, stand_in):
 
 
 def test_the_mosaic_ab_step_runs_jaxgpt_with_the_mosaic_kernels_under_its_own_name(tmp_path):
-    """The A/B step (issue 42): jaxgpt's command with `--attention mosaic`, its own run id and out
+    """The A/B step of the Mosaic kernels: jaxgpt's command with `--attention mosaic`, its own run id and out
     folder, its log archived (not one of the flat published names); last in the plan on a GPU,
     absent from the CPU stand-ins, skipped with its reason when asked for on a CPU."""
     options = PlanOptions(out=tmp_path / "out", work=tmp_path / "work")
