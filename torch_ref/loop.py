@@ -140,146 +140,179 @@ def evaluate(model: nn.Module, train_cfg: cfg.TrainConfig, window: int | Tensor,
 
 def train(preset: cfg.Preset, options: RunOptions, rank: int = 0, world_size: int = 1) -> RunResult:
     """One rank's whole run; torch.distributed must already be initialised when world_size > 1."""
-    options = with_run_id(options)
-    assert options.run_id is not None  # with_run_id set it
-    device = _rank_device(options.device, rank)
-    control = _control_group(options.device, world_size)
-    init_state = convert.load_checkpoint_state(options.init_from) if options.init_from else None
-    resumed, resume_path = ckpt.read_resume(options)
-    preset = preflight.run_preset(preset, options, init_state, resumed, resume_path)
-    train_cfg = preset.train
-    log = runlog.RunLog(runlog.log_directory(preset, options), options.run_id, enabled=rank == 0,
-                        tensorboard_dir=options.tensorboard)
-    local_tokens = train_cfg.batch_tokens // world_size
-    raw_model = build_model(preset.model, local_tokens, train_cfg.seed, init_state, device)
-    if world_size > 1:  # every rank starts from rank 0's weights, as the record
-        for param in raw_model.parameters():
-            dist.broadcast(param.detach(), 0)
-    model = compilation.compile_model(raw_model) if device.type == "cuda" else raw_model
-    optimizers = build_optimizers(raw_model, preset.optim, rank, world_size)
-    # steps == 0 only validates the initial model (with the step-0 window).
-    schedule_steps = max(train_cfg.steps, 1)
-    schedulers = build_lr_schedulers(optimizers, schedule_steps, preset.optim)
-    start_step, position, served = 0, (0, 0), 0
-    if resumed is not None:  # every rank reads the same file: no broadcast needed
-        start_step, position, served = ckpt.restore(raw_model, optimizers, schedulers, resumed, resume_path)
-        del resumed
-    runlog.write_header(log, preset, options, device)
+    run = RankRun(preset, options, rank, world_size)
+    try:
+        with StopRequest(announce=rank == 0) as stop:
+            run.run(stop)
+    except RuntimeError as error:
+        if peers.is_collective_failure(error, world_size):  # a lost rank: say which, and stop
+            raise peers.peer_lost(error, rank, world_size, ckpt.where_to_resume(run.directory)) from error
+        raise
+    except LogWriteError as error:  # a full disk: the log's line names the newest checkpoint too
+        raise error.naming(ckpt.where_to_resume(run.directory)) from error
+    return run.finish()
 
-    steps = train_cfg.steps
-    val_losses: dict[int, float] = {}
-    # (step, loss, train_time_ms, the window's metrics) not yet logged
-    pending_metrics: list[tuple[int, Tensor, float, dict[str, int]]] = []
-    directory = ckpt.checkpoint_directory(preset, options)
-    stream_args = (train_cfg.train_files, train_cfg.batch_tokens, rank, world_size)
-    stream_kwargs: dict[str, Any] = dict(cycle=train_cfg.cycle_data, device=device, shard_switch=train_cfg.lineage.shard_switch,
-                                         data_ranks=train_cfg.lineage.data_ranks)
-    train_batches = distributed_data_generator(*stream_args, **stream_kwargs, position=position, batches=served)
-    # #8/#9 fetch their first batch, then reset the loader: steps 0 and 1 both train on it.
-    repeated = next(distributed_data_generator(*stream_args, **stream_kwargs)) \
-        if train_cfg.lineage.repeat_first_batch and start_step == 0 else None
 
-    def save(step: int, *, to_folder: bool, to_path: bool) -> list[Path]:
+class RankRun:
+    """One rank's run and the state it carries from step to step (`train` drives it): the model
+    (compiled on a GPU), optimizers and schedulers, the batch stream, the log, clock and trace,
+    the losses not yet read and the metrics not yet logged."""
+
+    def __init__(self, preset: cfg.Preset, options: RunOptions, rank: int, world_size: int) -> None:
+        options = with_run_id(options)
+        assert options.run_id is not None  # with_run_id set it
+        self.options, self.rank, self.world_size = options, rank, world_size
+        device = self.device = _rank_device(options.device, rank)
+        self.control = _control_group(options.device, world_size)
+        init_state = convert.load_checkpoint_state(options.init_from) if options.init_from else None
+        resumed, resume_path = ckpt.read_resume(options)
+        preset = self.preset = preflight.run_preset(preset, options, init_state, resumed, resume_path)
+        train_cfg = self.train_cfg = preset.train
+        self.log = runlog.RunLog(runlog.log_directory(preset, options), options.run_id, enabled=rank == 0,
+                                 tensorboard_dir=options.tensorboard)
+        raw_model = self.raw_model = build_model(preset.model, train_cfg.batch_tokens // world_size, train_cfg.seed,
+                                                 init_state, device)
+        if world_size > 1:  # every rank starts from rank 0's weights, as the record
+            for param in raw_model.parameters():
+                dist.broadcast(param.detach(), 0)
+        self.model = compilation.compile_model(raw_model) if device.type == "cuda" else raw_model
+        self.optimizers = build_optimizers(raw_model, preset.optim, rank, world_size)
+        # steps == 0 only validates the initial model (with the step-0 window).
+        self.schedule_steps = max(train_cfg.steps, 1)
+        self.schedulers = build_lr_schedulers(self.optimizers, self.schedule_steps, preset.optim)
+        start_step, position, served = 0, (0, 0), 0
+        if resumed is not None:  # every rank reads the same file: no broadcast needed
+            start_step, position, served = ckpt.restore(raw_model, self.optimizers, self.schedulers, resumed,
+                                                        resume_path)
+            del resumed
+        runlog.write_header(self.log, preset, options, device)
+        self.start_step, self.steps = start_step, train_cfg.steps
+        self.val_losses: dict[int, float] = {}
+        # (step, loss, train_time_ms, the window's metrics) not yet logged
+        self.pending_metrics: list[tuple[int, Tensor, float, dict[str, int]]] = []
+        self.directory = ckpt.checkpoint_directory(preset, options)
+        stream_args = (train_cfg.train_files, train_cfg.batch_tokens, rank, world_size)
+        stream_kwargs: dict[str, Any] = dict(cycle=train_cfg.cycle_data, device=device,
+                                             shard_switch=train_cfg.lineage.shard_switch,
+                                             data_ranks=train_cfg.lineage.data_ranks)
+        self.train_batches = distributed_data_generator(*stream_args, **stream_kwargs, position=position, batches=served)
+        # #8/#9 fetch their first batch, then reset the loader: steps 0 and 1 both train on it.
+        self.repeated = next(distributed_data_generator(*stream_args, **stream_kwargs)) \
+            if train_cfg.lineage.repeat_first_batch and start_step == 0 else None
+        self.clock = runlog.TrainClock(device)
+        self.trace = profiling.StepTrace(options.profile, profiling.trace_path(train_cfg.out_dir, options.run_id, rank),
+                                         device)
+        self.losses = runlog.LossWatch(device)
+
+    def run(self, stop: StopRequest) -> None:
+        """Steps start_step..steps: check the losses and a stop, validate and save where due, train."""
+        train_cfg = self.train_cfg
+        for step in range(self.start_step, self.steps + 1):
+            stop.starting(step)
+            last_step = step == self.steps
+            every = train_cfg.val_every  # 0: the last step only (the record's val_loss_every 0)
+            val_due = train_cfg.val_tokens and (last_step or (every > 0 and step % every == 0))
+            save_due = is_due(step, self.start_step, train_cfg, save_final=False)
+            # Every loss before a validation or a save is read first (they wait for the device
+            # anyway), so no NaN state is saved between a NaN step and its check; otherwise only
+            # the losses already on the host are read. The ranks then agree on what they saw.
+            self.agree(step, stop, wait=bool(val_due or save_due or last_step))
+            if step == CLOCK_RESET_STEP:
+                self.clock.reset()
+            # W_long in blocks (the record's), or #15's window in tokens (the window_schedule's unit)
+            scheduled = window_value(step, self.schedule_steps, train_cfg.window_max_tokens,
+                                     train_cfg.lineage.window_schedule)
+            window = window_argument(scheduled, self.device)
+            if val_due:
+                self.validate(step, scheduled, window)
+            if save_due:
+                self.clock.pause()
+                self.save(step, to_folder=True, to_path=False)
+                self.clock.resume()
+            if last_step:
+                break
+            self.train_step(step, scheduled, window)
+
+    def agree(self, step: int, stop: StopRequest, *, wait: bool) -> None:
+        """The ranks agree on a non-finite loss (stop with it) and a signal (save `step`'s state, stop)."""
+        nonfinite = self.losses.first_nonfinite(wait=wait)
+        signum, nonfinite = agree(stop, nonfinite, self.control)
+        if nonfinite is not None and not self.options.allow_nonfinite_loss:
+            raise nonfinite_loss("train", nonfinite[0] + 1, self.steps, nonfinite[1], ckpt.where_to_resume(self.directory))
+        if signum is not None:  # the model holds `step` updates: save them, then stop
+            written = self.save(step, to_folder=True, to_path=True) if step != self.start_step else []
+            saved_in = (self.directory if self.directory is not None else written[0]) if written else None
+            raise interrupted(signum, step, saved_in, self.options.resume)
+
+    def validate(self, step: int, scheduled: int, window: int | Tensor) -> None:
+        train_time_ms = self.clock.pause()
+        loss = self.val_losses[step] = evaluate(self.model, self.train_cfg, window, self.rank, self.world_size,
+                                                self.device)
+        self.log.write(val_line(step, self.steps, loss, train_time_ms), console=True)
+        runlog.write_train_metrics(self.log, self.pending_metrics, self.world_size)
+        self.log.metrics(kind="val", step=step, val_loss=loss, train_time_ms=train_time_ms,
+                         step_avg_ms=val_step_avg_ms(step, train_time_ms), **logged_window(self.preset.model, scheduled))
+        if not (self.options.allow_nonfinite_loss or math.isfinite(loss)):
+            raise nonfinite_loss("val", step, self.steps, loss, ckpt.where_to_resume(self.directory))
+        self.clock.resume()
+
+    def train_step(self, step: int, scheduled: int, window: int | Tensor) -> None:
+        """One update on the step's batch (#8/#9: step 0 on the repeated first batch), its line logged."""
+        self.trace.before(step)
+        inputs, targets = self.repeated if step == 0 and self.repeated is not None else next(self.train_batches)
+        loss = forward_backward(self.model, inputs, targets, self.train_cfg.seq_len, window)
+        self.losses.add(step, loss)
+        average_gradients(self.raw_model, self.world_size)
+        optimizer_step(self.raw_model, self.optimizers, self.schedulers, step, self.preset.optim)
+        train_time_ms = self.clock.elapsed_ms()
+        self.log.write(train_line(step, self.steps, train_time_ms), console=True)
+        self.pending_metrics.append((step, loss, train_time_ms, logged_window(self.preset.model, scheduled)))
+        if (trace_written := self.trace.after(step)) is not None:
+            assert self.options.profile is not None  # a trace is written only for --profile's window
+            self.log.write(f"profile of steps {self.options.profile[0]}..{self.options.profile[1]}: {trace_written}",
+                           console=True)
+
+    def save(self, step: int, *, to_folder: bool, to_path: bool) -> list[Path]:
         """Write the state after `step` updates (every rank joins; rank 0 writes). A NaN or
         infinite state is never written (NonFiniteError), a failed write stops every rank."""
+        options, directory = self.options, self.directory
         folder = directory if to_folder else None  # <step>.pt goes there
         target = Path(options.save_checkpoint) if to_path and options.save_checkpoint is not None else None
         if folder is None and target is None:
             return []
-        if not (options.allow_nonfinite_loss or ckpt.state_is_finite(raw_model, optimizers, control)):
+        if not (options.allow_nonfinite_loss or ckpt.state_is_finite(self.raw_model, self.optimizers, self.control)):
             raise NonFiniteError(f"the state after step {step} holds NaN or infinite values although every loss "
                                  f"before it was finite; the run stopped without saving it. "
                                  f"{ckpt.where_to_resume(directory)}")
-        payload = ckpt.checkpoint_payload(raw_model, optimizers, schedulers, step, train_batches.position, preset, control,
-                                          batches=train_batches.batches)
+        payload = ckpt.checkpoint_payload(self.raw_model, self.optimizers, self.schedulers, step,
+                                          self.train_batches.position, self.preset, self.control,
+                                          batches=self.train_batches.batches)
         written: list[Path] = []
         failure = None
-        if rank == 0:
+        if self.rank == 0:
             try:
-                written = [ckpt.save_step(folder, step, payload, train_cfg.keep_checkpoints)] if folder is not None else []
+                written = [ckpt.save_step(folder, step, payload, self.train_cfg.keep_checkpoints)] if folder is not None else []
                 if target is not None:
                     written.append(ckpt.write_atomically(payload, target))  # CheckpointSaveError when it fails
             except ckpt.CheckpointSaveError as error:
                 failure = error
-        if not ckpt.all_saved(failure is None, control):  # every rank stops; rank 0 says why
+        if not ckpt.all_saved(failure is None, self.control):  # every rank stops; rank 0 says why
             unwritten = folder / f"{step}.pt" if folder is not None else target
             assert unwritten is not None  # one of the two is set (returned above otherwise)
             raise failure or ckpt.CheckpointSaveError(step, unwritten, RuntimeError("rank 0 could not write it"))
         return written
 
-    clock = runlog.TrainClock(device)
-    trace = profiling.StepTrace(options.profile, profiling.trace_path(train_cfg.out_dir, options.run_id, rank), device)
-    losses = runlog.LossWatch(device)
-    try:
-        with StopRequest(announce=rank == 0) as stop:
-            for step in range(start_step, steps + 1):
-                stop.starting(step)
-                last_step = step == steps
-                every = train_cfg.val_every  # 0: the last step only (the record's val_loss_every 0)
-                val_due = train_cfg.val_tokens and (last_step or (every > 0 and step % every == 0))
-                save_due = is_due(step, start_step, train_cfg, save_final=False)
-                # Every loss before a validation or a save is read first (they wait for the device
-                # anyway), so no NaN state is saved between a NaN step and its check; otherwise only
-                # the losses already on the host are read. The ranks then agree on what they saw.
-                nonfinite = losses.first_nonfinite(wait=bool(val_due or save_due or last_step))
-                signum, nonfinite = agree(stop, nonfinite, control)
-                if nonfinite is not None and not options.allow_nonfinite_loss:
-                    raise nonfinite_loss("train", nonfinite[0] + 1, steps, nonfinite[1],
-                                         ckpt.where_to_resume(directory))
-                if signum is not None:  # the model holds `step` updates: save them, then stop
-                    written = save(step, to_folder=True, to_path=True) if step != start_step else []
-                    saved_in = (directory if directory is not None else written[0]) if written else None
-                    raise interrupted(signum, step, saved_in, options.resume)
-                if step == CLOCK_RESET_STEP:
-                    clock.reset()
-                # W_long in blocks (the record's), or #15's window in tokens (the window_schedule's unit)
-                scheduled = window_value(step, schedule_steps, train_cfg.window_max_tokens, train_cfg.lineage.window_schedule)
-                window = window_argument(scheduled, device)
-                if val_due:
-                    train_time_ms = clock.pause()
-                    val_losses[step] = evaluate(model, train_cfg, window, rank, world_size, device)
-                    log.write(val_line(step, steps, val_losses[step], train_time_ms), console=True)
-                    runlog.write_train_metrics(log, pending_metrics, world_size)
-                    log.metrics(kind="val", step=step, val_loss=val_losses[step], train_time_ms=train_time_ms,
-                                step_avg_ms=val_step_avg_ms(step, train_time_ms), **logged_window(preset.model, scheduled))
-                    if not (options.allow_nonfinite_loss or math.isfinite(val_losses[step])):
-                        raise nonfinite_loss("val", step, steps, val_losses[step], ckpt.where_to_resume(directory))
-                    clock.resume()
-                if save_due:
-                    clock.pause()
-                    save(step, to_folder=True, to_path=False)
-                    clock.resume()
-                if last_step:
-                    break
-                trace.before(step)
-                inputs, targets = repeated if step == 0 and repeated is not None else next(train_batches)
-                loss = forward_backward(model, inputs, targets, train_cfg.seq_len, window)
-                losses.add(step, loss)
-                average_gradients(raw_model, world_size)
-                optimizer_step(raw_model, optimizers, schedulers, step, preset.optim)
-                train_time_ms = clock.elapsed_ms()
-                log.write(train_line(step, steps, train_time_ms), console=True)
-                pending_metrics.append((step, loss, train_time_ms, logged_window(preset.model, scheduled)))
-                if (trace_written := trace.after(step)) is not None:
-                    assert options.profile is not None  # a trace is written only for --profile's window
-                    log.write(f"profile of steps {options.profile[0]}..{options.profile[1]}: {trace_written}",
-                              console=True)
-    except RuntimeError as error:
-        if peers.is_collective_failure(error, world_size):  # a lost rank: say which, and stop
-            raise peers.peer_lost(error, rank, world_size, ckpt.where_to_resume(directory)) from error
-        raise
-    except LogWriteError as error:  # a full disk: the log's line names the newest checkpoint too
-        raise error.naming(ckpt.where_to_resume(directory)) from error
-    total_train_ms = clock.pause()
-    runlog.write_train_metrics(log, pending_metrics, world_size)
-    log.close()
-
-    if device.type == "cuda":
-        log.write(f"peak memory allocated: {torch.cuda.max_memory_allocated() // 1024 // 1024} MiB "
-                  f"reserved: {torch.cuda.max_memory_reserved() // 1024 // 1024} MiB", console=True)
-    save(steps, to_folder=False, to_path=True)  # the final state (the initial one with --steps 0)
-    return RunResult(val_losses=val_losses, train_time_ms=total_train_ms, log_path=log.path,
-                     metrics_path=log.metrics_path)
+    def finish(self) -> RunResult:
+        """After the last step: the metrics logged, the log closed, the final state saved."""
+        total_train_ms = self.clock.pause()
+        runlog.write_train_metrics(self.log, self.pending_metrics, self.world_size)
+        self.log.close()
+        if self.device.type == "cuda":
+            self.log.write(f"peak memory allocated: {torch.cuda.max_memory_allocated() // 1024 // 1024} MiB "
+                           f"reserved: {torch.cuda.max_memory_reserved() // 1024 // 1024} MiB", console=True)
+        self.save(self.steps, to_folder=False, to_path=True)  # the final state (the initial one with --steps 0)
+        return RunResult(val_losses=self.val_losses, train_time_ms=total_train_ms, log_path=self.log.path,
+                         metrics_path=self.log.metrics_path)
 
 
 def _control_group(device_type: str, world_size: int) -> Any | None:
