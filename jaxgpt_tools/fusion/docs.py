@@ -48,6 +48,16 @@ def ms(time: dict[str, Any] | None) -> str:
     return f"{time['median_ms']:.3g} [{time['p25_ms']:.3g}-{time['p75_ms']:.3g}] ({time['repeats']})"
 
 
+def empty_panel_text(panel_rows: list[dict[str, Any]]) -> str:
+    """Why a time panel has no bar: its programs were timed on a loaded machine (times hidden), or
+    compiled without a GPU, or not timed at all."""
+    if any(r["time"] for r in panel_rows):
+        return "timed, not shown: the machine was not idle"
+    if panel_rows and all(r["device"] == "h100-compile-only" for r in panel_rows):
+        return "not timed: compiled without a GPU"
+    return "not timed"
+
+
 def time_cell(row: dict[str, Any]) -> str:
     if row["time"]:
         return ms(row["time"])
@@ -332,7 +342,8 @@ def plot(records: list[dict[str, Any]], path: Path) -> None:
                                         color="black", capsize=2, linewidth=0.8)
             if not ax.patches:
                 ax.set_yticks([])
-                ax.text(0.5, 0.5, "not timed: compiled without a GPU", transform=ax.transAxes, ha="center", fontsize=8)
+                ax.text(0.5, 0.5, empty_panel_text([r for r in table if r["shape"] == shape]), transform=ax.transAxes,
+                        ha="center", fontsize=8)
             ax.set_xticks(ticks)
             ax.set_xticklabels(tick_labels, fontsize=5.5)
             ax.set_ylabel(ylabel, fontsize=8)

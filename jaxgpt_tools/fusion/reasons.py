@@ -48,29 +48,52 @@ def names(kernels: list[dict[str, Any]]) -> str:
 # ---------------------------------------------------------------------------------------------
 # XLA for the H100
 
+def _in_prologue(record: dict[str, Any]) -> list[dict[str, Any]]:
+    return [k for k in gemm_rows(record) if "convert" in k.get("prologue", [])]
+
+
+def _weight_copies(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """Second path: kernels whose result is a bf16 array of a weight's size (D*D or 3*D*D)."""
+    dim = record["shape"]["model_dim"]
+    return [k for k in record["kernel_table"] if elements(k.get("result", ""))[0] == "bf16"
+            and elements(k["result"])[1] in (dim * dim, 3 * dim * dim)]
+
+
 def xla_h100_prologue(records: list[dict[str, Any]]) -> list[Claim]:
-    """The fp32 weights' cast in the Triton GEMMs' prologue; no kernel writes a bf16 weight."""
+    """The fp32 weights' cast in the Triton GEMMs' prologue forward; forward+backward, bf16 copies
+    of the weights written once by kernels of their own, which the GEMMs without the cast read."""
     shape = largest_qkv_shape(records, "xla", GPU)
-    merged, separate = qkv_pair(records, "xla", GPU, "fwd", shape) if shape else (None, None)
+    pairs = {mode: qkv_pair(records, "xla", GPU, mode, shape) if shape else (None, None) for mode in ("fwd", "fwdbwd")}
+    merged, separate = pairs["fwd"]
     if merged is None or separate is None:
         return []
-
-    def in_prologue(record):
-        return [k for k in gemm_rows(record) if "convert" in k.get("prologue", [])]
-
-    def weight_copies(record):
-        """Second path: kernels whose result is a bf16 array of a weight's size (D*D or 3*D*D)."""
-        dim = record["shape"]["model_dim"]
-        return [k for k in record["kernel_table"] if elements(k.get("result", ""))[0] == "bf16"
-                and elements(k["result"])[1] in (dim * dim, 3 * dim * dim)]
-
     text = (f"XLA for the H100 fuses the fp32 weights' cast to bf16 into the Triton GEMMs' prologue (before the dot: "
-            f"convert) in {len(in_prologue(merged))} of {_count(len(gemm_rows(merged)), 'GEMM')} merged and "
-            f"{len(in_prologue(separate))} of {len(gemm_rows(separate))} separate at {_shape(separate)}, so no kernel "
-            "writes a bf16 copy of a weight.")
-    return [Claim("why.xla_h100_prologue", text, lambda m=merged, s=separate: (
-        not weight_copies(m) and not weight_copies(s) and len(in_prologue(m)) == len(gemm_rows(m))
-        and len(in_prologue(s)) == len(gemm_rows(s))))]
+            f"convert) in {len(_in_prologue(merged))} of {_count(len(gemm_rows(merged)), 'GEMM')} merged and "
+            f"{len(_in_prologue(separate))} of {len(gemm_rows(separate))} separate at {_shape(separate)} forward, so "
+            "the forward writes no bf16 copy of a weight")
+    checks = [lambda m=merged, s=separate: (not _weight_copies(m) and not _weight_copies(s)
+                                            and len(_in_prologue(m)) == len(gemm_rows(m))
+                                            and len(_in_prologue(s)) == len(gemm_rows(s)))]
+    both = pairs["fwdbwd"]
+    if both[0] is not None and both[1] is not None:
+        parts = []
+        for layout, record in zip(("merged", "separate"), both, strict=True):
+            copies = _weight_copies(record)
+            types = ", ".join("`" + k["result"] + "`" for k in copies) or "none"
+            parts.append(f"{layout} {len(_in_prologue(record))} of {len(gemm_rows(record))} GEMMs take the cast and "
+                         f"{_count(len(copies), 'kernel')} write{'s' if len(copies) == 1 else ''} a bf16 copy ({types})")
+        text += ("; forward+backward, where each weight feeds the forward GEMM and the input gradient's, "
+                 + " and ".join(parts))
+
+        def copies_cover_the_weights(record: dict[str, Any]) -> bool:
+            """Either every GEMM takes the cast, or the copies hold each of q, k and v's weights once."""
+            dim = record["shape"]["model_dim"]
+            if len(_in_prologue(record)) == len(gemm_rows(record)):
+                return not _weight_copies(record)
+            return sum(elements(k["result"])[1] for k in _weight_copies(record)) == 3 * dim * dim
+
+        checks.append(lambda m=both[0], s=both[1]: copies_cover_the_weights(m) and copies_cover_the_weights(s))
+    return [Claim("why.xla_h100_prologue", text + ".", lambda: all(check() for check in checks))]
 
 
 def xla_h100_value_scale(records: list[dict[str, Any]]) -> list[Claim]:

@@ -78,8 +78,13 @@ def summary(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 # Inductor names a generated kernel after the aten ops it fused: the ops that mark a stage.
+# torch's fused RMSNorm kernel (`_fused_rms_norm`, its backward too) names no rsqrt or mean: its own
+# name marks the QK norm. `cat` is rotary's only beside its arithmetic (ROTARY_ARITHMETIC): the
+# separate layout's weight cast concatenates the three bf16 weights in a kernel of `to_copy, cat`.
 INDUCTOR_STAGE_OPS = {"mm": "projection", "addmm": "projection", "rsqrt": "QK norm", "mean": "QK norm",
-                      "sub": "rotary", "cat": "rotary", "select": "split, value mix", "split": "split, value mix"}
+                      "rms_norm": "QK norm", "sub": "rotary", "cat": "rotary", "select": "split, value mix",
+                      "split": "split, value mix"}
+ROTARY_ARITHMETIC = {"mul", "sub", "neg"}
 _INDUCTOR_PREFIXES = ("cpp_fused_", "triton_poi_fused_", "triton_red_fused_", "triton_per_fused_", "triton_tem_fused_")
 
 
@@ -106,7 +111,9 @@ def kernel_stages(record: dict[str, Any], kernel: dict[str, Any]) -> list[str]:
     if record["compiler"] == "xla":
         found = {STAGES[f] for f in kernel.get("functions", []) if f in STAGES}
     else:
-        found = {INDUCTOR_STAGE_OPS[op] for op in inductor_ops(kernel["name"]) if op in INDUCTOR_STAGE_OPS}
+        ops = inductor_ops(kernel["name"])
+        found = {INDUCTOR_STAGE_OPS[op] for op in ops
+                 if op in INDUCTOR_STAGE_OPS and (op != "cat" or ROTARY_ARITHMETIC & set(ops))}
         if kernel.get("gemm"):
             found.add("projection")
     order = ["projection", "split, value mix", "QK norm", "rotary"]

@@ -76,3 +76,39 @@ def test_committed_programs_reproduce_their_records(committed):
         twin = find(kept, **{k: record[k] for k in ("compiler", "device", "part", "mode", "shape", "variant")
                                            if k in record}, layout="separate" if record["layout"] == "merged" else "merged")
         assert twin is not None or record.get("variant", "default") != "default", record["files"]
+
+
+def test_an_empty_time_panel_says_why_it_is_empty():
+    """fusion.png's panels without bars: CPU programs timed on a loaded machine are not 'compiled
+    without a GPU' (the label they once had); only the H100 columns are."""
+    from jaxgpt_tools.fusion.docs import empty_panel_text
+
+    loaded_cpu = {"device": "cpu", "time": {"idle": False, "median_ms": 1.0}}
+    compiled_only = {"device": "h100-compile-only", "time": None}
+    assert empty_panel_text([loaded_cpu, compiled_only]) == "timed, not shown: the machine was not idle"
+    assert empty_panel_text([compiled_only]) == "not timed: compiled without a GPU"
+    assert empty_panel_text([{"device": "cpu", "time": None}]) == "not timed"
+
+
+# The sentences the study's question (does merging Q, K and V change what each compiler fuses?)
+# cannot do without: each target's answer, how it was measured, each compiler's reasons forward and
+# backward, the dot merger's rule. A regeneration that loses one fails here, not silently.
+NEEDED_CLAIMS = (
+    "answer.gemms", "answer.bytes", "answer.time", "answer.inductor_merge",
+    "method.programs", "method.equal_xla", "method.equal_inductor", "method.run_cpu_both",
+    "method.run_h100-compile-only_xla", "method.run_h100-compile-only_inductor",
+    "why.xla_cpu_ynn", "why.xla_h100_prologue", "why.xla_h100_norm", "why.backward_xla_cpu",
+    "why.backward_xla_h100-compile-only", "why.inductor_cpu", "why.inductor_h100-compile-only",
+    "why.inductor_backward_cpu", "why.inductor_backward_h100-compile-only", "sweep.rule", "sweep.backward",
+)
+
+
+def test_the_sentences_the_question_needs_are_made_and_on_the_page(committed):
+    study, _ = committed
+    page = PAGE.read_text()
+    made = {claim.key: claim for claim in fusion_docs.page_claims(study)}
+    missing = [key for key in NEEDED_CLAIMS if key not in made]
+    assert not missing, f"the generator no longer makes {missing}"
+    assert all(made[key].text in page for key in NEEDED_CLAIMS)
+    # The prologue sentence covers the backward too, where the weights' bf16 copies are written.
+    assert "forward+backward" in made["why.xla_h100_prologue"].text
