@@ -286,7 +286,8 @@ def _gpu_run_text(run: dict[str, Any]) -> str:
     config = env.get("compiler_flags", {}).get("inductor_compile_only", {})
     return head + (" (a CPU-only process made to look like one H100 to torch and Triton, jaxgpt_tools/fusion/"
                    "fake_cuda.py; Dynamo traces on the CPU, Inductor compiles for `cuda` with FakeTensor inputs and "
-                   "emits its output code and sm_90a cubins): Inductor's default GPU configuration except what a GPU "
+                   "emits its output code; no cubin is kept, so no claim here rests on one): Inductor's default GPU "
+                   "configuration except what a GPU "
                    "would decide by running kernels, left out rather than guessed: `max_autotune` (its autotuned Triton "
                    "GEMM templates) and coordinate-descent tuning stay off, so every GEMM is an extern cuBLAS call, and each "
                    "pointwise or reduction kernel keeps the list of block-size configs it would pick from at its first "
