@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from jaxgpt.config import ModelConfig, smoke_preset, with_fields
+from jaxgpt.config import ModelConfig, with_fields
+from jaxgpt.presets import smoke_preset
 
 SMALL_VOCAB = 512
 SMALL_EOT = SMALL_VOCAB - 1

@@ -15,8 +15,10 @@ import pytest
 import jaxgpt.config as jax_cfg
 import torch_ref.config as torch_cfg
 from jaxgpt import data as jax_data
+from jaxgpt import presets as jax_presets
 from jaxgpt import schedules as jax_schedules
 from torch_ref import data as torch_data
+from torch_ref import presets as torch_presets
 from torch_ref import schedules as torch_schedules
 
 
@@ -32,11 +34,11 @@ def test_module_constants_agree():
         assert torch_cfg.next_multiple(value, 128) == jax_cfg.next_multiple(value, 128)
 
 
-@pytest.mark.parametrize("name", sorted(torch_cfg.PRESETS))
+@pytest.mark.parametrize("name", sorted(torch_presets.PRESETS))
 def test_every_torch_ref_preset_field_equals_jaxgpt(name):
     """Each field torch_ref states (a subset of jaxgpt's) has jaxgpt's value, in every preset."""
-    assert sorted(torch_cfg.PRESETS) == sorted(jax_cfg.PRESETS)
-    torch_preset, jax_preset = torch_cfg.get_preset(name), jax_cfg.get_preset(name)
+    assert sorted(torch_presets.PRESETS) == sorted(jax_presets.PRESETS)
+    torch_preset, jax_preset = torch_presets.get_preset(name), jax_presets.get_preset(name)
     for part in ("model", "optim", "train"):
         for field in dataclasses.fields(getattr(torch_preset, part)):
             torch_value = getattr(getattr(torch_preset, part), field.name)
@@ -93,11 +95,11 @@ def test_shard_advance_rule_agrees(tmp_path, lengths):
     assert len(jax_starts) == jax_data.batches_available(files, batch)
 
 
-@pytest.mark.parametrize("name", sorted(jax_cfg.LINEAGE_PRESETS))
+@pytest.mark.parametrize("name", sorted(jax_presets.LINEAGE_PRESETS))
 def test_lineage_schedules_agree_on_every_step(name):
     """Each lineage preset's LR multiplier, Muon momentum and window at every step of its run."""
-    assert sorted(torch_cfg.LINEAGE_PRESETS) == sorted(jax_cfg.LINEAGE_PRESETS)
-    preset = jax_cfg.get_preset(name)
+    assert sorted(torch_presets.LINEAGE_PRESETS) == sorted(jax_presets.LINEAGE_PRESETS)
+    preset = jax_presets.get_preset(name)
     o, t = preset.optim, preset.train
     for step in range(t.steps + 1):
         lr = (step, t.steps, o.cooldown_frac, o.final_lr_frac, o.lineage.cooldown_whole_steps)
@@ -108,12 +110,12 @@ def test_lineage_schedules_agree_on_every_step(name):
         assert torch_schedules.window_value(*window) == jax_schedules.window_value(*window)
 
 
-@pytest.mark.parametrize("name", sorted(jax_cfg.PRESETS))
+@pytest.mark.parametrize("name", sorted(jax_presets.PRESETS))
 def test_torch_refs_windows_are_jaxgpts_kernels_windows(name):
     """torch_ref attends over its schedule's window as it is (no cap); jaxgpt refuses a schedule
     beyond its kernels' cap (config.check_preset): in every preset the largest window torch_ref's
     schedule passes is the one jaxgpt's config computes, and it fits jaxgpt's max_window_blocks."""
-    torch_train, model = torch_cfg.get_preset(name).train, jax_cfg.get_preset(name).model
+    torch_train, model = torch_presets.get_preset(name).train, jax_presets.get_preset(name).model
     schedule, steps = torch_train.lineage.window_schedule, torch_train.steps
     largest = max(torch_schedules.window_value(step, steps, torch_train.window_max_tokens, schedule)
                   for step in range(steps + 1))
@@ -125,13 +127,13 @@ def test_torch_refs_windows_are_jaxgpts_kernels_windows(name):
     assert last == ((-(-largest // model.block_size), largest) if schedule == "tokens" else (largest, None))
 
 
-@pytest.mark.parametrize("name", sorted(jax_cfg.PRESETS))
+@pytest.mark.parametrize("name", sorted(jax_presets.PRESETS))
 def test_both_trainers_log_the_same_window_at_every_step(name):
     """The metrics' window fields (each trainer's lineage.logged_window) over the preset's schedule."""
     from jaxgpt import lineage as jax_lineage
     from torch_ref import lineage as torch_lineage
 
-    preset, torch_model = jax_cfg.get_preset(name), torch_cfg.get_preset(name).model
+    preset, torch_model = jax_presets.get_preset(name), torch_presets.get_preset(name).model
     t = preset.train
     for step in range(t.steps + 1):
         window = jax_schedules.window_value(step, t.steps, t.window_max_tokens, t.lineage.window_schedule)

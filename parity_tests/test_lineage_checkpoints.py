@@ -9,12 +9,14 @@ import pytest
 import torch
 
 from jaxgpt import config as jax_cfg
-from jaxgpt.run import convert
 from jaxgpt import params as params_lib
+from jaxgpt import presets as jax_presets
+from jaxgpt.run import convert
 from torch_ref import config as torch_cfg
 from torch_ref import model as torch_model
-
+from torch_ref import presets as torch_presets
 from torch_ref.run import convert as torch_convert
+
 LAYERS, DIM, ROWS = 12, 64, 1024  # every lineage table has the padded rows (50304 at full size)
 
 
@@ -60,8 +62,8 @@ def record_state_dict(name: str) -> dict[str, torch.Tensor]:
 @pytest.mark.parametrize("name", ["untie-embed", "shortcuts", "unet-value-embeds", "softcap"])
 def test_record_checkpoint_loads_into_both_frameworks(name):
     state = record_state_dict(name)
-    base_jax = jax_cfg.replace(jax_cfg.get_preset(name).model, vocab_size=1000, eot_id=999)
-    base_torch = torch_cfg.replace(torch_cfg.get_preset(name).model, vocab_size=1000, eot_id=999)
+    base_jax = jax_cfg.replace(jax_presets.get_preset(name).model, vocab_size=1000, eot_id=999)
+    base_torch = torch_cfg.replace(torch_presets.get_preset(name).model, vocab_size=1000, eot_id=999)
     # Dims from the shapes (the width override of --init-from): D 64, 2 heads of 32, vocab kept.
     jax_config = convert.model_config_from_state_dict(state, base_jax, head_dim=32)
     torch_config = torch_convert.model_config_from_state_dict(base_torch, state, 32)

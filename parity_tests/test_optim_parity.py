@@ -30,16 +30,16 @@ import optax
 import pytest
 import torch
 
-from jaxgpt.config import OptimConfig, get_preset
+from jaxgpt.config import OptimConfig
 from jaxgpt.config import replace as cfg_replace
 from jaxgpt.muon import newton_schulz
 from jaxgpt.optim import dotted_name, param_group, record_optimizer
+from jaxgpt.presets import get_preset
 from jaxgpt.schedules import lr_multiplier, muon_momentum, window_blocks
 from torch_ref import optim as torch_optim
 from torch_ref import schedules as torch_schedules
 from torch_ref.model import GPT
 from torch_ref.muon import zeropower_via_newtonschulz5
-
 
 
 @pytest.fixture(autouse=True, scope="module")

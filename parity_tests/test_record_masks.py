@@ -27,7 +27,7 @@ full blocks). Masks are integers and booleans: every comparison is exact.
   on the richest layout and at four windows on the others.
 
 The logs are read as by test_record_code.py; a record whose log is absent skips with the way to
-get it.
+get it, or fails so under JAXGPT_REQUIRE_UPSTREAM_LOGS=1 (.ci/run).
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ import torch
 from jaxgpt import config as cfg
 from jaxgpt import lineage as jax_lineage
 from jaxgpt import masks as jax_masks
+from jaxgpt import presets
 from jaxgpt.kernels.block_lists import kernel_block_lists, list_width
 from jaxgpt_tools.parity import record_code as rc
 from jaxgpt_tools.parity.record_code_checks import EOT, model_config
@@ -64,8 +65,7 @@ from torch_ref import model as torch_model
 
 
 def _needs_log(name: str):
-    reason = f"record {name}'s log is not under {rc.logs_root()} (set {rc.LOGS_ENV}, or download the logs: {rc.FETCH_HINT})"
-    return pytest.mark.skipif(name in rc.missing_logs(), reason=reason)
+    return pytest.mark.upstream_logs(name)  # skipped without the log, failed under the switch (conftest.py)
 
 
 def _layout_params():
@@ -112,7 +112,7 @@ def _as_numpy(lists) -> tuple[np.ndarray, ...]:
 
 
 def _jax_config(name: str):
-    return cfg.replace(cfg.get_preset(name).model, eot_id=EOT)
+    return cfg.replace(presets.get_preset(name).model, eot_id=EOT)
 
 
 @functools.cache

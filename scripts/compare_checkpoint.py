@@ -15,7 +15,8 @@ import json
 import sys
 from pathlib import Path
 
-from jaxgpt.config import EOT_ID, LINEAGE_PRESETS, PRESET_ALIASES
+from jaxgpt.config import EOT_ID
+from jaxgpt.presets import LINEAGE_PRESETS, PRESET_ALIASES
 from jaxgpt_tools.common import command
 from jaxgpt_tools.parity.compare_checkpoint import compare
 

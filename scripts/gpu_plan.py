@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import get_args
 
-from jaxgpt import config as cfg
+from jaxgpt import presets
 from jaxgpt.muon import Collective
 from jaxgpt_tools.common import command
 from jaxgpt_tools.gpu import compile_plan as gpu_plan
@@ -24,7 +24,7 @@ from jaxgpt_tools.gpu import compile_plan as gpu_plan
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--preset", default="record", choices=sorted(cfg.PRESETS))
+    parser.add_argument("--preset", default="record", choices=sorted(presets.PRESETS))
     parser.add_argument("--device", default="h100", choices=gpu_plan.device_names())
     parser.add_argument("--devices", type=int, default=1, help="compile-only devices in the mesh; each holds batch_tokens / devices tokens")
     parser.add_argument("--batch-tokens", type=int,

@@ -7,17 +7,18 @@ from typing import get_args
 import pytest
 
 from jaxgpt import config as cfg
+from jaxgpt import presets
 
 
 def test_config_validation_names_the_field():
     with pytest.raises(ValueError, match="seq_len"):
-        cfg.replace(cfg.tiny_preset().train, seq_len=100)
+        cfg.replace(presets.tiny_preset().train, seq_len=100)
 
 
 def test_val_every_0_is_the_records_only_at_the_end_and_a_negative_one_is_refused():
-    assert cfg.replace(cfg.tiny_preset().train, val_every=0).val_every == 0  # the record's val_loss_every 0
+    assert cfg.replace(presets.tiny_preset().train, val_every=0).val_every == 0  # the record's val_loss_every 0
     with pytest.raises(ValueError, match=r"`val_every`: must be >= 0 \(0: validate after the last step only\), got -1"):
-        cfg.replace(cfg.tiny_preset().train, val_every=-1)
+        cfg.replace(presets.tiny_preset().train, val_every=-1)
 
 
 def test_bad_remat_value_raises():
@@ -44,19 +45,19 @@ def test_fp8_grad_scale_for_keeps_the_records_quantised_gradients():
 
 
 def test_presets_hold_the_records_numbers_and_tiny_is_cpu_sized():
-    record = cfg.get_preset("record")
+    record = presets.get_preset("record")
     assert (record.train.steps, record.train.batch_tokens, record.train.seq_len) == (1393, 524_288, 65_536)
     assert record.train.val_tokens == 10_485_760 and record.model.padded_vocab_size == 50_304
     assert record.model.attention_backend == "auto"  # the Pallas kernel on a GPU, blocked on a CPU
-    tiny = cfg.get_preset("tiny")
+    tiny = presets.get_preset("tiny")
     assert (tiny.train.steps, tiny.train.batch_tokens, tiny.train.val_tokens) == (60, 2048, 16_384)
     assert tiny.model.num_layers == record.model.num_layers  # every per-layer pattern kept
     with pytest.raises(ValueError, match="unknown preset 'huge'"):
-        cfg.get_preset("huge")
+        presets.get_preset("huge")
 
 
 def test_smoke_is_the_tiny_run_with_each_per_layer_pattern_once():
-    tiny, smoke = cfg.get_preset("tiny"), cfg.get_preset("smoke")
+    tiny, smoke = presets.get_preset("tiny"), presets.get_preset("smoke")
     assert (smoke.optim, smoke.train) == (tiny.optim, tiny.train)
     assert smoke.model.max_window_blocks == tiny.model.max_window_blocks == 8  # the 1024-token window tiny ends at
     model = smoke.model
@@ -70,7 +71,7 @@ def test_smoke_is_the_tiny_run_with_each_per_layer_pattern_once():
 
 def test_preset_json_roundtrip():
     for name in ("record", "tiny", "smoke"):
-        preset = cfg.get_preset(name)
+        preset = presets.get_preset(name)
         assert cfg.preset_from_json(cfg.config_to_json(preset)) == preset
     assert isinstance(cfg.preset_from_json(cfg.config_to_json(cfg.Preset())).model.value_embed_slots, tuple)
 
@@ -78,7 +79,7 @@ def test_preset_json_roundtrip():
 def test_a_window_schedule_beyond_the_kernels_cap_is_refused_naming_both_fields():
     """The kernels attend over at most max_window_blocks blocks: a schedule ending beyond it (which
     blocked / pallas would cap while dense and torch_ref would not) is refused in one line."""
-    smoke = cfg.get_preset("smoke")
+    smoke = presets.get_preset("smoke")
     refused = "invalid config field `window_max_tokens`: 1024 (8 blocks at the last step) exceeds `max_window_blocks` 4: " \
               "raise max_window_blocks to 8 or lower window_max_tokens to 512"
     with pytest.raises(ValueError) as error:
@@ -88,13 +89,13 @@ def test_a_window_schedule_beyond_the_kernels_cap_is_refused_naming_both_fields(
                                          r"raise max_window_blocks to 9 or lower window_max_tokens to 1024$"):
         cfg.Preset(model=smoke.model, optim=smoke.optim, train=cfg.replace(smoke.train, window_max_tokens=1025))
     # #15's token window in its own unit: sw = 1792 tokens at the end, attended within 14 blocks.
-    unet = cfg.get_preset("unet-value-embeds")
+    unet = presets.get_preset("unet-value-embeds")
     with pytest.raises(ValueError, match=r"`window_max_tokens`: 1728 \(a 1792-token window, 14 blocks at the last step\) "
                                          r"exceeds `max_window_blocks` 13: raise max_window_blocks to 14 or lower "
                                          r"window_max_tokens to 1663$"):
         cfg.Preset(model=cfg.replace(unet.model, max_window_blocks=13), optim=unet.optim, train=unet.train)
     # #8/#9's plain causal attention has no window: nothing to fit.
-    untie = cfg.get_preset("untie-embed")
+    untie = presets.get_preset("untie-embed")
     cfg.Preset(model=cfg.replace(untie.model, max_window_blocks=1), optim=untie.optim, train=untie.train)
     with pytest.raises(ValueError, match=r"`window_max_tokens`: must be >= 0, got -1"):
         cfg.replace(smoke.train, window_max_tokens=-1)
@@ -115,8 +116,8 @@ def test_last_window_is_the_largest_the_schedule_passes(schedule):
     assert cfg.last_window(1728, "none") is None
 
 
-@pytest.mark.parametrize("name", sorted(cfg.PRESETS))
+@pytest.mark.parametrize("name", sorted(presets.PRESETS))
 def test_every_presets_window_schedule_fits_its_cap(name):
-    preset = cfg.get_preset(name)
+    preset = presets.get_preset(name)
     last = cfg.last_window(preset.train.window_max_tokens, preset.train.lineage.window_schedule, preset.model.block_size)
     assert last is None or last[0] <= preset.model.max_window_blocks

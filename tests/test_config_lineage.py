@@ -10,6 +10,7 @@ import pytest
 
 from jaxgpt import config as cfg
 from jaxgpt import params as params_lib
+from jaxgpt import presets
 
 # LINEAGE.md's parameter totals (3.1, 4.1, 5.1, 6.1) and RECORD.md 2.1's.
 PARAMETERS = {"untie-embed": 162_201_600, "shortcuts": 162_201_636, "unet-value-embeds": 394_002_486,
@@ -18,25 +19,25 @@ PARAMETERS = {"untie-embed": 162_201_600, "shortcuts": 162_201_636, "unet-value-
 
 @pytest.mark.parametrize("name", sorted(PARAMETERS))
 def test_each_preset_has_its_records_parameter_count(name):
-    shapes = params_lib.param_shapes(cfg.get_preset(name).model)
+    shapes = params_lib.param_shapes(presets.get_preset(name).model)
     total = sum(math.prod(s.shape) for s in shapes.values())
     assert total == PARAMETERS[name]
 
 
 def test_presets_hold_the_records_run_lengths_and_aliases():
-    steps = {name: cfg.get_preset(name).train.steps for name in cfg.LINEAGE_PRESETS}
+    steps = {name: presets.get_preset(name).train.steps for name in presets.LINEAGE_PRESETS}
     assert steps == {"untie-embed": 4578, "shortcuts": 3200, "unet-value-embeds": 1480, "softcap": 1390, "record": 1393}
-    assert cfg.get_preset("sub3min") == cfg.get_preset("record")
-    assert [number for number, _, _ in cfg.LINEAGE_PRESETS.values()] == [8, 9, 15, 18, 20]
-    row = cfg.get_preset("untie-embed").train
+    assert presets.get_preset("sub3min") == presets.get_preset("record")
+    assert [number for number, _, _ in presets.LINEAGE_PRESETS.values()] == [8, 9, 15, 18, 20]
+    row = presets.get_preset("untie-embed").train
     assert (row.seq_len, row.cycle_data) == (1024, True)
     assert (row.lineage.repeat_first_batch, row.lineage.shard_switch) == (True, "per_rank_inclusive")
-    assert cfg.get_preset("unet-value-embeds").train.lineage.shard_switch == "per_rank"
-    assert cfg.get_preset("softcap").train.lineage.shard_switch == "global"
+    assert presets.get_preset("unet-value-embeds").train.lineage.shard_switch == "per_rank"
+    assert presets.get_preset("softcap").train.lineage.shard_switch == "global"
 
 
 def test_record_preset_keeps_every_switch_at_its_default():
-    record = cfg.get_preset("record")
+    record = presets.get_preset("record")
     assert record.model.lineage == cfg.ModelLineage()
     assert record.model == cfg.replace(cfg.ModelConfig(), loss_chunk_tokens=8192, attention_backend="auto")
     assert record.optim == cfg.OptimConfig() and record.train == cfg.TrainConfig()
@@ -61,7 +62,7 @@ def test_window_schedule_must_give_the_masks_window():
     with pytest.raises(ValueError, match="window_schedule.*'tokens'.*'document_blocks'"):
         cfg.Preset(train=cfg.with_fields(cfg.TrainConfig(), window_schedule="tokens"))
     with pytest.raises(ValueError, match="window_schedule.*'causal'"):
-        base = cfg.get_preset("untie-embed")
+        base = presets.get_preset("untie-embed")
         cfg.replace(base, train=cfg.with_fields(base.train, window_schedule="blocks_ceil"))
 
 
@@ -74,8 +75,8 @@ def test_per_rank_shard_switch_needs_the_batch_to_split_over_the_ranks():
 def test_mixes_that_make_sense_run_through_validation():
     """Sub3Min without value embeddings, #18 with FP8, #9 without the value residual."""
     cfg.replace(cfg.ModelConfig(), value_embed_slots=(None,) * 12)
-    cfg.with_fields(cfg.get_preset("softcap").model, fp8_head=True)
-    cfg.with_fields(cfg.get_preset("shortcuts").model, value_residual=False)
+    cfg.with_fields(presets.get_preset("softcap").model, fp8_head=True)
+    cfg.with_fields(presets.get_preset("shortcuts").model, value_residual=False)
 
 
 SECTIONS = (("model", "ModelConfig", "ModelLineage"), ("optim", "OptimConfig", "OptimLineage"),
@@ -92,7 +93,7 @@ def test_the_lineage_switches_live_in_their_own_objects_and_flat_names_route_the
     """Each section's lineage switches are in its `lineage` object, at Sub3Min's values in the
     record preset; `with_fields` takes them flat (the CLI's form) beside the section's own
     fields, and a bad value names its switch."""
-    record = cfg.get_preset("record")
+    record = presets.get_preset("record")
     for section, config_name, lineage_name in SECTIONS:
         config_class, lineage_class = getattr(cfg, config_name), getattr(cfg, lineage_name)
         assert getattr(record, section).lineage == lineage_class()
@@ -107,11 +108,11 @@ def test_the_lineage_switches_live_in_their_own_objects_and_flat_names_route_the
         cfg.with_fields(cfg.OptimConfig(), ns_iteration="loop")
 
 
-@pytest.mark.parametrize("name", sorted(cfg.LINEAGE_PRESETS))
+@pytest.mark.parametrize("name", sorted(presets.LINEAGE_PRESETS))
 def test_saved_configs_of_both_forms_read_back(name):
     """A checkpoint's config JSON reads back to its preset, in today's form (switches under each
     section's lineage) and in the form written before those objects existed (switches flat)."""
-    preset = cfg.get_preset(name)
+    preset = presets.get_preset(name)
     saved = cfg.config_to_json(preset)
     assert cfg.preset_from_json(saved) == preset
     assert cfg.preset_from_json(flat_form(saved)) == preset
@@ -121,18 +122,18 @@ def test_a_run_saved_with_flat_switches_resumes_under_both_frameworks(tmp_path):
     """A checkpoint written before the lineage objects (switches flat in its config) is the same
     run as today's config: neither framework's resume check lists a difference."""
     from jaxgpt.run import checkpoint as jax_checkpoint
-    from torch_ref import config as torch_cfg
+    from torch_ref import presets as torch_presets
     from torch_ref.run import checkpoint as torch_checkpoint
 
-    saved = cfg.config_to_json(cfg.get_preset("shortcuts"))
+    saved = cfg.config_to_json(presets.get_preset("shortcuts"))
     assert jax_checkpoint.config_differences(flat_form(saved), saved) == []
     assert "model.lineage.value_residual: True -> False" in jax_checkpoint.config_differences(
-        flat_form(saved), cfg.config_to_json(cfg.get_preset("softcap")))
-    torch_saved = torch_checkpoint.config_dict(torch_cfg.get_preset("shortcuts"))
+        flat_form(saved), cfg.config_to_json(presets.get_preset("softcap")))
+    torch_saved = torch_checkpoint.config_dict(torch_presets.get_preset("shortcuts"))
     torch_checkpoint.refuse_config_change(flat_form(torch_saved), torch_saved, tmp_path / "old.pt")
     with pytest.raises(ValueError, match="train.lineage.shard_switch: 'per_rank_inclusive' -> 'global'"):
         torch_checkpoint.refuse_config_change(flat_form(torch_saved),
-                                              torch_checkpoint.config_dict(torch_cfg.get_preset("softcap")), tmp_path / "old.pt")
+                                              torch_checkpoint.config_dict(torch_presets.get_preset("softcap")), tmp_path / "old.pt")
 
 
 def test_a_saved_switch_of_the_wrong_kind_is_refused_where_it_lives_in_either_form():
@@ -140,12 +141,12 @@ def test_a_saved_switch_of_the_wrong_kind_is_refused_where_it_lives_in_either_fo
     and a flat switch of the older form where it now lives."""
     from jaxgpt.run import saved_state
 
-    saved = cfg.config_to_json(cfg.get_preset("softcap"))
-    assert saved_state.saved_preset(saved, "ckpt") == cfg.get_preset("softcap")
+    saved = cfg.config_to_json(presets.get_preset("softcap"))
+    assert saved_state.saved_preset(saved, "ckpt") == presets.get_preset("softcap")
     saved["train"]["lineage"]["data_ranks"] = "8"
     with pytest.raises(ValueError, match=r"ckpt: .*config\.train\.lineage\.data_ranks is '8', not a number"):
         saved_state.saved_preset(saved, "ckpt")
-    flat = flat_form(cfg.config_to_json(cfg.get_preset("softcap")))
+    flat = flat_form(cfg.config_to_json(presets.get_preset("softcap")))
     flat["model"]["fp8_head"] = "no"
     with pytest.raises(ValueError, match=r"config\.model\.lineage\.fp8_head is 'no', not a bool"):
         saved_state.saved_preset(flat, "ckpt")

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxgpt import config, data
+from jaxgpt import config, data, presets
 from jaxgpt import step as step_lib
 from jaxgpt import train as train_lib
 from jaxgpt.run import checkpoint, cli, interrupt
@@ -341,7 +341,7 @@ def test_help_lists_choices_without_none_defaults():
 
 
 def test_data_doc_gives_the_tiny_preset_numbers():
-    tiny = config.tiny_preset().train
+    tiny = presets.tiny_preset().train
     text = (REPO / "docs" / "DATA.md").read_text()
     assert f"({tiny.steps} steps x {tiny.batch_tokens:,} tokens)" in text
     assert f"evaluates the first {tiny.val_tokens:,}" in text
@@ -474,10 +474,11 @@ def test_token_check_uses_the_init_checkpoint_vocabulary(capsys, tmp_path):
     import torch  # noqa: PLC0415 - a record-format checkpoint, as the record's code writes one
 
     from torch_ref import config as torch_config  # noqa: PLC0415
+    from torch_ref import presets as torch_presets  # noqa: PLC0415
     from torch_ref.model import GPT  # noqa: PLC0415
 
     torch.manual_seed(0)
-    model = torch_config.replace(torch_config.get_preset("smoke").model, vocab_size=VOCAB)
+    model = torch_config.replace(torch_presets.get_preset("smoke").model, vocab_size=VOCAB)
     torch.save({"model": GPT.from_config(model).state_dict()}, tmp_path / "init.pt")
     shards = write_shards(tmp_path)
     tokens = np.random.default_rng(2).integers(0, VOCAB, 20_000)

@@ -20,11 +20,16 @@ import numpy as np
 import pytest
 
 from jaxgpt import attention, compat, masks
-from jaxgpt_tools.gpu import compile_plan as gpu_plan
 from jaxgpt.kernels.block_lists import kernel_block_lists
-from jaxgpt.kernels.mosaic_attention import (MosaicKernelTiles, MosaicTiles, check_hopper, document_bounds,
-                                             mosaic_attention)
+from jaxgpt.kernels.mosaic_attention import (
+    MosaicKernelTiles,
+    MosaicTiles,
+    check_hopper,
+    document_bounds,
+    mosaic_attention,
+)
 from jaxgpt.testing import record_like_attention_inputs
+from jaxgpt_tools.gpu import compile_plan as gpu_plan
 
 T, HEADS, DIM, CAP = 512, 1, 64, 3
 LAYOUTS = {  # EOT positions
@@ -215,8 +220,9 @@ def test_mosaic_record_step_compiles_for_an_h100():
     """The record's training step (one device, one 65,536-token sequence) with `--attention
     mosaic`: three Mosaic GPU kernels per attention layer and no Triton attention kernel."""
     from jaxgpt import config as cfg
+    from jaxgpt import presets
 
-    preset = cfg.get_preset("record")
+    preset = presets.get_preset("record")
     preset = cfg.Preset(model=cfg.replace(preset.model, attention_backend="mosaic"), optim=preset.optim,
                         train=cfg.replace(preset.train, batch_tokens=preset.train.seq_len, devices=1))
     plan = gpu_plan.plan_train_step(preset, "h100", 1)

@@ -11,10 +11,11 @@ import pytest
 from flax import nnx
 
 from jaxgpt import config as cfg
-from jaxgpt import model as model_lib
 from jaxgpt import layers as layers_lib
 from jaxgpt import loss as loss_lib
+from jaxgpt import model as model_lib
 from jaxgpt import params as params_lib
+from jaxgpt import presets
 from jaxgpt import rotary as rotary_lib
 
 
@@ -85,7 +86,7 @@ def test_linear_init_bounds():
 @pytest.fixture(scope="module")
 def small_models():
     def build(name: str, **changes):
-        config = cfg.replace(cfg.get_preset(name).model, vocab_size=1000, eot_id=999, num_heads=2, model_dim=64,
+        config = cfg.replace(presets.get_preset(name).model, vocab_size=1000, eot_id=999, num_heads=2, model_dim=64,
                              attention_backend="blocked", loss_chunk_tokens=None, max_window_blocks=4, **changes)
         return model_lib.GPT(config, rngs=nnx.Rngs(0))
     return build
@@ -125,10 +126,10 @@ def test_the_logged_window_is_the_one_the_attention_takes():
     window with the blocks it is attended within; none under #8/#9's plain causal attention."""
     from jaxgpt import lineage
 
-    smoke = cfg.get_preset("smoke").model
+    smoke = presets.get_preset("smoke").model
     assert lineage.logged_window(smoke, 5) == {"window_blocks": 5}
     assert lineage.logged_window(smoke, 11) == {"window_blocks": 8}  # blocked / pallas attend over the cap's 8
-    unet = cfg.get_preset("unet-value-embeds").model
+    unet = presets.get_preset("unet-value-embeds").model
     assert lineage.logged_window(unet, 192) == {"window_blocks": 2, "window_tokens": 192}
     assert lineage.logged_window(unet, 1792) == {"window_blocks": 14, "window_tokens": 1792}
-    assert lineage.logged_window(cfg.get_preset("untie-embed").model, 0) == {"window_blocks": 0}
+    assert lineage.logged_window(presets.get_preset("untie-embed").model, 0) == {"window_blocks": 0}

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from jaxgpt import config as cfg
-from jaxgpt import schedules
+from jaxgpt import presets, schedules
 
 
 def _lr(name: str, step: int) -> float:
-    preset = cfg.get_preset(name)
+    preset = presets.get_preset(name)
     o = preset.optim
     return schedules.lr_multiplier(step, preset.train.steps, o.cooldown_frac, o.final_lr_frac, o.lineage.cooldown_whole_steps)
 
@@ -18,7 +17,7 @@ def _lr(name: str, step: int) -> float:
     ("untie-embed", 3270, 1308), ("shortcuts", 2286, 914), ("unet-value-embeds", 880, 600)])
 def test_whole_steps_cooldown_is_the_records_warmdown(name, flat_until, cooldown):
     """f = 1 before steps - K, then (steps - s) / K, reaching 1/K at the last update (LINEAGE.md 3.6, 4.3, 5.8)."""
-    steps = cfg.get_preset(name).train.steps
+    steps = presets.get_preset(name).train.steps
     assert _lr(name, flat_until - 1) == 1.0 and _lr(name, flat_until) == 1.0
     assert _lr(name, flat_until + 1) == (steps - flat_until - 1) / cooldown
     assert _lr(name, steps - 1) == 1 / cooldown

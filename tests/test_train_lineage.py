@@ -14,6 +14,7 @@ from jaxgpt.data import write_shard
 from jaxgpt.testing import synthetic_tokens
 from torch_ref import config as torch_cfg
 from torch_ref import model as torch_model
+from torch_ref import presets as torch_presets
 
 VOCAB, EOT = 512, 511
 
@@ -31,7 +32,7 @@ def _shortcuts_named(state: dict) -> dict:
 
 @pytest.mark.slow
 def test_init_from_a_shortcuts_checkpoint_in_its_records_names(tmp_path):
-    config = torch_cfg.replace(torch_cfg.get_preset("shortcuts").model, vocab_size=VOCAB, eot_id=EOT, model_dim=64,
+    config = torch_cfg.replace(torch_presets.get_preset("shortcuts").model, vocab_size=VOCAB, eot_id=EOT, model_dim=64,
                                num_heads=2, dtype_policy="fp32")
     torch.manual_seed(0)
     gpt = torch_model.GPT.from_config(config, fp8_head=False)

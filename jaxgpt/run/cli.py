@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, get_args
 
 from jaxgpt import config as cfg
+from jaxgpt import presets
 from jaxgpt.run import compile_cache
 from runkit import names
 from runkit.cli import parse_bool, parse_profile_window
@@ -202,9 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train the Sub3Min GPT with JAX on a data-parallel device mesh (the record's optimizers, "
         "schedules, validation and log lines). Config flags override the chosen preset's values.",
     )
-    parser.add_argument("--preset", choices=sorted(cfg.PRESETS), default="record",
+    parser.add_argument("--preset", choices=sorted(presets.PRESETS), default="record",
                         help="starting config (default: record, alias sub3min); the lineage: "
-                        + ", ".join(f"{name} (#{number} {record})" for name, (number, record, _) in cfg.LINEAGE_PRESETS.items()))
+                        + ", ".join(f"{name} (#{number} {record})" for name, (number, record, _) in presets.LINEAGE_PRESETS.items()))
     parser.add_argument("--init-from", metavar="CKPT.pt",
                         help="start from this record-format torch checkpoint {'model': state_dict}; model dims are inferred from it")
     parser.add_argument("--resume", metavar="DIR",
@@ -261,7 +262,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[cfg.Preset, RunOption
             section, name = dest.split(".", 1)
             overrides[section][name] = value
             overridden.add(dest)
-    preset = cfg.get_preset(args.preset)
+    preset = presets.get_preset(args.preset)
     preset = cfg.Preset(
         model=cfg.with_fields(preset.model, **overrides["model"]),
         optim=cfg.with_fields(preset.optim, **overrides["optim"]),

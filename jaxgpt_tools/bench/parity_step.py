@@ -65,8 +65,9 @@ def layer_patterns(num_layers: int) -> dict[str, Any]:
 
 def jax_preset(config: ParityConfig):
     from jaxgpt import config as cfg
+    from jaxgpt import presets
 
-    tiny = cfg.get_preset("tiny")
+    tiny = presets.get_preset("tiny")
     model = cfg.replace(tiny.model, vocab_size=config.vocab_size, num_layers=config.num_layers, model_dim=config.model_dim,
                         num_heads=config.num_heads, dtype_policy=config.dtype_policy,
                         qkv_layout=config.qkv_layout, eot_id=min(tiny.model.eot_id, config.vocab_size - 1),

@@ -145,9 +145,10 @@ def _tiny_step_setup(seq_len: int, sequences: int):
     import numpy as np
 
     from jaxgpt import config as cfg
+    from jaxgpt import presets
     from jaxgpt import step as train_lib
 
-    preset = cfg.get_preset("tiny")
+    preset = presets.get_preset("tiny")
     preset = cfg.Preset(model=preset.model, optim=preset.optim,
                         train=cfg.replace(preset.train, seq_len=seq_len, batch_tokens=seq_len * sequences, devices=1))
     preset, steps, params, opt_state, _ = train_lib.one_device_steps(preset)
@@ -213,10 +214,11 @@ def bench_record_compile(seq_len: int = 65536, **model_overrides: Any) -> dict[s
     from jaxgpt import config as cfg
     from jaxgpt import model as model_lib
     from jaxgpt import params as params_lib
+    from jaxgpt import presets
     from jaxgpt import step as train_lib
     from jaxgpt.attention import resolve_backend
 
-    preset = cfg.get_preset("record")
+    preset = presets.get_preset("record")
     preset = cfg.Preset(model=cfg.replace(preset.model, **model_overrides), optim=preset.optim, train=preset.train)
     model_config = train_lib.device_model_config(
         cfg.Preset(model=preset.model, optim=preset.optim, train=cfg.replace(preset.train, batch_tokens=seq_len, seq_len=seq_len)), 1
@@ -254,9 +256,10 @@ def bench_torch_ref(*, seq_len: int, repeats: int) -> dict[str, Any]:
     import torch
 
     from jaxgpt import config as cfg
+    from jaxgpt import presets
     from torch_ref.model import GPT
 
-    model_config = cfg.get_preset("tiny").model
+    model_config = presets.get_preset("tiny").model
     torch.manual_seed(0)
     # The record's FP8 head gradient scale is sized for 65,536 tokens per mean; scale it with T
     # (as jaxgpt.train does) so that e5m2 does not overflow. On a CPU the FP8 head is emulated.

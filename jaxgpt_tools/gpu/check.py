@@ -134,16 +134,16 @@ def parity(sizes: Sizes, val_glob: str) -> dict[str, Any]:
     import numpy as np
     import torch
 
-    from jaxgpt import config as cfg
+    from jaxgpt import presets
     from jaxgpt.run import convert
     from jaxgpt.shards import read_shard
     from jaxgpt_tools.parity import compare_checkpoint as compare
-    from torch_ref import config as torch_config
     from torch_ref import model as torch_model
+    from torch_ref import presets as torch_presets
 
-    model_cfg = cfg.get_preset(sizes.preset).model
+    model_cfg = presets.get_preset(sizes.preset).model
     torch.manual_seed(0)
-    gpt = torch_model.GPT.from_config(torch_config.get_preset(sizes.preset).model)
+    gpt = torch_model.GPT.from_config(torch_presets.get_preset(sizes.preset).model)
     # The record zero-initialises three projections and the head; perturb every weight so that
     # all layers and the logits carry signal.
     state_dict = {name: value + 0.01 * torch.randn_like(value) if value.is_floating_point() else value
@@ -320,10 +320,10 @@ def initial_state(sizes: Sizes, path: Path) -> str:
 
     import torch
 
-    from torch_ref import config as torch_config
+    from torch_ref import presets as torch_presets
     from torch_ref import train as torch_train
 
-    model_config = torch_config.get_preset(sizes.preset).model
+    model_config = torch_presets.get_preset(sizes.preset).model
     if sizes.dtype:
         model_config = replace(model_config, dtype_policy=sizes.dtype)
     state = torch_train.build_model(model_config, sizes.batch_tokens, 0, None, torch.device("cpu")).state_dict()

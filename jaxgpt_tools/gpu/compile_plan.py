@@ -251,9 +251,10 @@ def plan_preset(preset_name: str = "record", device: str = "h100", num_devices: 
     `hlo_dir`. `attention` None: the preset's backend as it resolves on a GPU ("auto" -> the kernel)."""
     compile_only_environment()
     from jaxgpt import config as cfg
+    from jaxgpt import presets
     from jaxgpt.model import attention_backend
 
-    preset = cfg.get_preset(preset_name)
+    preset = presets.get_preset(preset_name)
     batch_tokens = batch_tokens or max(preset.train.batch_tokens // 8, preset.train.seq_len) * num_devices
     with compiled_kernels():  # the plan is a GPU's: the preset's "auto" resolves as it would there
         attention = attention or attention_backend(preset.model)

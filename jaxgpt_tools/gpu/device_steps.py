@@ -193,7 +193,8 @@ def step_agreement(out: Path, cpu: bool) -> dict[str, Any]:
 
     from jaxgpt import model as jax_model
     from jaxgpt import params as params_lib
-    from jaxgpt.config import fp8_grad_scale_for, get_preset, last_window, replace
+    from jaxgpt.config import fp8_grad_scale_for, last_window, replace
+    from jaxgpt.presets import get_preset
     from jaxgpt_tools.bench.attention_gpu import document_tokens
 
     preset = get_preset("smoke" if cpu else "record")

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from jaxgpt.config import get_preset
+from jaxgpt.presets import get_preset
 from jaxgpt_tools.common.artifacts import REPO_ROOT
 from jaxgpt_tools.gpu import hlo_schedule
 

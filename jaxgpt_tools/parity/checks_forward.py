@@ -53,7 +53,8 @@ def check_record_shape_fp32() -> Result:
 
     from jaxgpt import model as jax_model
     from jaxgpt import params as params_lib
-    from jaxgpt.config import get_preset, replace
+    from jaxgpt.config import replace
+    from jaxgpt.presets import get_preset
     from jaxgpt.run import convert
     from jaxgpt.testing import document_layout
     from torch_ref import train as torch_train

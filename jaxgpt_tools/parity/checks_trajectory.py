@@ -53,24 +53,24 @@ class Run:
 
 def trajectory_model(lineage: str | None = None):
     """The trajectory's model: `small_model_config`, or its miniature of a lineage preset's switches."""
-    from jaxgpt import config as cfg
+    from jaxgpt import presets
     from jaxgpt.testing import small_lineage_config, small_model_config
 
-    return small_model_config() if lineage is None else small_lineage_config(cfg.get_preset(lineage).model)
+    return small_model_config() if lineage is None else small_lineage_config(presets.get_preset(lineage).model)
 
 
 def trajectory_preset(folder: Path, ns_dtype: NSDType, devices: int, lineage: str | None = None, steps: int = TRAJECTORY_STEPS):
     """The shared preset: tiny model, synthetic shards written into `folder`, validation every step.
     `lineage`: a lineage preset whose model, optimizer, window-schedule and data switches apply."""
     from jaxgpt import config as cfg
-    from jaxgpt import data
+    from jaxgpt import data, presets
     from jaxgpt.testing import synthetic_tokens
 
     data.write_shard(folder / "p_train_000001.bin", synthetic_tokens(30_000, seed=11))
     data.write_shard(folder / "p_val_000000.bin", synthetic_tokens(3_000, seed=12))
     train_lineage, cycle_data, optim = cfg.TrainLineage(), False, cfg.OptimConfig(ns_dtype=ns_dtype)
     if lineage is not None:
-        base = cfg.get_preset(lineage)
+        base = presets.get_preset(lineage)
         train_lineage, cycle_data = base.train.lineage, base.train.cycle_data
         optim = cfg.replace(base.optim, ns_dtype=ns_dtype)
     train = cfg.TrainConfig(

@@ -66,7 +66,7 @@ def choose_head_dim(state_dict: dict, payload: dict, requested: int | None) -> t
     guess could load a model silently wrong (a 64-dim-head checkpoint read with 128 changes the
     loss): --head-dim, else the saved config's num_heads, else the preset of that width; refuse
     otherwise."""
-    from jaxgpt.config import PRESETS
+    from jaxgpt.presets import PRESETS
 
     if requested is not None:
         return requested, "--head-dim"
@@ -207,11 +207,11 @@ def compare(checkpoint: Path, tokens_path: Path, *, window_blocks: int | None = 
     `preset`: the lineage record the checkpoint comes from (the module docstring); None: the
     record's model with the dims of the checkpoint.
     Raises ValueError (bad input) or FileNotFoundError naming the problem, before any model runs."""
-    from jaxgpt import config as cfg
+    from jaxgpt import presets
     from jaxgpt.data import read_shard
     from jaxgpt.run import convert
 
-    base = cfg.get_preset(preset or "record")
+    base = presets.get_preset(preset or "record")
     window, window_cap = model_window(base.model.lineage.attention_mask, window_blocks, window_tokens)
     tokens = read_shard(tokens_path)
     requested = seq_len

@@ -53,8 +53,9 @@ def gradient_gaps(torch_grads: dict, jax_grads: dict) -> tuple[bool, bool, dict[
 def lineage_model_config(name: str, dtype_policy: str | None = None):
     """The preset's ModelConfig at the parity width (its own dtype policy unless given)."""
     from jaxgpt import config as cfg
+    from jaxgpt import presets
 
-    model = cfg.get_preset(name).model
+    model = presets.get_preset(name).model
     return cfg.replace(model, vocab_size=1000, eot_id=999, num_heads=2, model_dim=64, max_window_blocks=4,
                        attention_backend="blocked", loss_chunk_tokens=None,
                        dtype_policy=dtype_policy or model.dtype_policy)

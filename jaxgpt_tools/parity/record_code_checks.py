@@ -52,8 +52,9 @@ def model_config(name: str):
     layers the per-layer patterns as the record's code builds them (#15's chunks min(i, L-1-i),
     one window for every layer, no layer without attention)."""
     from jaxgpt import config as cfg
+    from jaxgpt import presets
 
-    model, size = cfg.get_preset(name).model, dims(name)
+    model, size = presets.get_preset(name).model, dims(name)
     patterns = {}
     if size.num_layers != model.num_layers:
         layers = size.num_layers

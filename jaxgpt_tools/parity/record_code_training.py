@@ -62,17 +62,17 @@ def train_batches(name: str) -> list[tuple[np.ndarray, np.ndarray]]:
 def cooldown_steps(name: str) -> int:
     """The LR cooldown of a TRAIN_STEPS run as #8-#15's warmdown_iters / cooldown_iters: the
     preset's round(cooldown_frac x steps) (OptimConfig.lineage.cooldown_whole_steps)."""
-    from jaxgpt import config as cfg
+    from jaxgpt import presets
 
-    return round(cfg.get_preset(name).optim.cooldown_frac * TRAIN_STEPS)
+    return round(presets.get_preset(name).optim.cooldown_frac * TRAIN_STEPS)
 
 
 def _preset_schedules(name: str):
     """(the preset's OptimConfig with fp32 Newton-Schulz, its window at each step 0..TRAIN_STEPS)."""
     from jaxgpt import config as cfg
-    from jaxgpt import schedules
+    from jaxgpt import presets, schedules
 
-    preset = cfg.get_preset(name)
+    preset = presets.get_preset(name)
     windows = tuple(schedules.window_value(step, TRAIN_STEPS, preset.train.window_max_tokens, preset.train.lineage.window_schedule)
                     for step in range(TRAIN_STEPS + 1))
     return cfg.replace(preset.optim, ns_dtype="fp32"), windows
@@ -224,10 +224,9 @@ def schedule_gaps(name: str) -> tuple[int, float, float, int]:
     """The record's own schedules over its whole run (record_code.schedule) against the preset's
     (jaxgpt.schedules): (steps, worst |LR multiplier difference|, worst |momentum difference|, steps
     whose window differs)."""
-    from jaxgpt import config as cfg
-    from jaxgpt import schedules
+    from jaxgpt import presets, schedules
 
-    loaded, preset = rc.load(name, EOT), cfg.get_preset(name)
+    loaded, preset = rc.load(name, EOT), presets.get_preset(name)
     values = record_optim.schedule(loaded, rc.Dims(1000, LAYERS[name], 1, 64))
     steps, optim, train = len(values), preset.optim, preset.train
     lr = max(abs(v[0] - schedules.lr_multiplier(s, steps, optim.cooldown_frac, optim.final_lr_frac,

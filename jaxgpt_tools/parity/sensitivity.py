@@ -32,8 +32,9 @@ SCALARS = ("blocks.0.lambdas", "blocks.5.lambdas", "blocks.11.lambdas", "skip_we
 
 def sensitivity_preset(folder: Path, steps: int):
     from jaxgpt import config as cfg
+    from jaxgpt import presets
 
-    tiny = cfg.get_preset("tiny")
+    tiny = presets.get_preset("tiny")
     train = cfg.replace(
         tiny.train, train_files=str(REPO_ROOT / tiny.train.train_files), val_files=str(REPO_ROOT / tiny.train.val_files),
         steps=steps, val_every=5, val_tokens=4 * 1024, devices=2, out_dir=str(folder / "out"),

@@ -88,10 +88,10 @@ def _record_trajectory(record_md: str) -> tuple[tuple[int, float], ...]:
 
 
 def parameter_count(name: str) -> int:
-    from jaxgpt import config as cfg
     from jaxgpt import params as params_lib
+    from jaxgpt import presets
 
-    return sum(math.prod(s.shape) for s in params_lib.param_shapes(cfg.get_preset(name).model).values())
+    return sum(math.prod(s.shape) for s in params_lib.param_shapes(presets.get_preset(name).model).values())
 
 
 TINY = dict(model_dim=128, num_heads=2, loss_chunk_tokens=None, attention_backend="blocked")
@@ -102,8 +102,9 @@ def tiny_preset(name: str, *, steps: int, seed: int, sample_dir: Path, out_dir: 
     """The preset at the tiny width (its 12 layers, own dtype policy, optimizers, window schedule
     and data switches) on the sample shards: one 1024-token sequence per step."""
     from jaxgpt import config as cfg
+    from jaxgpt import presets
 
-    base = cfg.get_preset(name)
+    base = presets.get_preset(name)
     train = cfg.replace(base.train, train_files=str(sample_dir / "sample_train_*.bin"),
                         val_files=str(sample_dir / "sample_val_*.bin"), steps=steps, seq_len=1024,
                         batch_tokens=batch_tokens, val_every=val_every, val_tokens=val_tokens, seed=seed, devices=1,
@@ -264,7 +265,7 @@ def write_plot(runs: list[StudyRun], path: Path) -> None:
 
 
 def render(results: dict[str, Any], command: str) -> str:
-    from jaxgpt import config as cfg
+    from jaxgpt import presets
 
     facts = {number: RecordFacts(**f) for number, f in ((int(k), v) for k, v in results["facts"].items())}
     lines = [
@@ -286,7 +287,7 @@ def render(results: dict[str, Any], command: str) -> str:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name in PRESETS:
-        number, record, _ = cfg.LINEAGE_PRESETS[name]
+        number, record, _ = presets.LINEAGE_PRESETS[name]
         f = facts[number]
         times = results.get("step_times", {}).get(name, {})
         plan = results.get("plans", {}).get(name)

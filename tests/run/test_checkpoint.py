@@ -13,8 +13,9 @@ import pytest
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from jaxgpt.config import config_to_json, replace
+from jaxgpt.presets import get_preset
 from jaxgpt.run import checkpoint
-from jaxgpt.config import config_to_json, get_preset, replace
 
 
 @pytest.fixture(scope="module")

@@ -22,13 +22,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jaxgpt.run import checkpoint, quiet
-from jaxgpt import sample
-from tests import fuzzing
 from jaxgpt import config as cfg
+from jaxgpt import presets, sample
+from jaxgpt.run import checkpoint, quiet
+from tests import fuzzing
 
 pytestmark = pytest.mark.fuzz
-PRESET = cfg.get_preset("tiny")
+PRESET = presets.get_preset("tiny")
 STATE = {"params": {"embed.weight": jnp.arange(48, dtype=jnp.float32).reshape(6, 8), "scalars": jnp.ones(3)},
          "opt_state": {"mu": jnp.full((4, 2), 0.5, jnp.bfloat16), "count": jnp.int32(7)}}
 META = {"data_position": {"shard_index": 0, "pos": 4096, "batches": 2}, "config": cfg.config_to_json(PRESET)}

@@ -9,8 +9,9 @@ from typing import get_args
 
 import pytest
 
-from jaxgpt.run import cli, peers
 from jaxgpt import config as cfg
+from jaxgpt import presets
+from jaxgpt.run import cli, peers
 
 
 def test_cli_presets_and_overrides():
@@ -28,7 +29,7 @@ def test_cli_presets_and_overrides():
     assert preset.optim.muon_lr == 0.1
     assert options.init_from == "x.pt" and options.resume == "dir" and options.run_id == "r" and not options.progress
     record, _ = cli.parse_args([])
-    assert record == cfg.record_preset()
+    assert record == presets.record_preset()
 
 
 def test_help_lists_every_fixed_flag():

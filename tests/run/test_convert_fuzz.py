@@ -22,17 +22,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jaxgpt.run import convert
-from jaxgpt import sample
-from tests import fuzzing
 from jaxgpt import config as cfg
 from jaxgpt import model as model_lib
 from jaxgpt import params as params_lib
+from jaxgpt import presets, sample
+from jaxgpt.run import convert
+from tests import fuzzing
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.fuzz
 MODEL = cfg.replace(cfg.ModelConfig(), vocab_size=256, eot_id=0, model_dim=16, num_heads=1, dtype_policy="fp32")
-PRESET = cfg.replace(cfg.get_preset("tiny"), model=MODEL)
+PRESET = cfg.replace(presets.get_preset("tiny"), model=MODEL)
 
 
 def record_file(state_dict: dict) -> bytes:

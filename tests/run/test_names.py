@@ -21,9 +21,10 @@ def test_the_command_line_refuses_it_at_parse_time_with_exit_2(text, capsys, tmp
 
 def test_a_python_caller_is_held_to_the_same_rule(tmp_path):
     from jaxgpt import config as cfg  # noqa: PLC0415
+    from jaxgpt import presets  # noqa: PLC0415
     from jaxgpt.run import preflight  # noqa: PLC0415
 
-    preset = cfg.replace(cfg.get_preset("tiny"), train=cfg.replace(cfg.get_preset("tiny").train, out_dir=str(tmp_path)))
+    preset = cfg.replace(presets.get_preset("tiny"), train=cfg.replace(presets.get_preset("tiny").train, out_dir=str(tmp_path)))
     with pytest.raises(ValueError, match=r"--run-id '\.\./up' is not a plain name"):
         preflight.start_run(preset, cli.RunOptions(run_id="../up"))
     assert list(tmp_path.iterdir()) == []

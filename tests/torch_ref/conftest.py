@@ -20,6 +20,7 @@ import torch
 
 from torch_ref import config as torch_config
 from torch_ref import loop
+from torch_ref import presets as torch_presets
 from torch_ref import train as train_lib
 from torch_ref.data import write_shard
 from torch_ref.model import GPT
@@ -49,7 +50,7 @@ def small_run(tmp_path_factory) -> SmallRun:
     write_shard(run.root / "t_train_000001.bin", rng.integers(0, run.vocab, 8 * run.seq_len + 2))
     write_shard(run.root / "t_val_000000.bin", rng.integers(0, run.vocab, 2 * run.seq_len + 2))
     torch.manual_seed(0)
-    model = torch_config.replace(torch_config.get_preset("smoke").model, vocab_size=run.vocab)
+    model = torch_config.replace(torch_presets.get_preset("smoke").model, vocab_size=run.vocab)
     torch.save({"model": GPT.from_config(model).state_dict()}, run.root / "init.pt")
     return run
 

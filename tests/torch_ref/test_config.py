@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from torch_ref import config as cfg
+from torch_ref import presets
 
 
 @pytest.mark.parametrize("section, field, value", [
@@ -15,14 +16,14 @@ from torch_ref import config as cfg
 ])
 def test_config_validation_names_the_field(section, field, value):
     with pytest.raises(ValueError, match=f"invalid config field `{field}`"):
-        cfg.replace(getattr(cfg.record_preset(), section), **{field: value})
+        cfg.replace(getattr(presets.record_preset(), section), **{field: value})
 
 
 def test_val_every_0_is_the_records_only_at_the_end():
-    assert cfg.replace(cfg.record_preset().train, val_every=0).val_every == 0  # the record's val_loss_every 0
+    assert cfg.replace(presets.record_preset().train, val_every=0).val_every == 0  # the record's val_loss_every 0
 
 
 def test_unknown_preset_names_the_choices():
     with pytest.raises(ValueError, match="unknown preset 'huge'; choose one of") as refused:
-        cfg.get_preset("huge")
-    assert all(repr(name) in str(refused.value) for name in cfg.PRESETS)
+        presets.get_preset("huge")
+    assert all(repr(name) in str(refused.value) for name in presets.PRESETS)

@@ -12,13 +12,13 @@ import torch
 import torch.nn.functional as F
 
 from jaxgpt.config import EOT_ID
-from torch_ref import model as model_lib
 from torch_ref import attention as torch_attention
 from torch_ref import layers as torch_layers
 from torch_ref import loss as torch_loss
+from torch_ref import model as model_lib
 from torch_ref import rotary as torch_rotary
-from torch_ref.config import get_preset
 from torch_ref.model import GPT, cast_embeddings_to_bf16
+from torch_ref.presets import get_preset
 from torch_ref.run.convert import load_record_state_dict, model_config_from_state_dict
 
 VOCAB, LAYERS, HEADS, DIM = 50257, 12, 2, 128

@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from torch_ref import config as cfg
-from torch_ref import model as model_lib
 from torch_ref import layers as torch_layers
 from torch_ref import loss as torch_loss
+from torch_ref import model as model_lib
+from torch_ref import presets
 from torch_ref import rotary as torch_rotary
 
 
@@ -43,7 +44,7 @@ def test_norm_eps_as_run_and_soft_caps():
 @pytest.fixture(scope="module")
 def tiny_lineage():
     def build(name: str):
-        config = cfg.replace(cfg.get_preset(name).model, vocab_size=1000, eot_id=999, num_heads=2, model_dim=64)
+        config = cfg.replace(presets.get_preset(name).model, vocab_size=1000, eot_id=999, num_heads=2, model_dim=64)
         torch.manual_seed(0)
         return model_lib.apply_dtype_policy(model_lib.GPT.from_config(config, attention="sdpa", fp8_head=False),
                                             config.dtype_policy)

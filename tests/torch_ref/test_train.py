@@ -16,12 +16,13 @@ import numpy as np
 import pytest
 import torch
 
-from torch_ref.run import checkpoint as ckpt_lib
 from torch_ref import loop
 from torch_ref import train as train_lib
-from torch_ref.config import EOT_ID, get_preset
+from torch_ref.config import EOT_ID
 from torch_ref.data import write_shard
 from torch_ref.model import GPT
+from torch_ref.presets import get_preset
+from torch_ref.run import checkpoint as ckpt_lib
 from torch_ref.run.convert import load_record_state_dict, read_checkpoint, strip_compile_prefix
 from torch_ref.schedules import window_blocks
 
@@ -274,10 +275,11 @@ def scalar_lr(monkeypatch):
     """scalar_lr(value): the smoke preset (small_run's) with the scalars' Adam learning rate set
     to `value`; torch_ref's command line has no flag for it."""
     import torch_ref.config as cfg  # noqa: PLC0415
+    from torch_ref import presets  # noqa: PLC0415
 
     def use(value: float) -> None:
-        smoke = cfg.PRESETS["smoke"]
-        monkeypatch.setitem(cfg.PRESETS, "smoke", lambda: cfg.replace(smoke(), optim=cfg.replace(smoke().optim, scalar_lr=value)))
+        smoke = presets.PRESETS["smoke"]
+        monkeypatch.setitem(presets.PRESETS, "smoke", lambda: cfg.replace(smoke(), optim=cfg.replace(smoke().optim, scalar_lr=value)))
 
     return use
 

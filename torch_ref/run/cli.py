@@ -22,6 +22,7 @@ from typing import Any, Literal
 import torch_ref.config as cfg
 from runkit import names
 from runkit.cli import parse_bool, parse_profile_window
+from torch_ref import presets
 
 PROG = "python -m torch_ref.train"
 
@@ -86,9 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Train the Sub3Min record's GPT in PyTorch (torchrun for several GPUs).",
     )
-    parser.add_argument("--preset", choices=sorted(cfg.PRESETS), default="record",
+    parser.add_argument("--preset", choices=sorted(presets.PRESETS), default="record",
                         help="starting config; flags override it (record alias sub3min; the lineage: "
-                        + ", ".join(f"{name} #{number}" for name, (number, _, _) in cfg.LINEAGE_PRESETS.items()) + ")")
+                        + ", ".join(f"{name} #{number}" for name, (number, _, _) in presets.LINEAGE_PRESETS.items()) + ")")
     parser.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available, else cpu")
     parser.add_argument("--devices", type=int, help="processes (one per device); default: torchrun's WORLD_SIZE, else 1")
     parser.add_argument("--seed", type=int, help="torch seed of the fresh init (the record has none); ignored with --init-from")
@@ -167,7 +168,7 @@ def parse_flags(argv: Sequence[str] | None = None) -> tuple[cfg.Preset, RunOptio
     """`parse_args` without torch: (preset, options, --device or None). The options' device is
     cpu until `with_device` sets the one asked for. Raises ValueError on bad values."""
     args = build_parser().parse_args(argv)
-    preset = cfg.get_preset(args.preset)
+    preset = presets.get_preset(args.preset)
     torchrun_world = torchrun_world_size()
     if args.devices is not None and torchrun_world is not None and args.devices != torchrun_world:
         raise ValueError(f"--devices {args.devices} disagrees with torchrun's WORLD_SIZE {torchrun_world}")

@@ -16,7 +16,7 @@ def test_a_function_runs_in_a_child_and_returns_its_json_result():
 
 def test_a_failing_child_raises_with_its_error_and_only_library_functions_run():
     with pytest.raises(child.ChildFailed, match="unknown preset 'nope'"):
-        child.call("jaxgpt.config:get_preset", {"name": "nope"})
+        child.call("jaxgpt.presets:get_preset", {"name": "nope"})
     with pytest.raises(child.ChildFailed, match="expected 'jaxgpt_tools.<module>:<function>'"):
         child.call("os:system", {"command": "true"})
     with pytest.raises(ValueError, match="expected"):
@@ -26,7 +26,7 @@ def test_a_failing_child_raises_with_its_error_and_only_library_functions_run():
 def test_a_failed_childs_exit_status_and_stderr_lines_reach_the_caller():
     lines: list[str] = []
     with pytest.raises(child.ChildFailed) as failed:
-        child.call("jaxgpt.config:get_preset", {"name": "nope"}, on_stderr_line=lines.append)
+        child.call("jaxgpt.presets:get_preset", {"name": "nope"}, on_stderr_line=lines.append)
     assert failed.value.returncode == 1 and "unknown preset 'nope'" in failed.value.stderr
     assert lines == failed.value.stderr.splitlines()
 

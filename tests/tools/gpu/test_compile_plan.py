@@ -35,9 +35,9 @@ def test_roofline_is_the_larger_of_compute_and_memory_time():
 
 @pytest.fixture(scope="module")
 def tiny_plan():
-    from jaxgpt import config as cfg
+    from jaxgpt import presets
 
-    return gpu_plan.plan_train_step(cfg.tiny_preset(), "h100", 1)
+    return gpu_plan.plan_train_step(presets.tiny_preset(), "h100", 1)
 
 
 @needs_plugin
@@ -70,8 +70,9 @@ def test_record_head_compiles_to_three_fp8_gemms_with_the_records_scales():
     """The record's head and loss at its shapes (65,536 tokens, chunks of 8,192), fwd+bwd, on
     an H100 plan: exactly the record's three FP8 GEMMs and scales 2, 32, 2^29."""
     from jaxgpt import config as cfg
+    from jaxgpt import presets
 
-    record = cfg.record_preset()
+    record = presets.record_preset()
     # One device's share of the record's batch, as scripts/gpu_plan.py compiles it.
     preset = cfg.Preset(model=record.model, optim=record.optim,
                         train=cfg.replace(record.train, batch_tokens=record.train.seq_len, devices=1))
@@ -87,10 +88,10 @@ def test_tiny_step_quantizes_with_the_records_scales(tiny_plan):
     scaled down for the tiny mean over fewer tokens); XLA splits the tiny gradient GEMMs' long
     contraction (split-K), which moves their rescales out of the fusions, so only the rescales
     found are checked."""
-    from jaxgpt import config as cfg
+    from jaxgpt import presets
     from jaxgpt import train as train_lib
 
-    want = _record_fp8_scales(train_lib.device_model_config(cfg.tiny_preset(), 1).fp8_grad_scale)
+    want = _record_fp8_scales(train_lib.device_model_config(presets.tiny_preset(), 1).fp8_grad_scale)
     assert tiny_plan.fp8_scales["quantize"] == want["quantize"]
     found = tiny_plan.fp8_scales["rescale"]
     assert found and all(set(values) <= set(want["rescale"][types]) for types, values in found.items()), found
@@ -101,8 +102,9 @@ def test_pallas_attention_compiles_to_three_triton_kernels_for_an_h100():
     """The kernels lower to Triton (not the CPU interpreter) inside gpu_plan, and Triton accepts
     the default tiles for sm_90a: forward, dQ and dK/dV, with no while loop left from attention."""
     from jaxgpt import config as cfg
+    from jaxgpt import presets
 
-    preset = cfg.tiny_preset()
+    preset = presets.tiny_preset()
     preset = cfg.Preset(model=cfg.replace(preset.model, attention_backend="pallas"), optim=preset.optim, train=preset.train)
     plan = gpu_plan.plan_part(preset, "attention", "h100")
     assert plan.custom_calls == {"__gpu$xla.gpu.triton": 3}
@@ -116,8 +118,9 @@ def test_muon_collective_option_changes_only_muons_collective_in_the_step_plan()
     """--muon-collective psum (the earlier default) puts Muon's exchange in an all-reduce; the
     record's all_gather puts it in an all-gather. The gradients' pmean is an all-reduce in both."""
     from jaxgpt import config as cfg
+    from jaxgpt import presets
 
-    preset = cfg.tiny_preset()
+    preset = presets.tiny_preset()
     preset = cfg.Preset(model=preset.model, optim=preset.optim,
                         train=cfg.replace(preset.train, batch_tokens=2 * preset.train.seq_len, devices=2))
     gathered = gpu_plan.plan_train_step(preset, "h100", 2, muon_collective="all_gather")

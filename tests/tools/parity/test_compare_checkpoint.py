@@ -17,8 +17,8 @@ from jaxgpt.data import write_shard
 from jaxgpt_tools.parity import compare_checkpoint
 from scripts import compare_checkpoint as command
 from torch_ref import model as torch_model
-
 from torch_ref.run import convert as torch_convert
+
 SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "compare_checkpoint.py"
 VOCAB, EOT = 1000, 999
 
@@ -173,11 +173,12 @@ def _record_named(state: dict, name: str) -> dict:
 def lineage_checkpoints(tmp_path_factory, tiny_files) -> dict[str, Path]:
     """#9 and #15 checkpoints at width 64 (2 heads of 32) in their records' own names."""
     from torch_ref import config as torch_cfg
+    from torch_ref import presets as torch_presets
 
     root = tmp_path_factory.mktemp("lineage_compare")
     paths = {}
     for name in ("shortcuts", "unet-value-embeds"):
-        config = torch_cfg.replace(torch_cfg.get_preset(name).model, vocab_size=VOCAB, eot_id=EOT, model_dim=64,
+        config = torch_cfg.replace(torch_presets.get_preset(name).model, vocab_size=VOCAB, eot_id=EOT, model_dim=64,
                                    num_heads=2, dtype_policy="fp32")
         torch.manual_seed(1)
         gpt = torch_model.GPT.from_config(config, fp8_head=False)

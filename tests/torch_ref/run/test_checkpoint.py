@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from torch_ref.run import checkpoint as ckpt
 from torch_ref import train as train_lib
+from torch_ref.run import checkpoint as ckpt
 from torch_ref.run import cli, convert, preflight
 from torch_ref.run.cli import PROG
 
@@ -146,14 +146,14 @@ def test_a_saved_config_holds_a_dict_only_as_a_sections_lineage():
     lineage switch that is not plain, is named as not a number, a name, a switch or a list."""
     import torch
 
-    from torch_ref import config as torch_cfg
+    from torch_ref import presets as torch_presets
     from torch_ref.run import saved_state
 
     def payload(config):
         return {"model": {}, "step": 2, "optimizers": [], "schedulers": [],
                 "data_position": {"shard_index": 0, "pos": 0}, "config": config}
 
-    config = ckpt.config_dict(torch_cfg.get_preset("softcap"))
+    config = ckpt.config_dict(torch_presets.get_preset("softcap"))
     assert saved_state.resume_problem(payload(config)) is None
     odd = {**config, "model": {**config["model"], "vocab_size": {"rows": 50257}}}
     assert "model.vocab_size is not a number" in saved_state.resume_problem(payload(odd))

@@ -24,15 +24,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests import fuzzing
-from torch_ref.run import checkpoint as ckpt
 from torch_ref import config as cfg
-from torch_ref.run import convert, preflight
+from torch_ref import presets
 from torch_ref import train as train_lib
-from torch_ref.run.cli import RunOptions
 from torch_ref.optim import build_lr_schedulers, build_optimizers, optimizer_step
+from torch_ref.run import checkpoint as ckpt
+from torch_ref.run import convert, preflight
+from torch_ref.run.cli import RunOptions
 
 pytestmark = [pytest.mark.fuzz, pytest.mark.usefixtures("one_thread")]
-TINY = cfg.get_preset("tiny")
+TINY = presets.get_preset("tiny")
 PRESET = dataclasses.replace(TINY, model=cfg.replace(TINY.model, vocab_size=256, eot_id=0, model_dim=16, num_heads=1,
                                                      dtype_policy="fp32"),
                              train=cfg.replace(TINY.train, steps=4, seq_len=128, batch_tokens=128))

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from torch_ref.presets import get_preset
 from torch_ref.run import cli
-from torch_ref.config import get_preset
 
 ARGS = ["--device", "cpu", "--steps", "1", "--seq-len", "256", "--batch-tokens", "512", "--val-tokens", "512",
         "--train-files", "nowhere/none_*.bin"]  # never read: usage errors come first
