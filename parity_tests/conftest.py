@@ -2,6 +2,10 @@
 perturbed so that every path carries signal, converted into jaxgpt.
 
 Helpers are plain functions (usable from any parity test) plus a few fixtures built on them.
+
+A test that runs a record's own code carries `@pytest.mark.upstream_logs(name, ...)`: where one of
+those records' logs is absent it is skipped with the reason and the way to get the logs, or fails
+with the same reason under JAXGPT_REQUIRE_UPSTREAM_LOGS=1 (`.ci/run`; record_logs.check_logs).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from jaxgpt.run import convert
 from jaxgpt import model as jax_model
 from jaxgpt.config import ModelConfig, fp8_grad_scale_for, replace
 from jaxgpt_tools.parity.measures import perturb_parameters
+from jaxgpt_tools.parity.record_logs import RequiredLogsMissing, check_logs
 from torch_ref import model as torch_model
 
 # 12 layers (the record's per-layer patterns), 2 heads of 64, a small vocabulary whose padding
@@ -54,6 +59,26 @@ def jax_model_from_torch(torch_gpt: torch.nn.Module, config: ModelConfig) -> jax
     model = jax_model.GPT(config, rngs=nnx.Rngs(0))
     convert.load_params(model, params)
     return model
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "upstream_logs(*names): runs these records' own code, read from their logs; "
+                            "skipped with the reason where one is absent, failed under JAXGPT_REQUIRE_UPSTREAM_LOGS=1")
+
+
+@pytest.hookimpl(tryfirst=True)  # before the test's fixtures, which may read the logs
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    names = [name for mark in item.iter_markers("upstream_logs") for name in mark.args]
+    if not names:
+        return
+    try:
+        reason, required = check_logs(names), False
+    except RequiredLogsMissing as error:
+        reason, required = str(error), True
+    if required:
+        pytest.fail(reason, pytrace=False)  # outside the except: the message alone, no chained traceback
+    if reason is not None:
+        pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,8 @@ record_code_forward, record_code_training: the rows).
 
 The logs are read from $JAXGPT_UPSTREAM_LOGS (default ../shared/upstream beside the checkout,
 which .ci/run sets); a record whose log is absent skips with the way to get it
-(`python scripts/fetch_record.py --lineage-logs DIR`).
+(`python scripts/fetch_record.py --lineage-logs DIR`), or fails so under JAXGPT_REQUIRE_UPSTREAM_LOGS=1
+(.ci/run sets it too).
 """
 
 from __future__ import annotations
@@ -26,10 +27,7 @@ from jaxgpt_tools.upstream_record import patch_script
 
 
 def _needs_log(name: str):
-    missing = name in rc.missing_logs()
-    reason = (f"record #{rc.RECORD_LOGS[name].number}'s log is not under {rc.logs_root()} (set {rc.LOGS_ENV}, "
-              f"or download the logs: {rc.FETCH_HINT})")
-    return pytest.mark.skipif(missing, reason=reason)
+    return pytest.mark.upstream_logs(name)  # skipped without the log, failed under the switch (conftest.py)
 
 
 def _records():

@@ -13,6 +13,7 @@ from jaxgpt_tools.parity import record_code as rc
 from jaxgpt_tools.parity import record_optim
 from jaxgpt_tools.parity.record_code_checks import EOT, record_batch
 from jaxgpt_tools.parity.record_code_forward import gaps
+from jaxgpt_tools.parity.record_logs import check_logs, logs_required
 
 NOT_FILLED = {
     "ns_one_iteration": "not filled: one iteration from a given bf16 iterate has no counterpart in the record's code "
@@ -69,10 +70,13 @@ def lineage_column(name: str, state: dict, inputs: np.ndarray, targets: np.ndarr
 
 def column(fill: Callable[[], tuple[str, bool]]) -> tuple[str, bool]:
     """`fill()`, or ("not run: <why>", True) when a record's log is absent (the row then stands on
-    its two-framework comparison alone)."""
+    its two-framework comparison alone); with $JAXGPT_REQUIRE_UPSTREAM_LOGS=1 the absent log raises
+    record_logs.RequiredLogsMissing instead, naming every missing log (record_logs.check_logs)."""
     try:
         return fill()
     except FileNotFoundError as missing:
+        if check_logs() is None and logs_required():  # the logs are there: another file is missing
+            raise
         return f"not run: {missing}", True
 
 
@@ -83,5 +87,5 @@ def not_filled(row: str) -> str:
 
 def record_column(fill: Callable[..., tuple[str, bool]], *args) -> tuple[str, bool]:
     """The record's-code column of a row, `fill(*args)` (`ns_column`, `lineage_column`); "not run"
-    and True when a record's log is absent (`column`)."""
+    and True when a record's log is absent, an error when the logs are required (`column`)."""
     return column(functools.partial(fill, *args))

@@ -13,6 +13,7 @@ from jaxgpt_tools.common.log import progress
 from jaxgpt_tools.common.machine import summary
 from jaxgpt_tools.parity.checks import CHECKS
 from jaxgpt_tools.parity.measures import Result
+from jaxgpt_tools.parity.record_logs import check_logs, logs_required
 
 TRAJECTORY_CHECKS = ("trajectory_bf16_ns", "trajectory_fp32_ns", "trajectory_fp32_ns_signal",
                      *(name for name in CHECKS if name.startswith("lineage_") and name.endswith("_trajectory")))
@@ -59,6 +60,15 @@ def render(results: dict[str, Result], plot_name: str | None) -> str:
         "cannot have it. The records' own block masks against both frameworks', and the changes made to each",
         "record's script, follow the table.",
         "",
+        "The records' logs are read from `$JAXGPT_UPSTREAM_LOGS` (default ../shared/upstream beside the checkout;",
+        "`python scripts/fetch_record.py --lineage-logs DIR` downloads the five). Without a log, its record's rows",
+        "are left out of this page, the column says \"not run\" and pytest skips the tests that need it, with the",
+        "reason: a clone without the logs still tests. CI requires them: `.ci/run` sets",
+        "`JAXGPT_REQUIRE_UPSTREAM_LOGS=1`, under which a missing log is an error (`python -m",
+        "jaxgpt_tools.parity.record_logs` names every missing one up front, the tests that need it fail with the",
+        "reason, this report stops before its first check), so that a run which never reached the records' own code",
+        "cannot pass as though it had compared against it.",
+        "",
         "| check | max abs error | max rel error | tolerance | why | result | details | against the record's own code |",
         "|---|---|---|---|---|---|---|---|",
     ]
@@ -93,6 +103,8 @@ def record_code_changes() -> list[str]:
         try:
             applied = rc.load(name, EOT).applied
         except FileNotFoundError:
+            if logs_required():
+                raise
             continue
         lines += [f"| #{log.number} {name} | {change['line']} | {change['name']} | {change['reason']} |" for change in applied]
     return lines
@@ -100,13 +112,19 @@ def record_code_changes() -> list[str]:
 
 def run_report(names: list[str], out: Path) -> bool:
     """Run the named checks, write `out` (and the trajectory plot beside it when a trajectory
-    check ran); True when every check passed."""
+    check ran); True when every check passed. A row that needs a missing record log is left out
+    (its column says "not run"); with $JAXGPT_REQUIRE_UPSTREAM_LOGS=1 a missing log raises
+    record_logs.RequiredLogsMissing before any check runs, naming every one (record_logs.check_logs)."""
+    if (reason := check_logs()) is not None:
+        progress("parity", f"rows that need the records' own code are left out or say 'not run': {reason}")
     results = {}
     for name in names:
         progress("parity", f"running {name} ...")
         try:
             results[name] = CHECKS[name]()
         except FileNotFoundError as missing:  # a record's log (the record's-code rows): the row is left out
+            if logs_required():
+                raise
             progress("parity", f"left out {name}: {missing}")
     plot_name = None
     if any(key in results for key in TRAJECTORY_CHECKS):

@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch._inductor.config as inductor_config
 
-from jaxgpt_tools.parity import record_code
+from jaxgpt_tools.parity import record_code, record_logs
 from torch_ref import compilation
 
 # The Sub3Min log where the parity suite finds it ($JAXGPT_UPSTREAM_LOGS, else ../shared/upstream).
@@ -35,9 +35,10 @@ def test_the_allocator_setting_leaves_a_users_own_value(monkeypatch):
     assert os.environ[name] == "max_split_size_mb:128"
 
 
-@pytest.mark.skipif(not RECORD_LOG.is_file(), reason="the records' logs are not beside this checkout "
-                    "($JAXGPT_UPSTREAM_LOGS or ../shared/upstream; scripts/fetch_record.py fetches one)")
 def test_every_compile_setting_of_the_records_script_is_torch_refs():
+    # Skipped without the log, with the reason; an error under JAXGPT_REQUIRE_UPSTREAM_LOGS=1 (.ci/run).
+    if (reason := record_logs.check_logs(["record"])) is not None:
+        pytest.skip(reason)
     source = RECORD_LOG.read_text().split("\n" + "=" * 100 + "\n")[0]
     inductor = dict(re.findall(r"^torch\._inductor\.config\.(\w+) = (\w+)", source, flags=re.MULTILINE))
     environment = dict(re.findall(r'^os\.environ\["(PYTORCH_\w+)"\] = "([^"]+)"', source, flags=re.MULTILINE))
