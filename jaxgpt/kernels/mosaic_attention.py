@@ -6,7 +6,8 @@ three warpgroups: two compute warpgroups of 64 rows each (the CTA's 128 rows are
 and one memory warpgroup that walks the block's lists and streams the walked operand through a
 ring of `stages` shared-memory buffers with TMA copies, signalled by barriers (warp
 specialisation). Matmuls are wgmma (bf16 or fp16 operands, fp32 accumulators in registers;
-probabilities and dS stay in registers as the A operand).
+probabilities and dS stay in registers as the A operand). The walk, the ring, the warpgroups' own
+tiles and the in-block masks the three kernels share are `mosaic_pipeline`'s.
 
   forward  query block i walks the key blocks of its lists (`KernelBlockLists.kv`): partial
            blocks first (document-causal mask), then full ones (no mask); online softmax in
@@ -35,7 +36,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -50,21 +50,31 @@ from jaxgpt.config import BLOCK_SIZE
 from jaxgpt.kernels.block_lists import KernelBlockLists, check_kernel_lists, kernel_block_lists
 from jaxgpt.kernels.flash_attention import default_interpret, kernel_attention_vjp, softmax_backward_rows
 from jaxgpt.kernels.mosaic_ops import Compiled, Interpreted
+from jaxgpt.kernels.mosaic_pipeline import (
+    COMPUTE_WARPGROUPS,
+    MASK_BLOCK,
+    WARPGROUP_ROWS,
+    Walk,
+    consume,
+    key_side_mask,
+    load_own,
+    query_side_mask,
+    ring_barriers,
+    row_stream,
+    specialise,
+    store_own,
+    tiled,
+    token_stream,
+)
 from jaxgpt.masks import check_attention_inputs
 
 # Multiples of 64 (128-byte rows of 16-bit values for the 128-byte swizzle); 256 would not fit 2 stages.
 SUPPORTED_HEAD_DIMS = (64, 128)
 SUPPORTED_DTYPES = (jnp.bfloat16, jnp.float16)  # wgmma's 16-bit operand types
-MASK_BLOCK = 128  # the CTA's rows: one mask block
-WARPGROUP_ROWS = 64  # wgmma's M per warpgroup
-COMPUTE_WARPGROUPS = MASK_BLOCK // WARPGROUP_ROWS
-MEMORY_WARPGROUP = COMPUTE_WARPGROUPS  # the last thread of the CTA
 LOG2E = math.log2(math.e)
 # Below any finite scaled score (|q.k| * scale * log2 e stays far from 1e30): a row that has
 # seen only masked keys shifts by this instead of -inf, so exp2 gives 0, not NaN.
 NO_KEYS_YET = -1e30
-# Register split of Hopper's 64K per SM among 2 x 128 compute and 128 memory threads.
-COMPUTE_REGISTERS, MEMORY_REGISTERS = 240, 24
 
 
 @dataclass(frozen=True)
@@ -104,108 +114,6 @@ class MosaicTiles:
 
 
 # ---------------------------------------------------------------------------------------------
-# The list walk and the pipeline
-
-
-class _Walk:
-    """The pipeline steps of one CTA: its row's partial list, then its full list, each listed
-    128-token block cut into 128 // step steps. Scalars read from the (B, N[, C]) list arrays."""
-
-    def __init__(self, lists, batch, row, step: int):
-        partial_counts, self._partial, full_counts, self._full = lists
-        self._batch, self._row, self._step = batch, row, step
-        self._width = self._partial.shape[-1]
-        self._steps_per_block = MASK_BLOCK // step
-        self.partial_blocks = partial_counts[batch, row]
-        self.masked_steps = self.partial_blocks * self._steps_per_block
-        self.total_steps = (self.partial_blocks + full_counts[batch, row]) * self._steps_per_block
-
-    def start(self, step_index: jax.Array) -> jax.Array:
-        """First token of the tile that pipeline step `step_index` walks."""
-        entry, sub = lax.div(step_index, self._steps_per_block), lax.rem(step_index, self._steps_per_block)
-        last = self._width - 1  # the branch not taken reads a clamped, unused entry
-        in_partial = self._partial[self._batch, self._row, jnp.minimum(entry, last)]
-        in_full = self._full[self._batch, self._row, jnp.clip(entry - self.partial_blocks, 0, last)]
-        block = jnp.where(entry < self.partial_blocks, in_partial, in_full)
-        return block * MASK_BLOCK + sub * self._step
-
-
-@dataclass(frozen=True)
-class _Stream:
-    """One operand the memory warpgroup streams: `source(start)` is the GMEM view of the tile at
-    token `start`; `buffers` (stages, ...) SMEM; `ready` / `free`: one barrier per stage (TMA
-    completion; both compute warpgroups done with it)."""
-
-    source: Callable[[jax.Array], Any]
-    buffers: Any
-    ready: Any
-    free: Any
-
-
-def _produce(walk: _Walk, stages: int, streams: list[_Stream]) -> None:
-    """The memory warpgroup: for each step, wait until its stage's buffers are free (after the
-    first `stages` steps), then start the TMA copies into them. At the end it observes the last
-    releases too, so that every barrier phase is waited on exactly once."""
-
-    def issue(step, carry):
-        slot = lax.rem(step, stages)
-        start = walk.start(step)
-        for stream in streams:
-            @pl.when(step >= stages)
-            def _wait_free():
-                plgpu.barrier_wait(stream.free.at[slot])
-
-            plgpu.copy_gmem_to_smem(stream.source(start), stream.buffers.at[slot], stream.ready.at[slot])
-        return carry
-
-    def observe_release(step, carry):
-        for stream in streams:
-            plgpu.barrier_wait(stream.free.at[lax.rem(step, stages)])
-        return carry
-
-    lax.fori_loop(0, walk.total_steps, issue, None)
-    lax.fori_loop(jnp.maximum(walk.total_steps - stages, 0), walk.total_steps, observe_release, None)
-
-
-def _consume(walk: _Walk, step_fn: Callable, carry):
-    """Compute warpgroups: masked steps (partial blocks), then unmasked ones (full blocks)."""
-    carry = lax.fori_loop(0, walk.masked_steps, functools.partial(step_fn, True), carry)
-    return lax.fori_loop(walk.masked_steps, walk.total_steps, functools.partial(step_fn, False), carry)
-
-
-def _load_own(copies: list[tuple[Any, Any]], barriers: Any, first_barrier: jax.Array) -> None:
-    """A compute warpgroup's resident tiles: one TMA copy (gmem view, smem) per barrier, then wait."""
-    for offset, (source, target) in enumerate(copies):
-        plgpu.copy_gmem_to_smem(source, target, barriers.at[first_barrier + offset])
-    for offset in range(len(copies)):
-        plgpu.barrier_wait(barriers.at[first_barrier + offset])
-
-
-def _store_own(copies: list[tuple[Any, Any]]) -> None:
-    """Write a compute warpgroup's results (smem, gmem view) with TMA and wait for the writes."""
-    plgpu.commit_smem()
-    for source, target in copies:
-        plgpu.copy_smem_to_gmem(source, target)
-    plgpu.wait_smem_to_gmem(0)
-
-
-def _query_side_mask(ops, shape, first_query, first_key, doc_start):
-    """(64, step) bool for query rows from `first_query` against keys from `first_key`:
-    doc_start(q) <= k <= q. doc_start: (64,) int32 per row."""
-    rows, cols = ops.iota(shape, 0), ops.iota(shape, 1)
-    causal = cols - rows <= first_query - first_key
-    return causal & (cols >= lax.broadcast_in_dim(doc_start - first_key, shape, [0]))
-
-
-def _key_side_mask(ops, shape, first_key, first_query, doc_end):
-    """(64, step) bool for key rows from `first_key` against queries from `first_query`:
-    k <= q <= doc_end(k). doc_end: (64,) int32 per row."""
-    rows, cols = ops.iota(shape, 0), ops.iota(shape, 1)
-    causal = cols - rows >= first_key - first_query
-    return causal & (cols <= lax.broadcast_in_dim(doc_end - first_query, shape, [0]))
-
-
-# ---------------------------------------------------------------------------------------------
 # Kernels (one CTA per (head, 128-token block, sequence); threads: 2 compute + 1 memory)
 
 
@@ -220,45 +128,19 @@ class _Static:
         return Compiled if self.interpret is None else Interpreted
 
 
-def _token_stream(ref, batch, head, step: int, buffers, ready, free) -> _Stream:
-    """`step` tokens of one head of a (B, T, H, D) operand per pipeline step."""
-    return _Stream(lambda start: ref.at[batch, pl.ds(start, step), head], buffers, ready, free)
-
-
-def _row_stream(ref, batch, head, step: int, buffers, ready, free) -> _Stream:
-    """`step` tokens of one head of a (B, H, T) per-query statistic per pipeline step."""
-    return _Stream(lambda start: ref.at[batch, head, pl.ds(start, step)], buffers, ready, free)
-
-
-def _specialise(ops, walk: _Walk, stages: int, streams: list[_Stream], compute: Callable) -> None:
-    """Warp specialisation: the memory warpgroup streams `streams` along `walk`; each compute
-    warpgroup runs compute(warpgroup, first), `first` the first of its 64 rows (tokens)."""
-    warpgroup = lax.axis_index("wg")
-
-    @pl.when(warpgroup == MEMORY_WARPGROUP)
-    def _memory():
-        ops.set_registers(MEMORY_REGISTERS, increase=False)
-        _produce(walk, stages, streams)
-
-    @pl.when(warpgroup < COMPUTE_WARPGROUPS)
-    def _compute():
-        ops.set_registers(COMPUTE_REGISTERS, increase=True)
-        compute(warpgroup, lax.axis_index("blocks") * MASK_BLOCK + warpgroup * WARPGROUP_ROWS)
-
-
 def _forward_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, start_ref, o_ref, lse_ref,
                     q_smem, start_smem, lse_smem, k_smem, v_smem, own_bars, k_ready, v_ready, k_free, v_free,
                     *, static: _Static):
     ops, launch = static.ops, static.tiles.forward
     batch, head = lax.axis_index("batch"), lax.axis_index("heads")
-    walk = _Walk((pc_ref, pi_ref, fc_ref, fi_ref), batch, lax.axis_index("blocks"), launch.step)
+    walk = Walk((pc_ref, pi_ref, fc_ref, fi_ref), batch, lax.axis_index("blocks"), launch.step)
     c = static.scale * LOG2E  # scores to base-2 exponents
     shape = (WARPGROUP_ROWS, launch.step)
 
     def compute(warpgroup, first):
         rows = pl.ds(first, WARPGROUP_ROWS)
         q_tile, start_tile, lse_tile = q_smem.at[warpgroup], start_smem.at[warpgroup], lse_smem.at[warpgroup]
-        _load_own([(q_ref.at[batch, rows, head], q_tile), (start_ref.at[batch, rows], start_tile)],
+        load_own([(q_ref.at[batch, rows, head], q_tile), (start_ref.at[batch, rows], start_tile)],
                   own_bars, 2 * warpgroup)
         doc_start = ops.load_rows(start_tile)
 
@@ -269,7 +151,7 @@ def _forward_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, start_r
             s = ops.mma(None, q_tile, k_smem.at[slot], transpose_b=True)
             ops.release(k_free.at[slot], loaded=False)
             if masked:
-                s = jnp.where(_query_side_mask(ops, shape, first, walk.start(i), doc_start), s, -jnp.inf)
+                s = jnp.where(query_side_mask(ops, shape, first, walk.start(i), doc_start), s, -jnp.inf)
             m_new = jnp.maximum(m, s.max(axis=1) * c)
             shift = jnp.maximum(m_new, NO_KEYS_YET)
             alpha = jnp.exp2(m - shift)
@@ -283,15 +165,15 @@ def _forward_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, start_r
 
         carry = (ops.zeros((WARPGROUP_ROWS, v_ref.shape[-1])), ops.row_vector(-jnp.inf, WARPGROUP_ROWS),
                  ops.row_vector(0.0, WARPGROUP_ROWS))
-        acc, m, row_sum = _consume(walk, step, carry)
+        acc, m, row_sum = consume(walk, step, carry)
         # Every query sees itself, so row_sum > 0. Q's buffer is free once the last QK^T has been read.
         q_tile[...] = (acc / lax.broadcast_in_dim(row_sum, acc.shape, [0])).astype(o_ref.dtype)
         lse_tile[...] = m + jnp.log(row_sum) * LOG2E
-        _store_own([(q_tile, o_ref.at[batch, rows, head]), (lse_tile, lse_ref.at[batch, head, rows])])
+        store_own([(q_tile, o_ref.at[batch, rows, head]), (lse_tile, lse_ref.at[batch, head, rows])])
 
-    streams = [_token_stream(k_ref, batch, head, launch.step, k_smem, k_ready, k_free),
-               _token_stream(v_ref, batch, head, launch.step, v_smem, v_ready, v_free)]
-    _specialise(ops, walk, launch.stages, streams, compute)
+    streams = [token_stream(k_ref, batch, head, launch.step, k_smem, k_ready, k_free),
+               token_stream(v_ref, batch, head, launch.step, v_smem, v_ready, v_free)]
+    specialise(ops, walk, launch.stages, streams, compute)
 
 
 def _dq_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, start_ref,
@@ -299,7 +181,7 @@ def _dq_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, do_ref, lse_
                own_bars, k_ready, v_ready, k_free, v_free, *, static: _Static):
     ops, launch = static.ops, static.tiles.dq
     batch, head = lax.axis_index("batch"), lax.axis_index("heads")
-    walk = _Walk((pc_ref, pi_ref, fc_ref, fi_ref), batch, lax.axis_index("blocks"), launch.step)
+    walk = Walk((pc_ref, pi_ref, fc_ref, fi_ref), batch, lax.axis_index("blocks"), launch.step)
     c = static.scale * LOG2E
     shape = (WARPGROUP_ROWS, launch.step)
 
@@ -307,7 +189,7 @@ def _dq_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, do_ref, lse_
         rows = pl.ds(first, WARPGROUP_ROWS)
         q_tile, do_tile = q_smem.at[warpgroup], do_smem.at[warpgroup]
         lse_tile, delta_tile, start_tile = lse_smem.at[warpgroup], delta_smem.at[warpgroup], start_smem.at[warpgroup]
-        _load_own([(q_ref.at[batch, rows, head], q_tile), (do_ref.at[batch, rows, head], do_tile),
+        load_own([(q_ref.at[batch, rows, head], q_tile), (do_ref.at[batch, rows, head], do_tile),
                    (lse_ref.at[batch, head, rows], lse_tile), (delta_ref.at[batch, head, rows], delta_tile),
                    (start_ref.at[batch, rows], start_tile)], own_bars, 5 * warpgroup)
         lse, delta, doc_start = ops.load_rows(lse_tile), ops.load_rows(delta_tile), ops.load_rows(start_tile)
@@ -317,7 +199,7 @@ def _dq_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, do_ref, lse_
             plgpu.barrier_wait(k_ready.at[slot])
             s = ops.mma(None, q_tile, k_smem.at[slot], transpose_b=True)
             if masked:
-                s = jnp.where(_query_side_mask(ops, shape, first, walk.start(i), doc_start), s, -jnp.inf)
+                s = jnp.where(query_side_mask(ops, shape, first, walk.start(i), doc_start), s, -jnp.inf)
             p = jnp.exp2(s * c - lax.broadcast_in_dim(lse, shape, [0]))
             plgpu.barrier_wait(v_ready.at[slot])
             dp = ops.mma(None, do_tile, v_smem.at[slot], transpose_b=True)
@@ -327,13 +209,13 @@ def _dq_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, do_ref, lse_
             ops.release(k_free.at[slot], loaded=False)
             return dq
 
-        dq = _consume(walk, step, ops.zeros((WARPGROUP_ROWS, q_ref.shape[-1])))
+        dq = consume(walk, step, ops.zeros((WARPGROUP_ROWS, q_ref.shape[-1])))
         q_tile[...] = (dq * static.scale).astype(dq_ref.dtype)
-        _store_own([(q_tile, dq_ref.at[batch, rows, head])])
+        store_own([(q_tile, dq_ref.at[batch, rows, head])])
 
-    streams = [_token_stream(k_ref, batch, head, launch.step, k_smem, k_ready, k_free),
-               _token_stream(v_ref, batch, head, launch.step, v_smem, v_ready, v_free)]
-    _specialise(ops, walk, launch.stages, streams, compute)
+    streams = [token_stream(k_ref, batch, head, launch.step, k_smem, k_ready, k_free),
+               token_stream(v_ref, batch, head, launch.step, v_smem, v_ready, v_free)]
+    specialise(ops, walk, launch.stages, streams, compute)
 
 
 def _dkdv_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, end_ref,
@@ -343,14 +225,14 @@ def _dkdv_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, do_ref, ls
     ops, launch = static.ops, static.tiles.dkdv
     batch, head = lax.axis_index("batch"), lax.axis_index("heads")
     # This CTA's block is a key block; the lists are the q-side ones.
-    walk = _Walk((pc_ref, pi_ref, fc_ref, fi_ref), batch, lax.axis_index("blocks"), launch.step)
+    walk = Walk((pc_ref, pi_ref, fc_ref, fi_ref), batch, lax.axis_index("blocks"), launch.step)
     c = static.scale * LOG2E
     shape = (WARPGROUP_ROWS, launch.step)  # keys by queries: the transposed scores
 
     def compute(warpgroup, first):
         rows = pl.ds(first, WARPGROUP_ROWS)
         k_tile, v_tile, end_tile = k_smem.at[warpgroup], v_smem.at[warpgroup], end_smem.at[warpgroup]
-        _load_own([(k_ref.at[batch, rows, head], k_tile), (v_ref.at[batch, rows, head], v_tile),
+        load_own([(k_ref.at[batch, rows, head], k_tile), (v_ref.at[batch, rows, head], v_tile),
                    (end_ref.at[batch, rows], end_tile)], own_bars, 3 * warpgroup)
         doc_end = ops.load_rows(end_tile)
 
@@ -360,7 +242,7 @@ def _dkdv_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, do_ref, ls
             plgpu.barrier_wait(q_ready.at[slot])
             st = ops.mma(None, k_tile, q_smem.at[slot], transpose_b=True)
             if masked:
-                st = jnp.where(_key_side_mask(ops, shape, first, walk.start(i), doc_end), st, -jnp.inf)
+                st = jnp.where(key_side_mask(ops, shape, first, walk.start(i), doc_end), st, -jnp.inf)
             plgpu.barrier_wait(lse_ready.at[slot])
             lse = ops.load_columns(lse_smem.at[slot])
             ops.release(lse_free.at[slot], loaded=True)
@@ -378,32 +260,20 @@ def _dkdv_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, do_ref, ls
             return dk, dv
 
         zeros = ops.zeros((WARPGROUP_ROWS, k_ref.shape[-1]))
-        dk, dv = _consume(walk, step, (zeros, zeros))
+        dk, dv = consume(walk, step, (zeros, zeros))
         k_tile[...] = (dk * static.scale).astype(dk_ref.dtype)
         v_tile[...] = dv.astype(dv_ref.dtype)
-        _store_own([(k_tile, dk_ref.at[batch, rows, head]), (v_tile, dv_ref.at[batch, rows, head])])
+        store_own([(k_tile, dk_ref.at[batch, rows, head]), (v_tile, dv_ref.at[batch, rows, head])])
 
-    streams = [_token_stream(q_ref, batch, head, launch.step, q_smem, q_ready, q_free),
-               _row_stream(lse_ref, batch, head, launch.step, lse_smem, lse_ready, lse_free),
-               _token_stream(do_ref, batch, head, launch.step, do_smem, do_ready, do_free),
-               _row_stream(delta_ref, batch, head, launch.step, delta_smem, delta_ready, delta_free)]
-    _specialise(ops, walk, launch.stages, streams, compute)
+    streams = [token_stream(q_ref, batch, head, launch.step, q_smem, q_ready, q_free),
+               row_stream(lse_ref, batch, head, launch.step, lse_smem, lse_ready, lse_free),
+               token_stream(do_ref, batch, head, launch.step, do_smem, do_ready, do_free),
+               row_stream(delta_ref, batch, head, launch.step, delta_smem, delta_ready, delta_free)]
+    specialise(ops, walk, launch.stages, streams, compute)
 
 
 # ---------------------------------------------------------------------------------------------
 # plgpu.kernel plumbing
-
-
-def _tiled(shape: tuple[int, ...], dtype) -> Any:
-    """SMEM for wgmma operands: (8, 64) tiles with the 128-byte swizzle (rows of 64 16-bit values)."""
-    return plgpu.SMEM(shape, dtype, transforms=(plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128)))
-
-
-def _ring_barriers(stages: int, streams: int) -> list[Any]:
-    """`ready` barriers (one TMA arrival) then `free` barriers (both compute warpgroups) per stream."""
-    ready = [plgpu.Barrier(num_arrivals=1, num_barriers=stages) for _ in range(streams)]
-    free = [plgpu.Barrier(num_arrivals=COMPUTE_WARPGROUPS, num_barriers=stages) for _ in range(streams)]
-    return ready + free
 
 
 def _launch(kernel, static: _Static, out_type, scratch, q: jax.Array, name: str):
@@ -423,9 +293,9 @@ def _forward(static: _Static, q, k, v, bounds, lists: KernelBlockLists):
     batch, seq_len, heads, dim = q.shape
     launch, rows = static.tiles.forward, (COMPUTE_WARPGROUPS, WARPGROUP_ROWS)
     scratch = [
-        _tiled((*rows, dim), q.dtype), plgpu.SMEM(rows, jnp.int32), plgpu.SMEM(rows, jnp.float32),
-        _tiled((launch.stages, launch.step, dim), k.dtype), _tiled((launch.stages, launch.step, dim), v.dtype),
-        plgpu.Barrier(num_arrivals=1, num_barriers=2 * COMPUTE_WARPGROUPS), *_ring_barriers(launch.stages, 2),
+        tiled((*rows, dim), q.dtype), plgpu.SMEM(rows, jnp.int32), plgpu.SMEM(rows, jnp.float32),
+        tiled((launch.stages, launch.step, dim), k.dtype), tiled((launch.stages, launch.step, dim), v.dtype),
+        plgpu.Barrier(num_arrivals=1, num_barriers=2 * COMPUTE_WARPGROUPS), *ring_barriers(launch.stages, 2),
     ]
     out_type = (jax.ShapeDtypeStruct(q.shape, q.dtype), jax.ShapeDtypeStruct((batch, heads, seq_len), jnp.float32))
     call = _launch(_forward_kernel, static, out_type, scratch, q, "mosaic_block_sparse_attention_fwd")
@@ -438,20 +308,20 @@ def _backward(static: _Static, q, k, v, bounds, lists: KernelBlockLists, out, ls
 
     launch = static.tiles.dq
     scratch = [
-        _tiled((*rows, dim), q.dtype), _tiled((*rows, dim), d_out.dtype), plgpu.SMEM(rows, jnp.float32),
+        tiled((*rows, dim), q.dtype), tiled((*rows, dim), d_out.dtype), plgpu.SMEM(rows, jnp.float32),
         plgpu.SMEM(rows, jnp.float32), plgpu.SMEM(rows, jnp.int32),
-        _tiled((launch.stages, launch.step, dim), k.dtype), _tiled((launch.stages, launch.step, dim), v.dtype),
-        plgpu.Barrier(num_arrivals=1, num_barriers=5 * COMPUTE_WARPGROUPS), *_ring_barriers(launch.stages, 2),
+        tiled((launch.stages, launch.step, dim), k.dtype), tiled((launch.stages, launch.step, dim), v.dtype),
+        plgpu.Barrier(num_arrivals=1, num_barriers=5 * COMPUTE_WARPGROUPS), *ring_barriers(launch.stages, 2),
     ]
     d_q = _launch(_dq_kernel, static, jax.ShapeDtypeStruct(q.shape, q.dtype), scratch, q,
                   "mosaic_block_sparse_attention_dq")(*lists.kv, q, k, v, d_out, lse, delta, bounds.start)
 
     launch = static.tiles.dkdv
     scratch = [
-        _tiled((*rows, dim), k.dtype), _tiled((*rows, dim), v.dtype), plgpu.SMEM(rows, jnp.int32),
-        _tiled((launch.stages, launch.step, dim), q.dtype), _tiled((launch.stages, launch.step, dim), d_out.dtype),
+        tiled((*rows, dim), k.dtype), tiled((*rows, dim), v.dtype), plgpu.SMEM(rows, jnp.int32),
+        tiled((launch.stages, launch.step, dim), q.dtype), tiled((launch.stages, launch.step, dim), d_out.dtype),
         plgpu.SMEM((launch.stages, launch.step), jnp.float32), plgpu.SMEM((launch.stages, launch.step), jnp.float32),
-        plgpu.Barrier(num_arrivals=1, num_barriers=3 * COMPUTE_WARPGROUPS), *_ring_barriers(launch.stages, 4),
+        plgpu.Barrier(num_arrivals=1, num_barriers=3 * COMPUTE_WARPGROUPS), *ring_barriers(launch.stages, 4),
     ]
     out_type = (jax.ShapeDtypeStruct(k.shape, k.dtype), jax.ShapeDtypeStruct(v.shape, v.dtype))
     call = _launch(_dkdv_kernel, static, out_type, scratch, q, "mosaic_block_sparse_attention_dkdv")
