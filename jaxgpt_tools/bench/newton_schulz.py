@@ -54,10 +54,8 @@ def bench_newton_schulz(
     import jax
     import jax.numpy as jnp
     import numpy as np
-    from jax.sharding import Mesh
-    from jax.sharding import PartitionSpec as P
 
-    from jaxgpt.muon import newton_schulz, ns_shape, orthogonalize_local, orthogonalize_split
+    from jaxgpt.muon import newton_schulz, orthogonalize_local
 
     ns_dtype = {"bf16": jnp.bfloat16, "fp32": jnp.float32}[dtype]
     available = jax.devices()
@@ -74,11 +72,6 @@ def bench_newton_schulz(
     def ns(x):
         return newton_schulz(x, ns_steps, dtype=ns_dtype)
 
-    def ns_flops(shape: tuple[int, ...]) -> int:
-        *batch, rows, cols = ns_shape(shape)
-        per_matrix = 2 * (rows * rows * cols + rows * rows * rows + rows * rows * cols)
-        return int(np.prod(batch, dtype=np.int64)) * per_matrix * ns_steps
-
     single = jax.jit(lambda xs: orthogonalize_local(xs, ns))
     single_timing = time_calls(lambda: jax.block_until_ready(single(leaves)), repeats)
     result = {
@@ -88,28 +81,53 @@ def bench_newton_schulz(
         "ns_steps": ns_steps,
         "shapes": [[list(shape), count] for shape, count in shapes],
         "matrices": len(leaves),
-        "flops_single": sum(ns_flops(x.shape) for x in leaves),
+        "flops_single": sum(_ns_flops(x.shape, ns_steps) for x in leaves),
         "single_first_s": single_timing["first_s"],
         "single_s": single_timing["median_ms"] / 1e3,
         "devices": world,
     }
     if world > 1:
-        mesh = Mesh(np.array(available[:world]), ("data",))
-        split = jax.jit(
-            jax.shard_map(
-                lambda xs: orthogonalize_split(xs, ns, "data", "psum"),
-                mesh=mesh, in_specs=P(), out_specs=P(),
-            )
-        )
-        split_timing = time_calls(lambda: jax.block_until_ready(split(leaves)), repeats)
-        groups: dict[tuple[int, ...], int] = {}
-        for x in leaves:
-            groups[ns_shape(x.shape)] = groups.get(ns_shape(x.shape), 0) + 1
-        result.update(
-            split_first_s=split_timing["first_s"],
-            split_s=split_timing["median_ms"] / 1e3,
-            flops_per_device_split=sum(-(-n // world) * ns_flops(shape) for shape, n in groups.items()),
-            groups={"x".join(map(str, shape)): n for shape, n in groups.items()},
-        )
+        result.update(_split_run(leaves, ns, available[:world], repeats=repeats, ns_steps=ns_steps))
         result["split_speedup"] = result["single_s"] / result["split_s"]
     return result
+
+
+def _ns_flops(shape: tuple[int, ...], ns_steps: int) -> int:
+    """Matmul FLOPs of `ns_steps` NS iterations on a leaf of `shape` (as NS orients it)."""
+    import numpy as np
+
+    from jaxgpt.muon import ns_shape
+
+    *batch, rows, cols = ns_shape(shape)
+    per_matrix = 2 * (rows * rows * cols + rows * rows * rows + rows * rows * cols)
+    return int(np.prod(batch, dtype=np.int64)) * per_matrix * ns_steps
+
+
+def _split_run(leaves: list, ns, devices: list, *, repeats: int, ns_steps: int) -> dict:
+    """The same NS split round-robin over a mesh of `devices`: its timings, the FLOPs of one
+    device's share (padding slots included) and the leaves' groups by shape."""
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh
+    from jax.sharding import PartitionSpec as P
+
+    from jaxgpt.muon import ns_shape, orthogonalize_split
+
+    world = len(devices)
+    mesh = Mesh(np.array(devices), ("data",))
+    split = jax.jit(
+        jax.shard_map(
+            lambda xs: orthogonalize_split(xs, ns, "data", "psum"),
+            mesh=mesh, in_specs=P(), out_specs=P(),
+        )
+    )
+    split_timing = time_calls(lambda: jax.block_until_ready(split(leaves)), repeats)
+    groups: dict[tuple[int, ...], int] = {}
+    for x in leaves:
+        groups[ns_shape(x.shape)] = groups.get(ns_shape(x.shape), 0) + 1
+    return dict(
+        split_first_s=split_timing["first_s"],
+        split_s=split_timing["median_ms"] / 1e3,
+        flops_per_device_split=sum(-(-n // world) * _ns_flops(shape, ns_steps) for shape, n in groups.items()),
+        groups={"x".join(map(str, shape)): n for shape, n in groups.items()},
+    )

@@ -17,10 +17,12 @@ starting new settings after --budget-s seconds and still times the combination o
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,88 +53,111 @@ def _kernel_api(implementation: str) -> tuple[Any, Any, Callable[..., Any]]:
     return KernelTiles, Tiles, flash_attention
 
 
-def sweep(*, kernels: list[str], windows: list[int], seq_len: int, repeats: int, limit: int | None,
-          budget_s: float, compile_only: bool, out_path: Path | None, implementation: str = "pallas") -> None:
-    """Run the sweep, each result a RESULT line on stdout (and a JSON line in `out_path`). With
-    `compile_only`, call jaxgpt_tools.gpu.compile_plan.compile_only_environment() before jax is first imported."""
+@dataclass(frozen=True)
+class _Operands:
+    """The attention's operands at the sweep's shape: arrays, or (compile-only) abstract values
+    (ShapeDtypeStruct) on one H100 for lowering, with the traced window's abstract value."""
+
+    q: Any
+    k: Any
+    v: Any
+    cot: Any  # the output's cotangent, for forward + backward
+    doc_ids: Any
+    window: Any = None  # compile-only: the window's abstract value (arrays: each swept window's)
+
+
+def _operands(shape: tuple[int, ...], compile_only: bool) -> _Operands:
     import jax
     import jax.numpy as jnp
     import numpy as np
 
     from jaxgpt import masks
-    from jaxgpt.kernels.flash_attention import compiled_kernels
     from jaxgpt_tools.bench.attention_gpu import document_tokens
-    from jaxgpt_tools.common.timing import time_calls
     from jaxgpt_tools.gpu import compile_plan as gpu_plan
 
-    launch_type, tiles_type, attend = _kernel_api(implementation)
-    shape = (1, seq_len, 6, 128)
-    tokens = document_tokens(seq_len, 1000)
-    q: Any
-    k: Any
-    v: Any
-    cot: Any
-    doc_ids: Any
-    if compile_only:  # abstract operands (ShapeDtypeStruct) for lowering, else arrays
+    seq_len = shape[1]
+    if compile_only:
         from jax.sharding import SingleDeviceSharding
 
         device = SingleDeviceSharding(gpu_plan.compile_only_mesh("h100", 1, "x").devices.flat[0])
         spec = lambda shape, dtype: jax.ShapeDtypeStruct(shape, dtype, sharding=device)
-        q = k = v = cot = spec(shape, jnp.bfloat16)
-        doc_ids, window_arg = spec((1, seq_len), jnp.int32), spec((), jnp.int32)
-    else:
-        rng = np.random.default_rng(1)
-        q, k, v, cot = (jnp.asarray(rng.standard_normal(shape), jnp.bfloat16) for _ in range(4))
-        doc_ids = masks.document_ids(jnp.asarray(tokens)[None])
+        tensor = spec(shape, jnp.bfloat16)
+        return _Operands(tensor, tensor, tensor, tensor, spec((1, seq_len), jnp.int32), spec((), jnp.int32))
+    rng = np.random.default_rng(1)
+    q, k, v, cot = (jnp.asarray(rng.standard_normal(shape), jnp.bfloat16) for _ in range(4))
+    return _Operands(q, k, v, cot, masks.document_ids(jnp.asarray(document_tokens(seq_len, 1000))[None]))
 
-    def programs(tiles: Any) -> dict[str, Any]:  # jitted functions (.lower, or a call)
-        def fwd(q, k, v, ids, w):
-            return attend(q, k, v, ids, w, tiles=tiles)
 
-        def fwd_bwd(q, k, v, ids, w, cot):
-            loss = lambda q, k, v: jnp.vdot(fwd(q, k, v, ids, w), cot).astype(jnp.float32)
-            return jax.grad(loss, argnums=(0, 1, 2))(q, k, v)
+def _programs(attend: Callable[..., Any], tiles: Any) -> dict[str, Any]:
+    """The forward and forward + backward with these tiles, jitted (.lower, or a call)."""
+    import jax
+    import jax.numpy as jnp
 
-        return {"fwd": jax.jit(fwd), "fwd_bwd": jax.jit(fwd_bwd)}
+    def fwd(q, k, v, ids, w):
+        return attend(q, k, v, ids, w, tiles=tiles)
 
-    def measure(tiles: Any, which: list[str]) -> dict[str, Any]:
-        """Median ms per window of each program in `which`, or (compile-only) its compile time."""
-        result: dict[str, Any] = {}
-        for name in which:
-            program = programs(tiles)[name]
-            operands = (q, k, v, doc_ids) + ((cot,) if name == "fwd_bwd" else ())
-            if compile_only:
-                start = time.perf_counter()
-                with compiled_kernels():  # kernels for the H100, not the CPU interpreter
-                    lowered = program.lower(*operands[:4], window_arg, *operands[4:])
-                lowered.compile()
-                result[f"{name}_compile_s"] = round(time.perf_counter() - start, 2)
-                continue
-            for window in windows:
-                w = jnp.int32(window)  # traced: one compile serves every window
-                call = lambda: jax.block_until_ready(program(*operands[:4], w, *operands[4:]))
-                result[f"W{window}_{name}_ms"] = round(time_calls(call, repeats)["median_ms"], 4)
-        return result
+    def fwd_bwd(q, k, v, ids, w, cot):
+        loss = lambda q, k, v: jnp.vdot(fwd(q, k, v, ids, w), cot).astype(jnp.float32)
+        return jax.grad(loss, argnums=(0, 1, 2))(q, k, v)
 
-    out = out_path.open("w") if out_path else None
+    return {"fwd": jax.jit(fwd), "fwd_bwd": jax.jit(fwd_bwd)}
 
-    def report(record: dict[str, Any]) -> None:
+
+def _measure(attend: Callable[..., Any], operands: _Operands, tiles: Any, which: list[str], *, windows: list[int],
+             repeats: int, compile_only: bool) -> dict[str, Any]:
+    """Median ms per window of each program in `which`, or (compile-only) its compile time."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxgpt.kernels.flash_attention import compiled_kernels
+    from jaxgpt_tools.common.timing import time_calls
+
+    result: dict[str, Any] = {}
+    for name in which:
+        program = _programs(attend, tiles)[name]
+        head = (operands.q, operands.k, operands.v, operands.doc_ids)
+        tail = (operands.cot,) if name == "fwd_bwd" else ()
+        if compile_only:
+            start = time.perf_counter()
+            with compiled_kernels():  # kernels for the H100, not the CPU interpreter
+                lowered = program.lower(*head, operands.window, *tail)
+            lowered.compile()
+            result[f"{name}_compile_s"] = round(time.perf_counter() - start, 2)
+            continue
+        for window in windows:
+            w = jnp.int32(window)  # traced: one compile serves every window
+            call = lambda: jax.block_until_ready(program(*head, w, *tail))
+            result[f"W{window}_{name}_ms"] = round(time_calls(call, repeats)["median_ms"], 4)
+    return result
+
+
+class _Report:
+    """Each record as a RESULT line on stdout and, given a path, a JSON line in that file."""
+
+    def __init__(self, out_path: Path | None):
+        self._out = out_path.open("w") if out_path else None
+
+    def __call__(self, record: dict[str, Any]) -> None:
         print("RESULT " + json.dumps(record), flush=True)
-        if out:
-            out.write(json.dumps(record) + "\n")
-            out.flush()
+        if self._out:
+            self._out.write(json.dumps(record) + "\n")
+            self._out.flush()
 
-    def score(result: dict[str, Any], name: str) -> float:
-        return sum(result.get(f"W{w}_{name}_ms", float("inf")) for w in windows)
+    def close(self) -> None:
+        if self._out:
+            self._out.close()
 
-    start = time.perf_counter()
-    report({"device": str(jax.devices()[0]) if not compile_only else "h100 (compile-only)", "jax": jax.__version__,
-            "implementation": implementation, "shape": shape, "windows": windows, "repeats": repeats,
-            "compile_only": compile_only})
+
+def _best_settings(implementation: str, kernels: list[str], limit: int | None, measure: Callable[..., dict[str, Any]],
+                   report: _Report, *, windows: list[int], budget_s: float, started: float,
+                   compile_only: bool) -> dict[str, Any]:
+    """Each kernel's settings tried in turn (each a record), until `budget_s` after `started`:
+    {kernel: the launch with the least time summed over `windows`} (empty when compile-only)."""
+    launch_type, tiles_type, _ = _kernel_api(implementation)
     best: dict[str, tuple[float, Any]] = {}
     # Kernels take turns, so that a spent budget leaves each with as many settings tried.
     for setting, kernel in itertools.product(candidates(implementation)[: limit], kernels):
-        if time.perf_counter() - start > budget_s:
+        if time.perf_counter() - started > budget_s:
             report({"stopped": f"budget of {budget_s} s spent", "next": [kernel, setting]})
             break
         which = ["fwd"] if kernel == "forward" else ["fwd_bwd"]
@@ -145,13 +170,31 @@ def sweep(*, kernels: list[str], windows: list[int], seq_len: int, repeats: int,
             record["failed"] = f"{type(error).__name__}: {str(error)[:300]}"
         report(record)
         if "failed" not in record and not compile_only:
-            value = score(record, which[0])
+            value = sum(record.get(f"W{w}_{which[0]}_ms", float("inf")) for w in windows)
             if kernel not in best or value < best[kernel][0]:
                 best[kernel] = (value, launch)
+    return {kernel: launch for kernel, (_, launch) in best.items()}
+
+
+def sweep(*, kernels: list[str], windows: list[int], seq_len: int, repeats: int, limit: int | None,
+          budget_s: float, compile_only: bool, out_path: Path | None, implementation: str = "pallas") -> None:
+    """Run the sweep, each result a RESULT line on stdout (and a JSON line in `out_path`). With
+    `compile_only`, call jaxgpt_tools.gpu.compile_plan.compile_only_environment() before jax is first imported."""
+    import jax
+
+    _, tiles_type, attend = _kernel_api(implementation)
+    shape = (1, seq_len, 6, 128)
+    operands = _operands(shape, compile_only)
+    measure = functools.partial(_measure, attend, operands, windows=windows, repeats=repeats, compile_only=compile_only)
+    report = _Report(out_path)
+    started = time.perf_counter()
+    report({"device": str(jax.devices()[0]) if not compile_only else "h100 (compile-only)", "jax": jax.__version__,
+            "implementation": implementation, "shape": shape, "windows": windows, "repeats": repeats,
+            "compile_only": compile_only})
+    best = _best_settings(implementation, kernels, limit, measure, report, windows=windows, budget_s=budget_s,
+                          started=started, compile_only=compile_only)
     if not compile_only and best:
-        chosen = tiles_type(**{kernel: launch for kernel, (_, launch) in best.items()})
-        for label, tiles in (("default", tiles_type()), ("best_of_each", chosen)):
+        for label, tiles in (("default", tiles_type()), ("best_of_each", tiles_type(**best))):
             report({"combination": label, "tiles": repr(tiles), **measure(tiles, ["fwd", "fwd_bwd"])})
-    report({"elapsed_s": round(time.perf_counter() - start, 1)})
-    if out:
-        out.close()
+    report({"elapsed_s": round(time.perf_counter() - started, 1)})
+    report.close()
