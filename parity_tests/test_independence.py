@@ -27,9 +27,9 @@ sys.meta_path.insert(0, Refuse())
 
 import torch
 import torch_ref.config as cfg
-from torch_ref import data, fp8, masks, model, muon, optim, train
+from torch_ref import data, fp8, masks, model, muon, optim, presets, train
 
-preset = cfg.tiny_preset()
+preset = presets.tiny_preset()
 m = preset.model
 torch.manual_seed(0)
 gpt = model.GPT(m.vocab_size, m.num_layers, m.num_heads, m.model_dim, value_embed_slots=m.value_embed_slots,

@@ -90,11 +90,11 @@ RUNNER = textwrap.dedent(
 CLI_RUNNER = textwrap.dedent(
     """
     import json, sys
-    from jaxgpt import config
+    from jaxgpt import config, presets
     from jaxgpt import train as train_lib
 
     preset = config.preset_from_json(json.loads(open(sys.argv[1]).read()))
-    config.PRESETS["multihost"] = lambda: preset
+    presets.PRESETS["multihost"] = lambda: preset
     sys.exit(train_lib.main(["--preset", "multihost", *sys.argv[2:]]))
     """
 )
