@@ -61,11 +61,6 @@ def jax_model_from_torch(torch_gpt: torch.nn.Module, config: ModelConfig) -> jax
     return model
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "upstream_logs(*names): runs these records' own code, read from their logs; "
-                            "skipped with the reason where one is absent, failed under JAXGPT_REQUIRE_UPSTREAM_LOGS=1")
-
-
 @pytest.hookimpl(tryfirst=True)  # before the test's fixtures, which may read the logs
 def pytest_runtest_setup(item: pytest.Item) -> None:
     names = [name for mark in item.iter_markers("upstream_logs") for name in mark.args]
