@@ -124,8 +124,8 @@ def torch_step(preset, host_params: dict[str, Any], batches, *, compiled: bool) 
 
     from jaxgpt.run import convert
     from torch_ref import compilation
+    from torch_ref import loop as ttrain
     from torch_ref import optim as toptim
-    from torch_ref import train as ttrain
 
     m = preset.model
     train = preset.train

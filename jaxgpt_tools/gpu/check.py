@@ -320,8 +320,8 @@ def initial_state(sizes: Sizes, path: Path) -> str:
 
     import torch
 
+    from torch_ref import loop as torch_train
     from torch_ref import presets as torch_presets
-    from torch_ref import train as torch_train
 
     model_config = torch_presets.get_preset(sizes.preset).model
     if sizes.dtype:

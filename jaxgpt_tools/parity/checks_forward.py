@@ -57,7 +57,7 @@ def check_record_shape_fp32() -> Result:
     from jaxgpt.presets import get_preset
     from jaxgpt.run import convert
     from jaxgpt.testing import document_layout
-    from torch_ref import train as torch_train
+    from torch_ref import loop as torch_train
 
     config = replace(get_preset("record").model, dtype_policy="fp32", attention_backend="dense")
     tokens = document_layout("record_like", RECORD_SHAPE_SEQ_LEN + 1, vocab_size=config.vocab_size,

@@ -101,9 +101,9 @@ def trajectory(framework: str, ns_dtype: NSDType, devices: int = 1, init: Init =
 
     import torch
 
-    from jaxgpt import train as jax_train
+    from jaxgpt import loop as jax_train
     from jaxgpt.run import compile_cache
-    from torch_ref import train as torch_train
+    from torch_ref import loop as torch_train
     from torch_ref.run.cli import RunOptions as TorchRunOptions
 
     if norm != "fp32" and framework != "torch_ref":
@@ -146,7 +146,7 @@ def shared_init(folder: Path, init: Init = "record", lineage: str | None = None)
     """torch_ref's seeded init of the small model (or its lineage miniature), saved in the record's format."""
     import torch
 
-    from torch_ref import train as torch_train
+    from torch_ref import loop as torch_train
 
     if init not in ("record", "signal"):
         raise ValueError(f"init must be 'record' or 'signal', got {init!r}")

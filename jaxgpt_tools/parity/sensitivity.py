@@ -48,9 +48,9 @@ def step1_scalar_gradients(preset, init_path: Path) -> dict[str, dict[str, float
     import jax.numpy as jnp
     import torch
 
-    from jaxgpt import train as jax_train
+    from jaxgpt import step as jax_train
     from jaxgpt.run.cli import RunOptions
-    from torch_ref import train as torch_train
+    from torch_ref import loop as torch_train
     from torch_ref.data import distributed_data_generator
     from torch_ref.optim import build_optimizers, set_muon_momentum
 
@@ -91,9 +91,9 @@ def step1_scalar_gradients(preset, init_path: Path) -> dict[str, dict[str, float
 
 
 def val_losses(preset, init_path: Path, framework: str, norm: NormPrecision = "fp32") -> dict[int, float]:
-    from jaxgpt import train as jax_train
+    from jaxgpt import loop as jax_train
     from jaxgpt.run.cli import RunOptions
-    from torch_ref import train as torch_train
+    from torch_ref import loop as torch_train
     from torch_ref.run.cli import RunOptions as TorchRunOptions
 
     if framework == "torch_ref":
@@ -108,7 +108,7 @@ def sensitivity_report(steps: int, gradients_only: bool) -> None:
     """Both parts (part 1 alone with `gradients_only`), printed as markdown tables on stdout."""
     import torch
 
-    from torch_ref import train as torch_train
+    from torch_ref import loop as torch_train
 
     folder = Path(tempfile.mkdtemp(prefix="sensitivity-"))
     try:

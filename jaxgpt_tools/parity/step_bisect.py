@@ -42,9 +42,9 @@ def run(ns_dtype: NSDType, init: checks.Init, swap_step1_scalars: bool) -> None:
     import torch
 
     from jaxgpt import optim, schedules
-    from jaxgpt import train as jax_train
+    from jaxgpt import step as jax_train
     from jaxgpt.run.cli import RunOptions
-    from torch_ref import train as torch_train
+    from torch_ref import loop as torch_train
     from torch_ref.data import distributed_data_generator, val_batches
     from torch_ref.optim import build_lr_schedulers, build_optimizers, optimizer_step
 

@@ -191,7 +191,7 @@ def study_run(name: str, framework: str, seed: int, *, steps: int, val_every: in
             val = jax_train.train(preset, jax_train.RunOptions(run_id=f"study-{name}-{seed}", progress=False,
                                                                compile_cache=compile_cache)).val_losses
         else:
-            from torch_ref import train as torch_train
+            from torch_ref import loop as torch_train
             from torch_ref.run.cli import RunOptions
 
             with machine.torch_threads(1):
