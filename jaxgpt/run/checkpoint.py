@@ -237,11 +237,14 @@ class Checkpointer:
         return step
 
 
-def _wait_for_writers(folders: Sequence[Path], timeout_s: float = 30.0) -> None:
+def _wait_for_writers(folders: Sequence[Path], timeout_s: float = 30.0, per_thread_s: float = 2.0) -> None:
     """Let the writers of a failed save end before its folder is removed: orbax raises the first
     item's failure while its other background threads still write (each item has its own), and
     tensorstore finishes the writes they started in its own threads; so orbax's save threads are
-    joined, then the folders' files are watched until they stop changing (`timeout_s` in all)."""
+    joined, then the folders' files are watched until they stop changing (`timeout_s` in all).
+    Each thread gets at most `per_thread_s`: one of another checkpointer's saves may wait on
+    signals that never come (two savers of one folder: the test of one-line errors waited 30 s
+    on each)."""
     deadline = time.monotonic() + timeout_s
     try:
         from orbax.checkpoint._src.futures import future  # noqa: PLC0415 - private: a newer orbax may move it
@@ -251,7 +254,7 @@ def _wait_for_writers(folders: Sequence[Path], timeout_s: float = 30.0) -> None:
     for thread in threading.enumerate():
         if save_thread is not None and isinstance(thread, save_thread) and thread is not threading.current_thread():
             with contextlib.suppress(Exception):  # its join re-raises its own failure: its owner reports that
-                thread.join(max(0.0, deadline - time.monotonic()))
+                thread.join(max(0.0, min(per_thread_s, deadline - time.monotonic())))
 
     def files() -> set[tuple[str, int]]:
         with contextlib.suppress(OSError):
