@@ -16,6 +16,7 @@ from jaxgpt_tools.common.artifacts import REPO_ROOT, generated_header
 from jaxgpt_tools.fusion import claims as claims_lib
 from jaxgpt_tools.fusion import reasons as reasons_lib
 from jaxgpt_tools.fusion import records as records_lib
+from jaxgpt_tools.fusion import roofline_claims
 from jaxgpt_tools.fusion.records import MODE_NAMES, PART_NAMES, find, label, need, rows
 
 LAYOUTS = ("merged", "separate")
@@ -27,7 +28,8 @@ def page_claims(study: dict[str, Any]) -> list[claims_lib.Claim]:
     sweep = study.get("sweep", [])
     return (claims_lib.answer_claims(records, sweep) + claims_lib.method_claims(records, runs, study.get("equality", []))
             + reasons_lib.reasons(records) + claims_lib.gap_claims(records, "qkv") + reasons_lib.sweep_claims(sweep)
-            + reasons_lib.sweep_backward(sweep) + claims_lib.ablation_claims(records, runs) + claims_lib.block_claims(records))
+            + reasons_lib.sweep_backward(sweep) + roofline_claims.roofline_claims(records, sweep)
+            + claims_lib.ablation_claims(records, runs) + claims_lib.block_claims(records))
 
 
 def mb(value: float | None) -> str:
@@ -203,6 +205,20 @@ def kernel_sections(records: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def roofline_section(study: dict[str, Any], made: list) -> list[str]:
+    """The H100 roofline of the QKV path: its sentences, the bounds per program, across T, per kernel."""
+    found = bullets(made, ("roofline",))
+    if not found:
+        return []
+    records = study["records"]
+    out = ["## A roofline on the H100: what merging could change (an estimate, not a timing)", ""] + found + [""]
+    out += roofline_claims.summary_table(records)
+    sweep = roofline_claims.sweep_table(study.get("sweep", []))
+    if sweep:
+        out += ["Across T, XLA for the H100 at D 768 (the dot-merger sweep, default threshold):", ""] + sweep
+    return out + ["Per kernel, at the record's shape:", ""] + roofline_claims.kernel_tables(records)
+
+
 def page(study: dict[str, Any], *, command: str, artifacts_dir: Path, docs_dir: Path) -> str:
     """The whole of docs/FUSION.md."""
     records = study["records"]
@@ -226,6 +242,7 @@ def page(study: dict[str, Any], *, command: str, artifacts_dir: Path, docs_dir: 
         out += ["## The merge decision swept: XLA's dot merger on the H100 (compiled without a GPU, no autotuning)", "",
                 f"![GEMMs and MB moved against T, separate under each threshold and merged]({artifacts}/sweep.png)", ""]
         out += bullets(made, ("sweep",)) + [""] + sweep_table(study["sweep"])
+    out += roofline_section(study, made)
     if any(r["variant"] != "default" for r in table) or any(c.key.startswith("ablation") for c in made):
         out += ["## The passes and flags that decide the merge", ""] + bullets(made, ("ablation",)) + [""] + ablation_table(table)
     out += ["## The QKV path, program by program", "",
