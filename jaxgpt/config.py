@@ -12,6 +12,9 @@ from the record's own fields in one object per section: `ModelConfig.lineage` (M
 are Sub3Min's, so the `record` preset never sets one; `with_fields` takes them by their flat
 names, as the CLI does. Mixes that cannot mean anything are refused by
 `__post_init__` (within a section) and `check_preset` (across sections), naming the conflict.
+
+Each field's comment is its command-line flag's help (runkit.flags derives the flags of both
+trainers from their configs; parity_tests/test_cli_parity.py compares them).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ BLOCK_SIZE = 128  # FlexAttention's mask block: windows and sequence lengths cou
 TOKEN_WINDOW_STEP = 64  # #15's token window grows in steps of 64 tokens
 EOT_ID = 50256  # GPT-2 `<|endoftext|>`; every document starts with it.
 GPT2_VOCAB_SIZE = 50257
+MAX_POSITIONS = 2**31 - 1  # rotary positions are int32
 
 DTypePolicy = Literal["record", "fp32", "bf16_model", "autocast"]  # what each keeps in which dtype: ModelConfig
 AttentionBackend = Literal["auto", "dense", "blocked", "pallas", "mosaic"]  # auto: attention.resolve_backend
@@ -84,43 +88,43 @@ class ModelLineage:
     Every default is Sub3Min's, so the record's model never sets one; the variant each picks is
     chosen once, when a module is built (jaxgpt/lineage.py)."""
 
-    # Rows of the token and value embedding tables: the vocabulary (Sub3Min's 50257) or the
-    # head's padded 50304 (#8-#18); the padded rows are never read.
+    # Rows of the token and value embedding tables: vocab (Sub3Min's 50257) or padded (the head's
+    # 50304, #8-#18; the padded rows are never read).
     embed_rows: EmbedRows = "vocab"
-    # Linear init bound: "record" sqrt(3) * 0.5 / sqrt(fan_in) (#19 on); "torch_default"
-    # nn.Linear's 1 / sqrt(fan_in) (#8-#18).
+    # Linear init bound: record, sqrt(3)/2/sqrt(fan_in) (#19 on), or torch_default, nn.Linear's
+    # 1/sqrt(fan_in) (#8-#18).
     linear_init: LinearInit = "record"
     block_lambdas: bool = True  # x <- l0 x + l1 x0 before each block (#9 on); off: no `lambdas`, no x0
-    unet_skips: bool = True  # `skip_weights`: decoder layer j adds encoder output L/2-1-j (#11 on)
-    # value_embed_slots index separate (V, D) tables ("tables", #18/#20) or the D-wide chunks of
-    # one (V, k D) table ("chunks", #15's `vte` split in 6)
+    unet_skips: bool = True  # U-net `skip_weights`: decoder layer j adds encoder output L/2-1-j (#11 on)
+    # Value embeddings as separate (V, D) tables (#18, Sub3Min) or the D-wide chunks of one (V, k D)
+    # table (#15's `vte`).
     value_embed_layout: ValueEmbedLayout = "tables"
-    attn_value_lambdas: bool = True  # attn.lambdas (2,): v = l0 v (+ l1 ve) (#15 on)
-    # #9's value residual: attn.lamb () in every layer, v = (1 - lamb) v + lamb v_0 with v_0
-    # layer 0's raw value projection.
+    attn_value_lambdas: bool = True  # attention value lambdas attn.lambdas (2,): v = l0 v (+ l1 ve) (#15 on)
+    # #9's value residual: attn.lamb () in every layer, v = (1 - lamb) v + lamb v_0 with v_0 layer
+    # 0's raw value projection.
     value_residual: bool = False
-    # "document_blocks": document-causal with a window of W blocks (W_long / W_short by layer);
-    # "document_tokens": #15's document-causal token window sw AND block window ceil(sw / 128);
-    # "causal": #8/#9's plain causal attention within each sequence (no documents, no window).
+    # document_blocks: document-causal within a window of W blocks (W_long / W_short by layer;
+    # Sub3Min, #18); document_tokens: #15's document-causal token window sw and block window
+    # ceil(sw / 128); causal: #8/#9's plain causal attention (no documents, no window).
     attention_mask: AttentionMask = "document_blocks"
-    # "half_truncated": Sub3Min's (and #18's) fp32 tables and rotation; "full": #8/#9's 64
-    # frequencies base 10000, fp32 angles, tables and rotation in the activation dtype;
-    # "full_bf16_freq": #15's, inv_freq rounded to bf16 first (the compiled reading, LINEAGE.md
-    # 5.3); "full_bf16_freq_eager": the eager reading (positions and angles rounded to bf16).
+    # Rotary tables and precision: half_truncated (Sub3Min, #18: fp32 tables and rotation); full
+    # (#8/#9: 64 frequencies base 10000, fp32 angles, tables and rotation in the activation dtype);
+    # full_bf16_freq (#15: inv_freq rounded to bf16 first, the compiled reading, LINEAGE.md 5.3);
+    # full_bf16_freq_eager (the eager reading: positions and angles rounded to bf16).
     rotary: Rotary = "half_truncated"
-    # The records' explicit bf16 roundings, kept in every dtype policy ("as written", docs/NUMERICS.md):
-    # the "full*" rotary tables rounded to bf16 when built (#8/#9's `.bfloat16()` on fp32 cos/sin,
-    # #15's tables from its bf16 inv_freq). False: tables fp32, rounded only by a bf16 policy at use.
+    # The records' own bf16 roundings, as written (the full* rotary tables rounded to bf16 when
+    # built; docs/NUMERICS.md), in every dtype policy; false: fp32 tables, rounded only by a bf16
+    # policy at use.
     as_written_roundings: bool = True
-    # "sigmoid": Sub3Min's cap * sigmoid(z / temperature) in fp32; "tanh": cap * tanh(z / cap)
-    # on the logits' dtype (#9-#18); "none": #8's plain logits.
+    # Logit soft-cap: sigmoid (Sub3Min: cap * sigmoid(z / temperature) in fp32), tanh (#9-#18:
+    # cap * tanh(z / cap) in the logits' dtype) or none (#8).
     soft_cap: SoftCap = "sigmoid"
-    # tanh cap on bf16 logits: "once" = computed in fp32, rounded to bf16 once (inductor's fused
-    # chain, the reading of LINEAGE.md 8.4); "per_op" = eager's rounding after /, tanh and *.
+    # The tanh cap on bf16 logits: once (computed in fp32, rounded to bf16 once: the compiled
+    # chain, LINEAGE.md 8.4) or per_op (eager's rounding after /, tanh and *).
     soft_cap_rounding: SoftCapRounding = "once"
-    fp8_head: bool = True  # FP8 lm_head in training (#19 on); the fp32 policy never uses it
-    # RMSNorm eps: "fp32" 2^-23 for every input (today's PyTorch, the default); "as_run" 2^-7 on
-    # bf16 inputs and 2^-23 on fp32 ones (the records' PyTorch builds, LINEAGE.md 2.1).
+    fp8_head: bool = True  # FP8 lm_head in training under a bf16 policy (#19 on); never under fp32
+    # RMSNorm eps: fp32 (2^-23 for every input, today's PyTorch) or as_run (2^-7 on bf16 inputs and
+    # 2^-23 on fp32 ones: the records' PyTorch builds, LINEAGE.md 2.1).
     rms_norm_eps: RMSNormEps = "fp32"
 
     def __post_init__(self) -> None:
@@ -144,40 +148,49 @@ class ModelConfig:
       "autocast":   #8/#9's: fp32 parameters and residual stream, bf16 matmuls (torch.autocast).
     """
 
-    vocab_size: int = GPT2_VOCAB_SIZE
-    num_layers: int = 12
-    num_heads: int = 6
-    model_dim: int = 768
-    block_size: int = BLOCK_SIZE
-    eot_id: int = EOT_ID
-    attn_scale: float | None = 0.12  # Sub3Min's fixed scale; None: head_dim ** -0.5 (FlexAttention's and SDPA's default)
-    logit_cap: float = 30.0  # soft_cap "sigmoid": cap * sigmoid(z / temperature); "tanh": cap * tanh(z / cap)
-    logit_cap_temperature: float = 7.5
-    rope_max_len: int = 65536
-    mlp_ratio: int = 4
+    vocab_size: int = GPT2_VOCAB_SIZE  # vocabulary size (the head pads it to a multiple of 128)
+    num_layers: int = 12  # transformer blocks (even: the U-net pairs them)
+    num_heads: int = 6  # attention heads
+    model_dim: int = 768  # model width D
+    block_size: int = BLOCK_SIZE  # mask block in tokens
+    eot_id: int = EOT_ID  # end-of-text token id (every document starts with it)
+    # Attention scale: Sub3Min's fixed 0.12; none: head_dim ** -0.5 (#8-#18's SDPA and
+    # FlexAttention default).
+    attn_scale: float | None = 0.12
+    # Logit soft-cap constant: soft_cap sigmoid is cap * sigmoid(z / temperature), tanh is
+    # cap * tanh(z / cap).
+    logit_cap: float = 30.0
+    logit_cap_temperature: float = 7.5  # the sigmoid soft-cap's temperature
+    rope_max_len: int = 65536  # length of the rotary table
+    mlp_ratio: int = 4  # MLP hidden width / model width
     # Per-layer patterns, written for the record's 12 layers (RECORD.md 2.3).
     value_embed_slots: tuple[int | None, ...] = (0, 1, 2, None, None, None, None, None, None, 0, 1, 2)
     long_window_layers: tuple[int, ...] = (0, 4, 11)
     attention_free_layers: tuple[int, ...] = (7,)
+    # What is kept in which dtype: record (bf16 + FP8 head as the record), fp32 (all fp32 with a
+    # plain head, for parity; Newton-Schulz stays bf16), bf16_model (#15's whole-model bf16),
+    # autocast (#8/#9's bf16 matmuls over fp32); the class docstring says what each keeps.
     dtype_policy: DTypePolicy = "record"
+    # Attention implementation: blocked (block-sparse in XLA), dense, pallas (the block-sparse
+    # Triton kernel, interpreted on a CPU), mosaic (the same on Hopper through Mosaic GPU, bf16),
+    # auto (pallas on a GPU, blocked elsewhere).
     attention_backend: AttentionBackend = "blocked"
-    # Largest window (in blocks) the blocked attention must support; the window itself is a
-    # traced value so that the window schedule never recompiles the step.
+    # Largest attention window in blocks the compiled step supports (the window itself is a traced
+    # value, so the window schedule never recompiles the step); a schedule ending past it is refused.
     max_window_blocks: int = 14
-    # Cross-entropy over this many tokens at a time (None: all at once). Same mean either way.
+    # Cross-entropy over this many tokens at a time (none: all at once); the same mean either way.
     loss_chunk_tokens: int | None = None
-    # FP8 head: gradients are multiplied by this before the e5m2 cast (the record's 2^29, sized
-    # for a per-rank mean over 65,536 tokens; other means: fp8_grad_scale_for). Fewer than ~8.7k
-    # tokens per mean with 2^29 can overflow e5m2 (max 57344; rounds to inf from 61440) at init.
+    # FP8 head: gradients are multiplied by this before the e5m2 cast (the record's 2^29, sized for
+    # a per-rank mean over 65,536 tokens; other means: fp8_grad_scale_for). Fewer than ~8.7k tokens
+    # per mean with 2^29 can overflow e5m2 (max 57344; rounds to inf from 61440) at init.
     fp8_grad_scale: float = RECORD_FP8_GRAD_SCALE
-    # Rematerialisation of each block in the backward (same math, less memory): "none" saves what
-    # XLA keeps; "block" only each block's inputs (jax.checkpoint); "block_dots" also its matmul
-    # outputs (dots_saveable). "none": on XLA:CPU's plan "block" saves only ~10%
-    # (docs/BENCHMARKS.md, "Record step memory"), not worth a second forward until a GPU says so.
+    # Rematerialisation of each block in the backward (same math, less memory): none saves what XLA
+    # keeps; block only each block's inputs (jax.checkpoint); block_dots also its matmul outputs.
+    # none: on XLA:CPU's plan block saves only ~10% (docs/BENCHMARKS.md, "Record step memory").
     remat: RematPolicy = "none"
-    # Attention's input projection: "merged" is the record's one (3, D, D) `attn.qkv_w`;
-    # "separate" holds `attn.q_w`, `attn.k_w`, `attn.v_w`, each (D, D), whose stack is the merged
-    # weight (same numbers, three matmuls; for the fusion study, docs/FUSION.md).
+    # Attention's input projection: merged is the record's one (3, D, D) `attn.qkv_w`; separate
+    # holds `attn.q_w`, `attn.k_w`, `attn.v_w`, each (D, D), whose stack is the merged weight
+    # (same numbers, three matmuls; the fusion study, docs/FUSION.md).
     qkv_layout: QKVLayout = "merged"
 
     lineage: ModelLineage = field(default_factory=ModelLineage)  # #8-#18's switches, Sub3Min's by default
@@ -186,6 +199,8 @@ class ModelConfig:
         for name in ("vocab_size", "num_layers", "num_heads", "model_dim", "block_size", "rope_max_len"):
             if getattr(self, name) <= 0:
                 _fail(name, f"must be positive, got {getattr(self, name)}")
+        if self.rope_max_len > MAX_POSITIONS:
+            _fail("rope_max_len", f"{self.rope_max_len} is beyond {MAX_POSITIONS}: positions are int32")
         if self.model_dim % self.num_heads:
             _fail("num_heads", f"model_dim {self.model_dim} is not divisible by num_heads {self.num_heads}")
         if self.head_dim % 4:
@@ -288,12 +303,14 @@ class ModelConfig:
 class OptimLineage:
     """The lineage's optimizer and LR-schedule switches (#8-#15): every default is Sub3Min's (LINEAGE.md section 7)."""
 
-    # Muon's momentum: "ema" buf = lerp(buf, g, 1 - m), u = lerp(g, buf, m) (#15 on); "sgd" buf = m buf + g, u = g + m buf (#8/#9)
+    # Muon's momentum: ema, buf = lerp(buf, g, 1 - m) and u = lerp(g, buf, m) (#15 on), or sgd,
+    # buf = m buf + g and u = g + m buf (#8/#9).
     muon_momentum_form: MuonMomentumForm = "ema"
-    # Newton-Schulz step: "poly" B = bA + (cA)A, X = aX + BX (#11 on); "chain" B = AX,
-    # X = aX + bB + (cA)B (#8/#9). Same polynomial, different bf16 rounding.
+    # Newton-Schulz step: poly, B = bA + (cA)A and X = aX + BX (#11 on), or chain, B = AX and
+    # X = aX + bB + (cA)B (#8/#9): the same polynomial, rounded differently in bf16.
     ns_iteration: NSIteration = "poly"
-    # The cooldown as K = round(cooldown_frac * steps) whole steps, factor (steps - s) / K (#8-#15's warmdown_iters)
+    # The cooldown as K = round(cooldown_frac * steps) whole steps, factor (steps - s) / K (#8-#15's
+    # warmdown_iters).
     cooldown_whole_steps: bool = False
 
     def __post_init__(self) -> None:
@@ -305,23 +322,24 @@ class OptimLineage:
 class OptimConfig:
     """The record's optimizers (RECORD.md sections 5-7)."""
 
-    muon_lr: float = 0.05
-    muon_momentum_start: float = 0.85
-    muon_momentum_end: float = 0.95
-    muon_momentum_warmup_steps: int = 300
-    ns_steps: int = 5
-    # "bf16" as the record; "fp32" to check how much of a Muon mismatch is the bf16 NS.
+    muon_lr: float = 0.05  # Muon learning rate
+    muon_momentum_start: float = 0.85  # Muon momentum at step 0
+    muon_momentum_end: float = 0.95  # Muon momentum after the warmup
+    muon_momentum_warmup_steps: int = 300  # steps of the Muon momentum warmup (it does not follow steps)
+    ns_steps: int = 5  # Newton-Schulz iterations
+    # Newton-Schulz precision: bf16 as the record; fp32 shows how much of a Muon mismatch is the
+    # bf16 Newton-Schulz.
     ns_dtype: NSDType = "bf16"
-    head_lr: float = 0.008
-    embed_lr: float = 0.6
-    scalar_lr: float = 0.04
-    adam_b1: float = 0.8
-    adam_b2: float = 0.95
-    adam_eps: float = 1e-10
-    cooldown_frac: float = 0.4  # LR decays linearly over the last 40% of the steps ...
-    final_lr_frac: float = 0.1  # ... down to 0.1x
-    # The record keeps the embedding tables and their Adam moments in bf16.
-    # None: follow the model's dtype policy (bf16 under "record", fp32 under "fp32").
+    head_lr: float = 0.008  # Adam learning rate of the lm_head
+    embed_lr: float = 0.6  # Adam learning rate of the embeddings
+    scalar_lr: float = 0.04  # Adam learning rate of the scalars
+    adam_b1: float = 0.8  # Adam beta1
+    adam_b2: float = 0.95  # Adam beta2
+    adam_eps: float = 1e-10  # Adam epsilon
+    cooldown_frac: float = 0.4  # fraction of the steps at the end over which the LR decays linearly
+    final_lr_frac: float = 0.1  # LR multiplier at the last step
+    # The embedding tables and their Adam moments in bf16, as the record keeps them (none: follow
+    # the dtype policy, bf16 under record, fp32 under fp32).
     bf16_embeddings: bool | None = None
     lineage: OptimLineage = field(default_factory=OptimLineage)  # the lineage's optimizer and LR-schedule switches (#8-#15)
 
@@ -335,17 +353,16 @@ class OptimConfig:
 class TrainLineage:
     """The lineage's window-schedule and data-stream switches (#8-#18): every default is Sub3Min's (LINEAGE.md section 7)."""
 
-    # "blocks_ceil": Sub3Min's max(1, ceil(M s / N / 128)) blocks; "blocks_floor": #18's
-    # floor(((1 - s/N) 128 + (s/N)(128 + M)) / 128) blocks; "tokens": #15's
-    # 64 floor((64 + M s / N) / 64) tokens; "none": no window (attention_mask "causal").
+    # The window each step passes: blocks_ceil (Sub3Min's max(1, ceil(M s / N / 128)) blocks),
+    # blocks_floor (#18's floor(((1 - s/N) 128 + (s/N)(128 + M)) / 128) blocks), tokens (#15's
+    # 64 floor((64 + M s / N) / 64) tokens) or none (#8/#9: attention_mask causal).
     window_schedule: WindowSchedule = "blocks_ceil"
-    repeat_first_batch: bool = False  # #8/#9: step 0 and step 1 both train on batch 0
-    # When a rank leaves a shard: "global" when pos + B + 1 >= len, tested before reading (#18,
-    # #20); "per_rank": rank r of `data_ranks` tests its own pos + r B / data_ranks + B + 1 >= len
-    # after reading (#15; ranks 6-7 of 8 read one batch less per 10^8-token shard);
-    # "per_rank_inclusive": the same with > (#8/#9).
+    repeat_first_batch: bool = False  # steps 0 and 1 both train on the first batch (#8/#9's loader)
+    # When a rank leaves a shard: global, when pos + B + 1 >= len, tested before reading (Sub3Min,
+    # #18); per_rank, rank r of data_ranks tests its own pos + r B / data_ranks + B + 1 >= len
+    # after reading (#15); per_rank_inclusive, the same with > (#8/#9).
     shard_switch: ShardSwitch = "global"
-    data_ranks: int = 8  # the record's ranks, whose offsets the per-rank shard switch uses
+    data_ranks: int = 8  # the record ranks whose offsets the per-rank shard switch tests (8 in the records)
 
     def __post_init__(self) -> None:
         _check_choice("window_schedule", self.window_schedule, WindowSchedule)
@@ -362,20 +379,26 @@ class TrainConfig:
     step 3); `val_every` 0 is the record script's `val_loss_every = 0` ("only at the end"): after
     the last step only, no step-0 validation. `val_tokens` 0: none at all."""
 
-    train_files: str = "data/fineweb10B/fineweb_train_*.bin"
-    val_files: str = "data/fineweb10B/fineweb_val_*.bin"
-    steps: int = 1393
-    batch_tokens: int = 8 * 64 * 1024
-    seq_len: int = 64 * 1024
-    val_every: int = 125  # validate at step 0, every K and the last step; 0: the last only (record's val_loss_every)
-    val_tokens: int = 10_485_760
-    window_max_tokens: int = 1728  # window at step s: 1728 * s / steps, rounded up to blocks
-    devices: int | None = None  # None: all visible devices
-    seed: int = 0
-    out_dir: str = "runs"
-    checkpoint_every: int = 0  # 0: only at the end when --save-checkpoint
-    keep_checkpoints: int = 3
-    cycle_data: bool = False  # wrap around to the first shard when the shards run out (#8-#18)
+    train_files: str = "data/fineweb10B/fineweb_train_*.bin"  # glob of training shards (sorted; read in order)
+    val_files: str = "data/fineweb10B/fineweb_val_*.bin"  # glob of validation shards (read from the start)
+    steps: int = 1393  # training steps N; the LR cooldown and the window warmup follow N
+    batch_tokens: int = 8 * 64 * 1024  # global batch in tokens per step (a multiple of seq_len * devices)
+    seq_len: int = 64 * 1024  # tokens per packed sequence T (a multiple of 128)
+    # Validate at step 0, every K steps and after the last step; 0: after the last step only (the
+    # record's val_loss_every 0, "only at the end").
+    val_every: int = 125
+    val_tokens: int = 10_485_760  # validation tokens per evaluation (0: no validation)
+    # The attention window at the last step, in tokens (1728 in the record); each window schedule
+    # grows to it.
+    window_max_tokens: int = 1728
+    # Devices (one process each in torch_ref) the batch is split over; none: every visible device
+    # (jaxgpt), torchrun's WORLD_SIZE or 1 (torch_ref).
+    devices: int | None = None
+    seed: int = 0  # parameter init seed (ignored with --init-from)
+    out_dir: str = "runs"  # where logs/, metrics and checkpoints/<run id>/ go
+    checkpoint_every: int = 0  # save a checkpoint every K steps and at the end (0: never; --save-checkpoint: the end)
+    keep_checkpoints: int = 3  # keep only the newest K checkpoints
+    cycle_data: bool = False  # start again at the first training shard when the shards run out (#8-#18)
     lineage: TrainLineage = field(default_factory=TrainLineage)  # the lineage's window-schedule and data-stream switches (#8-#18)
 
     def __post_init__(self) -> None:

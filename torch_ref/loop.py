@@ -168,7 +168,7 @@ class RankRun:
         resumed, resume_path = ckpt.read_resume(options)
         preset = self.preset = preflight.run_preset(preset, options, init_state, resumed, resume_path)
         train_cfg = self.train_cfg = preset.train
-        self.log = runlog.RunLog(runlog.log_directory(preset, options), options.run_id, enabled=rank == 0,
+        self.log = runlog.RunLog(runlog.log_directory(preset), options.run_id, enabled=rank == 0,
                                  tensorboard_dir=options.tensorboard)
         raw_model = self.raw_model = build_model(preset.model, train_cfg.batch_tokens // world_size, train_cfg.seed,
                                                  init_state, device)
@@ -212,7 +212,7 @@ class RankRun:
             last_step = step == self.steps
             every = train_cfg.val_every  # 0: the last step only (the record's val_loss_every 0)
             val_due = train_cfg.val_tokens and (last_step or (every > 0 and step % every == 0))
-            save_due = is_due(step, self.start_step, train_cfg, save_final=False)
+            save_due = is_due(step, self.start_step, train_cfg, save_final=self.options.save_checkpoint)
             # Every loss before a validation or a save is read first (they wait for the device
             # anyway), so no NaN state is saved between a NaN step and its check; otherwise only
             # the losses already on the host are read. The ranks then agree on what they saw.
@@ -227,7 +227,7 @@ class RankRun:
                 self.validate(step, scheduled, window)
             if save_due:
                 self.clock.pause()
-                self.save(step, to_folder=True, to_path=False)
+                self.save(step)
                 self.clock.resume()
             if last_step:
                 break
@@ -240,8 +240,8 @@ class RankRun:
         if nonfinite is not None and not self.options.allow_nonfinite_loss:
             raise nonfinite_loss("train", nonfinite[0] + 1, self.steps, nonfinite[1], ckpt.where_to_resume(self.directory))
         if signum is not None:  # the model holds `step` updates: save them, then stop
-            written = self.save(step, to_folder=True, to_path=True) if step != self.start_step else []
-            saved_in = (self.directory if self.directory is not None else written[0]) if written else None
+            written = self.save(step) if step != self.start_step else []
+            saved_in = self.directory if written else None
             raise interrupted(signum, step, saved_in, self.options.resume)
 
     def validate(self, step: int, scheduled: int, window: int | Tensor) -> None:
@@ -272,18 +272,17 @@ class RankRun:
             self.log.write(f"profile of steps {self.options.profile[0]}..{self.options.profile[1]}: {trace_written}",
                            console=True)
 
-    def save(self, step: int, *, to_folder: bool, to_path: bool) -> list[Path]:
-        """Write the state after `step` updates (every rank joins; rank 0 writes). A NaN or
-        infinite state is never written (NonFiniteError), a failed write stops every rank."""
-        options, directory = self.options, self.directory
-        folder = directory if to_folder else None  # <step>.pt goes there
-        target = Path(options.save_checkpoint) if to_path and options.save_checkpoint is not None else None
-        if folder is None and target is None:
+    def save(self, step: int) -> list[Path]:
+        """Write the state after `step` updates into the checkpoint folder (every rank joins; rank
+        0 writes); [] when the run has none. A NaN or infinite state is never written
+        (NonFiniteError), a failed write stops every rank."""
+        options, folder = self.options, self.directory
+        if folder is None:
             return []
         if not (options.allow_nonfinite_loss or ckpt.state_is_finite(self.raw_model, self.optimizers, self.control)):
             raise NonFiniteError(f"the state after step {step} holds NaN or infinite values although every loss "
                                  f"before it was finite; the run stopped without saving it. "
-                                 f"{ckpt.where_to_resume(directory)}")
+                                 f"{ckpt.where_to_resume(folder)}")
         payload = ckpt.checkpoint_payload(self.raw_model, self.optimizers, self.schedulers, step,
                                           self.train_batches.position, self.preset, self.control,
                                           batches=self.train_batches.batches)
@@ -291,26 +290,36 @@ class RankRun:
         failure = None
         if self.rank == 0:
             try:
-                written = [ckpt.save_step(folder, step, payload, self.train_cfg.keep_checkpoints)] if folder is not None else []
-                if target is not None:
-                    written.append(ckpt.write_atomically(payload, target))  # CheckpointSaveError when it fails
+                written = [ckpt.save_step(folder, step, payload, self.train_cfg.keep_checkpoints)]
             except ckpt.CheckpointSaveError as error:
                 failure = error
         if not ckpt.all_saved(failure is None, self.control):  # every rank stops; rank 0 says why
-            unwritten = folder / f"{step}.pt" if folder is not None else target
-            assert unwritten is not None  # one of the two is set (returned above otherwise)
-            raise failure or ckpt.CheckpointSaveError(step, unwritten, RuntimeError("rank 0 could not write it"))
+            raise failure or ckpt.CheckpointSaveError(step, folder / f"{step}.pt", RuntimeError("rank 0 could not write it"))
         return written
 
+    def export(self, path: str) -> None:
+        """--export-torch: rank 0 writes the parameters as {"model": state_dict}, the record's
+        format (--init-from reads it); a failed write stops every rank."""
+        failure = None
+        if self.rank == 0:
+            try:
+                written = ckpt.write_atomically({"model": self.raw_model.state_dict()}, path)
+                self.log.write(f"exported {written}", console=False)
+            except ckpt.CheckpointSaveError as error:
+                failure = error
+        if not ckpt.all_saved(failure is None, self.control):
+            raise failure or ckpt.CheckpointSaveError(self.steps, Path(path), RuntimeError("rank 0 could not write it"))
+
     def finish(self) -> RunResult:
-        """After the last step: the metrics logged, the log closed, the final state saved."""
+        """After the last step: the metrics logged, the parameters exported (--export-torch), the log closed."""
         total_train_ms = self.clock.pause()
         runlog.write_train_metrics(self.log, self.pending_metrics, self.world_size)
+        if self.options.export_torch is not None:  # the final parameters (the initial ones with --steps 0)
+            self.export(self.options.export_torch)
         self.log.close()
         if self.device.type == "cuda":
             self.log.write(f"peak memory allocated: {torch.cuda.max_memory_allocated() // 1024 // 1024} MiB "
                            f"reserved: {torch.cuda.max_memory_reserved() // 1024 // 1024} MiB", console=True)
-        self.save(self.steps, to_folder=False, to_path=True)  # the final state (the initial one with --steps 0)
         return RunResult(val_losses=self.val_losses, train_time_ms=total_train_ms, log_path=self.log.path,
                          metrics_path=self.log.metrics_path)
 

@@ -245,8 +245,7 @@ def train_run(framework: str, sizes: Sizes, data: dict[str, str], out: Path, att
     """One trainer's CLI for `sizes.steps` steps; its log lines parsed."""
     run_sizes = replace(sizes, jax_attention=attention) if attention else sizes
     command = trainer_command(framework, run_sizes, data, sizes.steps, sizes.steps)
-    command += (["--out-dir", str(out / f"jaxgpt_{attention}")] if framework == "jaxgpt"
-                else ["--log-dir", str(out / "torch_ref")])
+    command += ["--out-dir", str(out / (f"jaxgpt_{attention}" if framework == "jaxgpt" else "torch_ref"))]
     stdout = run_logged(command, out / f"{framework}{'_' + attention if attention else ''}.log", timeout_s,
                         env=child_env(sizes.jax_platform))
     return _timed(parse_log(stdout), sizes.batch_tokens, command)
@@ -320,12 +319,13 @@ def initial_state(sizes: Sizes, path: Path) -> str:
 
     import torch
 
+    import torch_ref.config as torch_cfg
     from torch_ref import loop as torch_train
     from torch_ref import presets as torch_presets
 
     model_config = torch_presets.get_preset(sizes.preset).model
     if sizes.dtype:
-        model_config = replace(model_config, dtype_policy=sizes.dtype)
+        model_config = torch_cfg.with_fields(model_config, dtype_policy=sizes.dtype)
     state = torch_train.build_model(model_config, sizes.batch_tokens, 0, None, torch.device("cpu")).state_dict()
     torch.save({"model": state}, path)
     digest = hashlib.sha256()
@@ -356,8 +356,8 @@ def schedule(sizes: Sizes, data: dict[str, str], out: Path, scratch: Path, train
         run_id = f"schedule-{framework}"
         command = trainer_command(framework, sizes, data, sizes.schedule_steps, sizes.schedule_val_every)
         command += ["--init-from", str(init), "--run-id", run_id, "--out-dir", str(scratch / framework)]
-        checkpoint = scratch / framework / ("checkpoints" if framework == "jaxgpt" else "final.pt")
-        command += ["--save-checkpoint"] + ([str(checkpoint)] if framework == "torch_ref" else [])
+        checkpoint = scratch / framework / "checkpoints"  # both trainers: <out-dir>/checkpoints/<run id>
+        command += ["--save-checkpoint"]
         start = time.perf_counter()
         stdout = run_logged(command, folder / f"{framework}.log", timeout_s, env=child_env(sizes.jax_platform))
         run = _timed(parse_log(stdout), sizes.batch_tokens, command)

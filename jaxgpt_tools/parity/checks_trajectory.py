@@ -119,7 +119,7 @@ def trajectory(framework: str, ns_dtype: NSDType, devices: int = 1, init: Init =
             # step instead of 0.1 s); the thread count changes no number compared here.
             with torch_ref_norm(norm), torch_threads(1):
                 torch_result = torch_train.train(torch_preset(preset), TorchRunOptions(
-                    device="cpu", init_from=str(init_path), save_checkpoint=str(final_path), log_dir=str(folder / "logs")))
+                    device="cpu", init_from=str(init_path), export_torch=str(final_path)))
             assert torch_result is not None  # rank 0 of this one process returns its result
             state = torch.load(final_path, map_location="cpu", weights_only=True)["model"]
             params = {name: value.float().numpy() for name, value in state.items()}

@@ -98,8 +98,7 @@ def val_losses(preset, init_path: Path, framework: str, norm: NormPrecision = "f
 
     if framework == "torch_ref":
         with torch_ref_norm(norm), torch_threads(1):
-            options = TorchRunOptions(device="cpu", init_from=str(init_path),
-                                      log_dir=tempfile.mkdtemp(prefix="sensitivity-"))
+            options = TorchRunOptions(device="cpu", init_from=str(init_path))
             return torch_train.train(preset, options).val_losses
     return jax_train.train(preset, RunOptions(init_from=str(init_path), run_id="sensitivity", progress=False)).val_losses
 

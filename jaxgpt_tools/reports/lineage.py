@@ -195,8 +195,7 @@ def study_run(name: str, framework: str, seed: int, *, steps: int, val_every: in
             from torch_ref.run.cli import RunOptions
 
             with machine.torch_threads(1):
-                result = torch_train.train(torch_preset(preset), RunOptions(device="cpu", run_id=f"study-{name}-{seed}",
-                                                                            log_dir=str(Path(folder) / "logs")))
+                result = torch_train.train(torch_preset(preset), RunOptions(device="cpu", run_id=f"study-{name}-{seed}"))
             assert result is not None  # rank 0 of this one process returns its result
             val = result.val_losses
         return StudyRun(name, framework, seed, dict(val), time.perf_counter() - start)

@@ -28,6 +28,7 @@ def test_cli_presets_and_overrides():
     assert preset.model.dtype_policy == "fp32" and preset.model.attention_backend == "dense"
     assert preset.optim.muon_lr == 0.1
     assert options.init_from == "x.pt" and options.resume == "dir" and options.run_id == "r" and not options.progress
+    assert options.preset == "tiny"  # written into the run header with the other options
     record, _ = cli.parse_args([])
     assert record == presets.record_preset()
 

@@ -67,7 +67,7 @@ def _args(root: Path, *extra: str) -> list[str]:
         "--init-from", str(root / "init.pt"), "--head-dim", "64",
         "--train-files", str(root / "tiny_train_*.bin"), "--val-files", str(root / "tiny_val_*.bin"),
         "--seq-len", str(SEQ_LEN), "--val-tokens", str(2 * SEQ_LEN),
-        "--window-max-tokens", "512", "--dtype", "fp32", "--log-dir", str(root / "logs"),
+        "--window-max-tokens", "512", "--dtype", "fp32", "--out-dir", str(root),
         *extra,
     ]
 
@@ -101,9 +101,9 @@ def _eval_checkpoint_state(state: dict, tokens: np.ndarray, window: int) -> floa
 @pytest.fixture(scope="module")
 def tiny_run(workspace):
     """One 24-step fp32 run (2 sequences per step, processed one after another)."""
-    ckpt = workspace / "final.pt"
+    ckpt = workspace / "checkpoints" / "tiny" / f"{STEPS}.pt"  # --save-checkpoint: the final state in the run's folder
     argv = _args(workspace, "--steps", str(STEPS), "--batch-tokens", str(2 * SEQ_LEN), "--val-every", "8",
-                 "--save-checkpoint", str(ckpt))
+                 "--run-id", "tiny", "--save-checkpoint")
     completed = subprocess.run([sys.executable, "-m", "torch_ref.train", *argv], cwd=REPO_ROOT, env=_ONE_THREAD_ENV,
                                capture_output=True, text=True, timeout=600)
     assert completed.returncode == 0, completed.stderr[-3000:]
@@ -135,6 +135,7 @@ def test_log_file_holds_config_environment_and_lines(tiny_run, workspace):
     assert log_path.parent == workspace / "logs" and log_path.suffix == ".txt"
     text = log_path.read_text()
     assert '"steps": 24' in text and "Running PyTorch" in text and "=" * 100 in text
+    assert '"preset": "smoke"' in text  # the preset's name, in the header's options
     assert f"step:{STEPS}/{STEPS} val_loss:" in text
 
 
@@ -198,7 +199,7 @@ def test_two_gloo_processes_match_one_process(workspace):
 @pytest.mark.slow
 def test_record_dtype_policy_trains_on_the_cpu(workspace):
     stdout = _run_cli(_args(workspace, "--steps", "3", "--batch-tokens", str(SEQ_LEN), "--val-every", "3",
-                            "--dtype", "record", "--save-checkpoint", str(workspace / "record_policy.pt")))
+                            "--dtype", "record", "--export-torch", str(workspace / "record_policy.pt")))
     val = _val_losses(stdout)
     assert val[0] == pytest.approx(math.log(50304), abs=1e-4)  # zero head: exact in any precision
     assert math.isfinite(val[3]) and val[3] < val[0]
@@ -211,12 +212,13 @@ def test_record_dtype_policy_trains_on_the_cpu(workspace):
 
 
 def test_steps_0_validates_and_exits(small_run, tmp_path, capsys, one_thread):
-    assert train_lib.main(small_run.args(tmp_path / "out", "--steps", "0", "--save-checkpoint", str(tmp_path / "init.pt"))) == 0
+    assert train_lib.main(small_run.args(tmp_path / "out", "--steps", "0", "--export-torch", str(tmp_path / "init.pt"))) == 0
     captured = capsys.readouterr()
     step_lines = [line for line in captured.out.splitlines() if line.startswith("step:")]
     assert len(step_lines) == 1 and step_lines[0].startswith("step:0/0 val_loss:6.9315 ")  # zero head: ln(1024)
     assert "writes no checkpoint" not in captured.err
-    assert read_checkpoint(tmp_path / "init.pt")["step"] == 0
+    exported = torch.load(tmp_path / "init.pt", weights_only=True)
+    assert set(exported) == {"model"} and "lm_head.weight" in exported["model"]  # the record's format
 
 
 def test_val_every_0_validates_after_the_last_step_only(small_run, tmp_path, capsys, one_thread):
@@ -237,8 +239,7 @@ def test_interrupted_and_resumed_run_is_bit_exact(small_run, tmp_path, capsys, m
                                                   interrupt_at_update, same_state):
     out, seq_len = tmp_path / "out", small_run.seq_len
     # The uninterrupted run: 4 updates, step files every 2, only the newest kept.
-    assert train_lib.main(small_run.args(out, "--run-id", "a", "--checkpoint-every", "2", "--keep-checkpoints", "1",
-                                         "--save-checkpoint", str(tmp_path / "a.pt"))) == 0
+    assert train_lib.main(small_run.args(out, "--run-id", "a", "--checkpoint-every", "2", "--keep-checkpoints", "1")) == 0
     straight = capsys.readouterr().out
     assert sorted(p.name for p in (out / "checkpoints" / "a").iterdir()) == ["4.pt"]
 
@@ -254,13 +255,12 @@ def test_interrupted_and_resumed_run_is_bit_exact(small_run, tmp_path, capsys, m
     monkeypatch.undo()
 
     # Resumed without --checkpoint-every: the saved cadence (every 2) is kept, step 4 is saved.
-    assert train_lib.main(small_run.args(out, "--run-id", "c", "--resume", str(folder),
-                                         "--save-checkpoint", str(tmp_path / "c.pt"))) == 0
+    assert train_lib.main(small_run.args(out, "--run-id", "c", "--resume", str(folder))) == 0
     resumed = capsys.readouterr()
     assert "writes no checkpoint" not in resumed.err
     assert sorted(p.name for p in folder.iterdir()) == ["2.pt", "3.pt", "4.pt"]
-    final = read_checkpoint(tmp_path / "c.pt")
-    same_state(final, read_checkpoint(tmp_path / "a.pt"))
+    final = read_checkpoint(folder / "4.pt")
+    same_state(final, read_checkpoint(out / "checkpoints" / "a" / "4.pt"))
     assert final["step"] == 4 and final["data_position"] == {"shard_index": 0, "pos": 4 * seq_len, "batches": 4}
     # The final val line (fp32, same ops on the same state) is the same string.
     assert _val_lines(resumed.out)[-1].group(1, 2, 3) == _val_lines(straight)[-1].group(1, 2, 3)

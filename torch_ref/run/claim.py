@@ -20,33 +20,33 @@ from torch_ref.run import lock as run_lock
 from torch_ref.run.cli import RunOptions, with_run_id
 
 
-def log_directory(preset: cfg.Preset, options: RunOptions) -> Path:
-    """Where rank 0 writes the run's .txt and .jsonl: --log-dir, else <out_dir>/logs."""
-    return Path(options.log_dir) if options.log_dir is not None else Path(preset.train.out_dir) / "logs"
+def log_directory(preset: cfg.Preset) -> Path:
+    """Where rank 0 writes the run's .txt and .jsonl: <out_dir>/logs, as jaxgpt's runs."""
+    return Path(preset.train.out_dir) / "logs"
 
 
 def checkpoint_directory(preset: cfg.Preset, options: RunOptions) -> Path | None:
     """Where the run's <step>.pt files go: the --resume folder, else <out_dir>/checkpoints/<run
-    id> when --checkpoint-every asks for any, else None (--save-checkpoint PATH is separate)."""
+    id> when --checkpoint-every or --save-checkpoint asks for any, else None."""
     if options.resume is not None and Path(options.resume).is_dir():
         return Path(options.resume)
-    if preset.train.checkpoint_every > 0:
+    if preset.train.checkpoint_every > 0 or options.save_checkpoint:
         return Path(preset.train.out_dir) / "checkpoints" / (options.run_id or "unnamed")
     return None
 
 
 def check_outputs(preset: cfg.Preset, options: RunOptions) -> None:
-    """Every place the run writes to: the log folder, the checkpoint folder, --save-checkpoint's
-    folder (and --save-checkpoint does not name a folder), --tensorboard."""
-    check_writable(log_directory(preset, options), "--log-dir" if options.log_dir else "--out-dir")
+    """Every place the run writes to: the log folder, the checkpoint folder, --export-torch's
+    folder (and --export-torch does not name a folder), --tensorboard."""
+    check_writable(log_directory(preset), "--out-dir")
     directory = checkpoint_directory(preset, options)
     if directory is not None:
         check_writable(directory, "--resume folder" if options.resume else "checkpoint folder")
-    if options.save_checkpoint is not None:
-        target = Path(options.save_checkpoint)
+    if options.export_torch is not None:
+        target = Path(options.export_torch)
         if target.is_dir():
-            raise ValueError(f"--save-checkpoint {target} is a directory; give a file path such as {target / 'final.pt'}")
-        check_writable(target.parent, "--save-checkpoint folder")
+            raise ValueError(f"--export-torch {target} is a directory; give a file path such as {target / 'final.pt'}")
+        check_writable(target.parent, "--export-torch folder")
     if options.tensorboard is not None:
         check_writable(Path(options.tensorboard), "--tensorboard")
 
@@ -59,7 +59,7 @@ def claim_run(preset: cfg.Preset, options: RunOptions) -> tuple[RunOptions, lock
     options = with_run_id(options)
     assert options.run_id is not None  # with_run_id set it
     check_outputs(preset, options)  # the folders exist and are writable before they are locked
-    places = run_lock.run_places(log_directory(preset, options), options.run_id, checkpoint_directory(preset, options),
-                                 resume=options.resume, save_checkpoint=options.save_checkpoint,
+    places = run_lock.run_places(log_directory(preset), options.run_id, checkpoint_directory(preset, options),
+                                 resume=options.resume, export=options.export_torch,
                                  tensorboard=options.tensorboard)
     return options, run_lock.take_for_run(places, owner=int(os.environ.get("RANK", 0)) == 0)

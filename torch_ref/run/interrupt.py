@@ -24,16 +24,16 @@ from runkit.interrupt import Interrupted
 
 def interrupted(signum: int, step: int, saved_in: str | os.PathLike | None, resume: str | None) -> Interrupted:
     """The error of a run stopped at `step`, in one line: where the state after `step` is
-    (`saved_in`: the checkpoint folder, or the --save-checkpoint file, None when nothing was
-    written) and how to continue from it; `resume` is the run's --resume (still holding `step`
-    when no step was completed since the start)."""
+    (`saved_in`: the checkpoint folder, None when nothing was written) and how to continue from
+    it; `resume` is the run's --resume (still holding `step` when no step was completed since
+    the start)."""
     head = f"interrupted by {signal.Signals(signum).name} at step {step}; "
     if saved_in is not None:
         return Interrupted(signum, head + f"the state after step {step} is in {saved_in} (continue with --resume {saved_in})")
     if resume is not None:
         return Interrupted(signum, head + f"no step was completed since the start; {resume} still holds step {step}")
     return Interrupted(signum, head + "no checkpoint was written (checkpointing is off: --checkpoint-every K or "
-                       "--save-checkpoint PATH)")
+                       "--save-checkpoint)")
 
 
 # Test hook (tests/torch_ref/test_train_multiprocess.py): "STEP:SIGNAL" (e.g. "1:SIGTERM",

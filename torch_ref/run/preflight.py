@@ -131,7 +131,7 @@ def start_run(preset: cfg.Preset, options: RunOptions) -> None:
     del init_state, resumed
     check_run(run_config, options, start_step, position, served)
     check_window(options.profile, start_step, run_config.train.steps)
-    if (ckpt.checkpoint_directory(run_config, options) is None and options.save_checkpoint is None
-            and run_config.train.steps > start_step and int(os.environ.get("RANK", 0)) == 0):
-        print("note: this run writes no checkpoint (pass --checkpoint-every K or --save-checkpoint PATH to keep its "
-              "state)", file=sys.stderr)
+    if (ckpt.checkpoint_directory(run_config, options) is None and run_config.train.steps > start_step
+            and int(os.environ.get("RANK", 0)) == 0):
+        print("note: this run writes no checkpoint (pass --checkpoint-every K or --save-checkpoint to keep its state)",
+              file=sys.stderr)

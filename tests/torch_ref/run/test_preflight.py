@@ -49,14 +49,13 @@ def test_a_run_without_checkpoints_says_so_at_start(small_run, tmp_path, fails, 
     assert "writes no checkpoint" not in err and "stopped after" in err
 
 
-@pytest.mark.parametrize("case", ["save-checkpoint folder", "save-checkpoint is a folder", "out-dir is a file", "log-dir"])
+@pytest.mark.parametrize("case", ["export folder", "export is a folder", "out-dir is a file"])
 def test_output_paths_are_checked_before_the_first_step(small_run, tmp_path, fails, case):
     (tmp_path / "a_file").write_text("x")
     extra, expected = {
-        "save-checkpoint folder": (["--save-checkpoint", str(tmp_path / "a_file" / "m.pt")], "--save-checkpoint folder"),
-        "save-checkpoint is a folder": (["--save-checkpoint", str(tmp_path)], "is a directory"),
+        "export folder": (["--export-torch", str(tmp_path / "a_file" / "m.pt")], "--export-torch folder"),
+        "export is a folder": (["--export-torch", str(tmp_path)], "is a directory"),
         "out-dir is a file": (["--checkpoint-every", "2"], "--out-dir"),
-        "log-dir": (["--log-dir", str(tmp_path / "a_file" / "logs")], "--log-dir"),
     }[case]
     out = tmp_path / "a_file" if case == "out-dir is a file" else tmp_path / "out"
     err = fails(small_run.args(out, *extra))
