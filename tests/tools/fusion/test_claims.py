@@ -100,7 +100,7 @@ NEEDED_CLAIMS = (
     "why.xla_cpu_ynn", "why.xla_h100_prologue", "why.xla_h100_norm", "why.backward_xla_cpu",
     "why.backward_xla_h100-compile-only", "why.inductor_cpu", "why.inductor_h100-compile-only",
     "why.inductor_backward_cpu", "why.inductor_backward_h100-compile-only", "sweep.rule", "sweep.backward",
-    "roofline.method", "roofline.record", "roofline.gemms", "roofline.path", "roofline.across_t",
+    "roofline.method", "roofline.record", "roofline.gemms", "roofline.path", "roofline.across_t", "related.work",
 )
 
 
