@@ -1,7 +1,8 @@
 """Each record against its own code: the five records' scripts, taken from their logs and run on
 the CPU in fp32 by jaxgpt_tools.parity.record_code, as the third column of the parity suite
 (docs/PARITY.md's "Record's code" rows, jaxgpt_tools.parity.record_code_checks: the setting;
-record_code_forward, record_code_training: the rows).
+record_code_forward, record_code_training, record_code_capped: the rows; the optimizer rows in
+test_record_code_optimizer.py).
 
 The logs are read from $JAXGPT_UPSTREAM_LOGS (default ../shared/upstream beside the checkout,
 which .ci/run sets); a record whose log is absent skips with the way to get it
@@ -21,7 +22,7 @@ import torch
 from jaxgpt_tools.parity import record_changes
 from jaxgpt_tools.parity import record_code as rc
 from jaxgpt_tools.parity import record_code_checks as checks
-from jaxgpt_tools.parity.checks import CHECKS, RECORD_CODE_CHECKED
+from jaxgpt_tools.parity.checks import CHECKS, RECORD_CODE_CHECKED, RECORD_CODE_KINDS
 from jaxgpt_tools.parity.record_code_forward import torch_ref_output
 from jaxgpt_tools.upstream_record import patch_script
 
@@ -153,3 +154,22 @@ def test_the_forward_rows_hold_several_documents():
     assert any(s // block == (e - 1) // block and s % block and e - s > 1 for s, e in spans)  # inside one block
     assert any(e - s == 1 for s, e in spans) and any(s % block == 0 and s > 0 for s in starts)
     assert any(s // block < (e - 1) // block - 1 for s, e in spans)  # a whole block inside one document
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_needs_log(n), id=n) for n in RECORD_CODE_KINDS["capped"]])
+def test_the_capped_logits_where_the_cap_bends(name):
+    """The capped fp32 logits (the records' own cross-entropy input) with the head scaled until the
+    largest |logit| is >= 2x the cap's scale (record_code_capped): within 1e-5 of the largest capped
+    logit (the uncapped ones agree to ~4e-7 of theirs and the cap's slope is <= 1; measured <= 2.1e-6),
+    the loss within 1e-6 (fp32). Runs after this file's forward rows, whose compiled jaxgpt forward it
+    reuses."""
+    from jaxgpt_tools.parity import record_code_capped
+
+    found, bend = record_code_capped.capped_gaps(name)
+    assert bend >= record_code_capped.BEND_FACTOR  # the cap is exercised far from linear
+    for framework, gaps in found.items():
+        assert gaps.capped_rel < 1e-5, (framework, gaps.describe())
+        assert gaps.loss_rel < 1e-6, (framework, gaps.describe())
+    result = CHECKS[f"record_code_{name.replace('-', '_')}_capped"]()
+    assert result.passed, f"{result.name}: {result.record_code}; {result.notes}"

@@ -4,7 +4,8 @@ parity_tests/test_lineage_checks.py) and the report
 
 The rows live by subject: `checks_ns` (Newton-Schulz), `checks_forward` (the record's model at its
 own shapes, the lineage presets' forwards), `checks_trajectory` (the trainers' short runs), and the
-records' own code (`record_code_forward`, `record_code_training`); this module holds the one list.
+records' own code (`record_code_forward`, `record_code_training`, `record_code_optimizer`,
+`record_code_capped`); this module holds the one list.
 
 Each check measures one cross-framework difference and returns a `Result`: the max absolute and
 relative error, the tolerance with its reason, and pass/fail. Training runs are cached per
@@ -36,14 +37,21 @@ from jaxgpt_tools.parity.measures import Result
 RECORD_CODE_CHECKED = ("untie-embed", "shortcuts", "unet-value-embeds", "softcap", "record")
 
 
-def check_record_code(kind: str, name: str) -> Result:
-    """Record `name`'s row against its own code: kind "forward" or "training". Raises
-    FileNotFoundError (naming scripts/fetch_record.py) when the record's log is absent."""
-    from jaxgpt_tools.parity import record_code_forward, record_code_training
+# The kinds of record-code row and the records each runs on: #8 has no soft-cap (its rows compare
+# its plain logits), so the capped row is #9-#20's.
+RECORD_CODE_KINDS = {"forward": RECORD_CODE_CHECKED, "training": RECORD_CODE_CHECKED,
+                     "optimizer": RECORD_CODE_CHECKED, "capped": RECORD_CODE_CHECKED[1:]}
 
-    if kind == "forward":
-        return record_code_forward.check_record_forward(name)
-    return record_code_training.check_record_training(name)
+
+def check_record_code(kind: str, name: str) -> Result:
+    """Record `name`'s row against its own code: kind "forward", "training", "optimizer" (the same
+    gradients through its own optimizers) or "capped" (the capped logits where the cap bends).
+    Raises FileNotFoundError (naming scripts/fetch_record.py) when the record's log is absent."""
+    from jaxgpt_tools.parity import record_code_capped, record_code_forward, record_code_optimizer, record_code_training
+
+    rows = {"forward": record_code_forward.check_record_forward, "training": record_code_training.check_record_training,
+            "optimizer": record_code_optimizer.check_record_optimizer, "capped": record_code_capped.check_record_capped}
+    return rows[kind](name)
 
 
 CHECKS: dict[str, Callable[[], Result]] = {
@@ -59,5 +67,5 @@ CHECKS: dict[str, Callable[[], Result]] = {
     **{f"lineage_{name.replace('-', '_')}_trajectory": functools.partial(check_lineage_trajectory, name)
        for name in LINEAGE_CHECKED},
     **{f"record_code_{name.replace('-', '_')}_{kind}": functools.partial(check_record_code, kind, name)
-       for name in RECORD_CODE_CHECKED for kind in ("forward", "training")},
+       for name in RECORD_CODE_CHECKED for kind, names in RECORD_CODE_KINDS.items() if name in names},
 }

@@ -48,6 +48,13 @@ def _schedules(loaded: LoadedRecord, model, steps: int | None, cooldown_steps: i
     return env
 
 
+def own_optimizers(loaded: LoadedRecord, model, steps: int | None, cooldown_steps: int | None) -> dict[str, Any]:
+    """The record's own `optimizers`, `schedulers`, `get_lr` and `args` over `model`, built by its
+    own statements (a run of `steps` steps, #8-#15's cooldown of `cooldown_steps`; None keeps the
+    record's own): the namespace its loop statements (`loaded.snippets`) run in."""
+    return _schedules(loaded, model, steps, cooldown_steps)
+
+
 def window_at(loaded: LoadedRecord, env: dict[str, Any], step: int) -> int | None:
     """The window the record's loop hands its forward at `step`: #15's tokens, #18's blocks, #20's
     window_size // 128 blocks (its sw_num_blks), None for #8/#9."""
