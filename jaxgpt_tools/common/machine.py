@@ -32,6 +32,27 @@ def cpu_model() -> str | None:
     return None
 
 
+# /proc/cpuinfo's fields that name a CPU exactly where a virtual machine shortens its model name
+# ("AMD EPYC"): the vendor, family, model and stepping identify the part, the microcode its revision.
+CPU_IDENTITY_FIELDS = ("vendor_id", "cpu family", "model", "model name", "stepping", "microcode")
+
+
+def cpu_identity() -> dict[str, str]:
+    """The first CPU's identifying /proc/cpuinfo fields (CPU_IDENTITY_FIELDS, those present), and
+    `hypervisor`: "yes" when its flags say it runs under one (then the model name may be the
+    hypervisor's, not the part's). Empty where unreadable."""
+    try:
+        block = Path("/proc/cpuinfo").read_text().split("\n\n", 1)[0]
+    except OSError:
+        return {}
+    fields = dict(line.split(":", 1) for line in block.splitlines() if ":" in line)
+    found = {key.strip(): value.strip() for key, value in fields.items() if key.strip() in CPU_IDENTITY_FIELDS}
+    if found:
+        flags = {key.strip(): value for key, value in fields.items()}.get("flags", "").split()
+        found["hypervisor"] = "yes" if "hypervisor" in flags else "no"
+    return found
+
+
 FLAGS_SHOWN = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 
 

@@ -14,9 +14,9 @@ from typing import Any
 
 from jaxgpt_tools.common.artifacts import REPO_ROOT, generated_header
 from jaxgpt_tools.fusion import claims as claims_lib
+from jaxgpt_tools.fusion import provenance, related, roofline_claims
 from jaxgpt_tools.fusion import reasons as reasons_lib
 from jaxgpt_tools.fusion import records as records_lib
-from jaxgpt_tools.fusion import related, roofline_claims
 from jaxgpt_tools.fusion.records import MODE_NAMES, PART_NAMES, find, label, need, rows
 
 LAYOUTS = ("merged", "separate")
@@ -27,6 +27,7 @@ def page_claims(study: dict[str, Any]) -> list[claims_lib.Claim]:
     records, runs = study["records"], study["runs"]
     sweep = study.get("sweep", [])
     return (claims_lib.answer_claims(records, sweep) + claims_lib.method_claims(records, runs, study.get("equality", []))
+            + provenance.provenance_claim(runs)
             + reasons_lib.reasons(records) + claims_lib.gap_claims(records, "qkv") + reasons_lib.sweep_claims(sweep)
             + reasons_lib.sweep_backward(sweep) + roofline_claims.roofline_claims(records, sweep)
             + claims_lib.ablation_claims(records, runs) + claims_lib.block_claims(records)

@@ -110,7 +110,8 @@ def cpu_model() -> str:
 def environment() -> dict[str, Any]:
     """jaxgpt_tools.common.machine.describe (host, CPU, load, date, jax's devices, torch and its GPU)
     with the versions of every package that compiled the programs, the commit, the cores this
-    process may use, the CPU's model and vector ISA, and the compiler flags that differ from
+    process may use, the CPU's model, identity (family, model, stepping: machine.cpu_identity),
+    all its flags and its vector ISA, and the compiler flags that differ from
     the defaults (XLA_FLAGS; Inductor's and AOTAutograd's settings; torch's CPU capability)."""
     import importlib.metadata as metadata
 
@@ -130,7 +131,8 @@ def environment() -> dict[str, Any]:
 
         flags["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
     return {**describe(), "versions": versions, "commit": git_commit(), "cores_used": len(os.sched_getaffinity(0)),
-            "cpu_model": cpu_model(), "isa": isa, "compiler_flags": flags}
+            "cpu_model": cpu_model(), "cpu_identity": machine.cpu_identity(), "cpu_flags": sorted(cpu_flags()), "isa": isa,
+            "compiler_flags": flags}
 
 
 def run_local(device: str, shapes: list[str], compilers: list[str], out: Path, timing: Timing | None,

@@ -28,3 +28,16 @@ def test_cpu_flags_reads_proc_cpuinfo(monkeypatch, tmp_path):
     assert machine.cpu_flags() == {"fpu", "avx2", "avx512_bf16"}
     monkeypatch.setattr(machine, "Path", lambda name: tmp_path / "missing")
     assert machine.cpu_flags() == set()
+
+
+def test_cpu_identity_reads_the_first_cpu(monkeypatch, tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
+                       "model name\t: AMD EPYC\nstepping\t: 1\nflags\t\t: fpu avx2 hypervisor\n\n"
+                       "processor\t: 1\nmodel\t\t: 99\n")
+    real_path = machine.Path
+    monkeypatch.setattr(machine, "Path", lambda name: cpuinfo if name == "/proc/cpuinfo" else real_path(name))
+    assert machine.cpu_identity() == {"vendor_id": "AuthenticAMD", "cpu family": "25", "model": "17", "model name": "AMD EPYC",
+                                      "stepping": "1", "hypervisor": "yes"}
+    monkeypatch.setattr(machine, "Path", lambda name: tmp_path / "missing")
+    assert machine.cpu_identity() == {}

@@ -96,7 +96,7 @@ def test_an_empty_time_panel_says_why_it_is_empty():
 NEEDED_CLAIMS = (
     "answer.gemms", "answer.bytes", "answer.time", "answer.inductor_merge",
     "method.programs", "method.equal_xla", "method.equal_inductor", "method.run_cpu_both",
-    "method.run_h100-compile-only_xla", "method.run_h100-compile-only_inductor",
+    "method.run_h100-compile-only_xla", "method.run_h100-compile-only_inductor", "method.provenance",
     "why.xla_cpu_ynn", "why.xla_h100_prologue", "why.xla_h100_norm", "why.backward_xla_cpu",
     "why.backward_xla_h100-compile-only", "why.inductor_cpu", "why.inductor_h100-compile-only",
     "why.inductor_backward_cpu", "why.inductor_backward_h100-compile-only", "sweep.rule", "sweep.backward",

@@ -1,0 +1,88 @@
+"""docs/FUSION.md's provenance sentence: the machine and the compiler versions each column was
+made with, read from what results.json's runs record (their `environment`), saying what they do
+not record (older runs name the CPU only as its /proc/cpuinfo model name gave it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jaxgpt_tools.fusion.claims import Claim
+from jaxgpt_tools.fusion.records import DEVICE_NAMES
+
+NUMBERS = {2: "two", 3: "three", 4: "four"}
+
+
+def _environments(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [run["environment"] for run in runs if run.get("environment")]
+
+
+def cpu_text(envs: list[dict[str, Any]]) -> str:
+    """The CPU as the runs record it: its name, its identity and flags where recorded, or that they are not."""
+    hosts = sorted({f"{e.get('host')}, {e.get('cpu_count')} cores" for e in envs})
+    names = sorted({str(e.get("cpu_model")) for e in envs})
+    identities = [e["cpu_identity"] for e in envs if e.get("cpu_identity")]
+    flags = [e["cpu_flags"] for e in envs if e.get("cpu_flags")]
+    isa = max((len(e.get("isa", [])) for e in envs), default=0)
+    text = (f"every leg ran on {'one host' if len(hosts) == 1 else f'{len(hosts)} hosts'} ({'; '.join(hosts)}), whose CPU "
+            f"the runs name as {' / '.join(repr(n) for n in names)} (the model name its /proc/cpuinfo gives)")
+    if identities:
+        i = identities[0]
+        text += (f": vendor {i.get('vendor_id', '?')}, family {i.get('cpu family', '?')}, model {i.get('model', '?')}, "
+                 f"stepping {i.get('stepping', '?')}, microcode {i.get('microcode', '?')}, under a hypervisor: "
+                 f"{i.get('hypervisor', '?')}")
+    else:
+        text += ("; the stored runs record no vendor, family, model or stepping, which runs made from now on record "
+                 "(jaxgpt_tools.common.machine.cpu_identity)")
+    if flags:
+        text += f"; all {len(flags[0])} of its flags are in results.json"
+    else:
+        text += (f"; of its flags they keep the {isa} vector-ISA ones listed above (runs made from now on keep all of "
+                 "them, `cpu_flags`)")
+    return text + "."
+
+
+def _versions(runs: list[dict[str, Any]], compiler: str, package: str) -> dict[str, dict[str, str]]:
+    """Column (the device's short name) -> the package versions of the runs that compiled `compiler` there."""
+    out = {}
+    for run in runs:
+        versions = (run.get("environment") or {}).get("versions", {})
+        if compiler in ([run["compiler"]] if run.get("compiler") else ["xla", "inductor"]) and versions.get(package):
+            out[DEVICE_NAMES.get(run["device"], run["device"]).split(" (")[0]] = versions
+    return out
+
+
+def versions_text(runs: list[dict[str, Any]]) -> str:
+    """Which torch compiled each Inductor column and which jax each XLA column."""
+    torch, jax = _versions(runs, "inductor", "torch"), _versions(runs, "xla", "jax")
+    parts = []
+    if torch:
+        found = {column: v["torch"] + (f" with triton {v['triton']}" if v.get("triton") else "") for column, v in torch.items()}
+        count = len({v["torch"] for v in torch.values()})
+        if count == 1:
+            parts.append(f"Inductor's columns were compiled by one torch, {next(iter(torch.values()))['torch']}")
+        else:
+            parts.append(f"Inductor's columns were compiled by {NUMBERS.get(count, count)} torch versions: "
+                         + ", ".join(f"{v} for its {column} column" for column, v in found.items())
+                         + " (the H100 leg runs in the CUDA-torch venv, `make torch-cuda`; a `+cpu` version is a CPU-only "
+                           "wheel), so its two columns differ in compiler version as well as target")
+    if jax:
+        numbers = sorted({v["jax"] for v in jax.values()})
+        plugins = sorted({f"{k} {x}" for v in jax.values() for k, x in v.items() if k.startswith("jax-cuda")})
+        parts.append("XLA's by " + (f"one jax, {numbers[0]}" if len(numbers) == 1 else "jax " + " and ".join(numbers))
+                     + (f" (with {', '.join(plugins)} for the H100)" if plugins else ""))
+    return "; ".join(parts) + "." if parts else ""
+
+
+def provenance_claim(runs: list[dict[str, Any]]) -> list[Claim]:
+    """One sentence (none without recorded environments): the CPU and the compiler versions."""
+    envs = _environments(runs)
+    if not envs:
+        return []
+    text = "Provenance, as the stored runs record it: " + cpu_text(envs) + " " + versions_text(runs)
+
+    def check() -> bool:  # another field: describe()'s own torch and jax against the package versions of the same process
+        local = [run for run in runs if run.get("environment") and not run.get("compiler")]
+        return all(run["environment"].get("torch") == run["environment"]["versions"].get("torch")
+                   and run["environment"].get("jax") == run["environment"]["versions"].get("jax") for run in local) \
+            and all(set(e.get("isa", [])) <= set(e.get("cpu_flags") or e.get("isa", [])) for e in envs)
+    return [Claim("method.provenance", text.strip(), check)]

@@ -1,0 +1,42 @@
+"""jaxgpt_tools.fusion.provenance: the page's CPU and compiler versions read from the runs, what
+the stored runs lack said as such, and what a run made now records."""
+
+from __future__ import annotations
+
+from jaxgpt_tools.fusion import provenance
+from jaxgpt_tools.fusion.report import REPO_ROOT, load_results
+
+
+def run(device, compiler=None, **environment):
+    env = {"host": "h", "cpu_count": 2, "cpu_model": "AMD EPYC", "isa": ["avx2"], "versions": {}, **environment}
+    return {"device": device, **({"compiler": compiler} if compiler else {}), "environment": env}
+
+
+def test_the_committed_runs_say_what_they_lack_and_name_both_torches():
+    runs = load_results([REPO_ROOT / "artifacts" / "fusion" / "results.json"])["runs"]
+    (claim,) = provenance.provenance_claim(runs)
+    assert claim.check()
+    assert "'AMD EPYC'" in claim.text and "record no vendor, family, model or stepping" in claim.text
+    assert "two torch versions: 2.13.0+cpu for its CPU column, 2.14.1 with triton 3.8.0 for its H100 column" in claim.text
+
+
+def test_a_run_that_records_the_cpu_and_one_torch():
+    identity = {"vendor_id": "AuthenticAMD", "cpu family": "25", "model": "17", "stepping": "1", "microcode": "0x1",
+                "hypervisor": "yes"}
+    versions = {"torch": "2.14.1", "jax": "0.10.2"}
+    runs = [run("cpu", cpu_identity=identity, cpu_flags=["avx2", "fpu"], torch="2.14.1", jax="0.10.2", versions=versions),
+            run("h100-compile-only", "inductor", versions={"torch": "2.14.1", "triton": "3.8.0"})]
+    (claim,) = provenance.provenance_claim(runs)
+    assert "family 25, model 17, stepping 1" in claim.text and "all 2 of its flags" in claim.text
+    assert "one torch, 2.14.1" in claim.text and claim.check()
+    assert provenance.provenance_claim([{"device": "cpu"}]) == []
+
+
+def test_a_run_made_now_records_the_cpu_identity_and_every_flag(monkeypatch):
+    from jaxgpt_tools.fusion import report
+
+    monkeypatch.setattr(report.machine, "cpu_identity", lambda: {"vendor_id": "v", "hypervisor": "no"})
+    monkeypatch.setattr(report, "cpu_flags", lambda: {"fpu", "avx2"})
+    env = report.environment()
+    assert env["cpu_identity"] == {"vendor_id": "v", "hypervisor": "no"} and env["cpu_flags"] == ["avx2", "fpu"]
+    assert env["isa"] == ["avx2"]
