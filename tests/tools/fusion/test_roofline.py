@@ -155,3 +155,27 @@ def test_sweep_bounds_equal_the_records_where_both_exist(committed):
             continue
         assert b.flops == p.gemm_flops
         assert b.gemm_s + b.rest_s == pytest.approx(p.bound_s, rel=0.02)
+
+
+def test_the_sentences_checks_catch_a_changed_kernel_list(committed):
+    """The page's roofline sentences fail their checks when a record's kernels no longer add up: a GEMM
+    dropped (its FLOPs short of the model's), or the stored byte total out of step with the kernels."""
+    import copy
+
+    from jaxgpt_tools.fusion import roofline_claims
+
+    def claims(records):
+        return {c.key: c for c in roofline_claims.roofline_claims(records, [])}
+
+    assert all(c.check() for c in claims(committed).values())
+    dropped = copy.deepcopy(committed)
+    target = next(r for r in dropped if r["part"] == "qkv" and r["device"] == "h100-compile-only" and r["mode"] == "fwd"
+                  and r["layout"] == "separate" and r["shape"]["seq_len"] == 65536 and r.get("variant", "default") == "default")
+    target["kernel_table"] = [k for k in target["kernel_table"] if not k["gemm"]][:1] + \
+        [k for k in target["kernel_table"] if k["gemm"]][1:] + [k for k in target["kernel_table"] if not k["gemm"]][1:]
+    assert not claims(dropped)["roofline.method"].check()
+    skewed = copy.deepcopy(committed)
+    target = next(r for r in skewed if r["part"] == "qkv" and r["device"] == "h100-compile-only" and r["mode"] == "fwdbwd"
+                  and r["layout"] == "merged" and r["shape"]["seq_len"] == 65536 and r.get("variant", "default") == "default")
+    target["kernel_traffic_bytes"] *= 1.5
+    assert not claims(skewed)["roofline.record"].check()
