@@ -6,8 +6,8 @@ their log records and race their checkpoint saves. So a run takes, before it wri
 there, an exclusive `fcntl.flock` on one lock file per place (`RunLock`):
 
 - a folder it writes (a checkpoint folder, `--resume DIR`): `DIR/.lock`;
-- a name it writes under in a shared folder (`<log dir>/<run id>.*`, an export or
-  `--save-checkpoint` file, `<tensorboard>/<run id>`): the file `<name>.lock` beside it (`lock_path`).
+- a name it writes under in a shared folder (`<log dir>/<run id>.*`, an `--export-torch`
+  file, `<tensorboard>/<run id>`): the file `<name>.lock` beside it (`lock_path`).
 
 The lock file holds who took it (`Holder`: pid, host, start time, command). A second run is
 refused at once with `FolderInUseError`, one line naming the holder and what to do. The kernel
@@ -17,8 +17,8 @@ in it was left by a run that died: it is taken over, with a line saying so (`Run
 printed by `announce`). Where the file system has no flock (ENOLCK, EOPNOTSUPP), the file itself
 is the lock: taken over only when its holder's pid is not alive on this host.
 
-Which places a run writes and which of its processes owns them is each trainer's
-(jaxgpt.run.lock: `run_places`, `take_for_processes`; torch_ref.run.lock: `run_places`, `take_for_run`).
+Which places a run writes is both trainers' (runkit.places.run_places); which of its processes
+owns them is each trainer's (jaxgpt.run.lock.take_for_processes, torch_ref.run.lock.take_for_run).
 """
 
 from __future__ import annotations

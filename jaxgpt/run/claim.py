@@ -16,14 +16,11 @@ import os
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from jaxgpt import config as cfg
-from jaxgpt.run import lock as run_lock
 from jaxgpt.run.cli import RunOptions
-from runkit import lock, names
-from runkit.preflight import check_writable
+from runkit import lock, names, places
 
 SLURM_TASK_VARIABLES = ("SLURM_JOB_ID", "SLURM_STEP_NODELIST", "SLURM_NTASKS", "SLURM_PROCID", "SLURM_LOCALID")
 
@@ -65,18 +62,9 @@ def distributed_arguments(options: RunOptions, environ: Mapping[str, str] = os.e
 
 
 def check_outputs(preset: cfg.Preset, options: RunOptions) -> None:
-    """Every place the run writes to (--out-dir with its logs and checkpoints, --resume,
-    --export-torch's folder, --tensorboard) is writable; --export-torch does not name a folder."""
-    check_writable(Path(preset.train.out_dir), "--out-dir")
-    if options.resume is not None and Path(options.resume).is_dir():
-        check_writable(Path(options.resume), "--resume directory")
-    if options.export_torch is not None:
-        target = Path(options.export_torch)
-        if target.is_dir():
-            raise ValueError(f"--export-torch {target} is a directory; give a file path such as {target / 'model.pt'}")
-        check_writable(target.parent, "--export-torch folder")
-    if options.tensorboard is not None:
-        check_writable(Path(options.tensorboard), "--tensorboard")
+    """Every place the run writes to takes a file (runkit.places.check_outputs)."""
+    places.check_outputs(preset.train.out_dir, resume=options.resume, export=options.export_torch,
+                         tensorboard=options.tensorboard)
 
 
 def run_id_of(options: RunOptions) -> str:
@@ -85,9 +73,9 @@ def run_id_of(options: RunOptions) -> str:
 
 
 def places_of(preset: cfg.Preset, options: RunOptions, run_id: str) -> list[lock.Place]:
-    """Every place the run `run_id` writes (jaxgpt.run.lock.run_places), its outputs checked first."""
+    """Every place the run `run_id` writes (runkit.places.run_places), its outputs checked first."""
     check_outputs(preset, options)
-    return run_lock.run_places(preset.train.out_dir, run_id, resume=options.resume, export=options.export_torch,
+    return places.run_places(preset.train.out_dir, run_id, resume=options.resume, export=options.export_torch,
                                saves=preset.train.checkpoint_every > 0 or options.save_checkpoint,
                                tensorboard=options.tensorboard)
 

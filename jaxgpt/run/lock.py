@@ -1,41 +1,19 @@
-"""The places a jaxgpt run writes, locked by one owner among its processes (the lock itself:
-runkit.lock, shared with torch_ref).
-
-`run_places` lists the places of a training run under `--out-dir`; `take_for_processes` takes
-their locks in process 0 alone, and in a run of several processes tells the others its answer
-through jax.distributed's key-value store, so that every process stops when it was refused.
+"""Which of a jaxgpt run's processes locks the places it writes (runkit.places.run_places, both
+trainers' list; the lock itself: runkit.lock): `take_for_processes` takes them in process 0
+alone, and in a run of several processes tells the others its answer through jax.distributed's
+key-value store, so that every process stops when it was refused.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from pathlib import Path
 
 from runkit import lock
 
 AGREE_KEY = "jaxgpt/run_lock"
 AGREE_TIMEOUT_MS = 60_000  # process 0 takes its locks within seconds; beyond this it is gone
 _RUNS = itertools.count()  # runs started by this process: every process of a run counts alike
-
-
-def run_places(out_dir: str, run_id: str, *, resume: str | None, saves: bool, export: str | None = None,
-               tensorboard: str | None = None) -> list[lock.Place]:
-    """Every place a training run writes: the logs (and profiles) of its run id under
-    `out_dir`, its checkpoint folder (`--resume DIR`, else `<out_dir>/checkpoints/<run id>`
-    when it `saves`), the --export-torch file and its TensorBoard folder."""
-    out = Path(out_dir)
-    places = [lock.logs_place(out / "logs", run_id)]
-    if resume is not None and Path(resume).is_dir():  # a missing one is refused when it is opened
-        places.append(lock.folder_place(Path(resume), f"the checkpoint folder {resume}", lock.RESUME_LATER))
-    elif resume is None and saves:
-        folder = out / "checkpoints" / run_id
-        places.append(lock.folder_place(folder, f"the checkpoint folder {folder}", lock.ANOTHER_RUN_ID))
-    if export is not None:
-        places.append(lock.name_place(Path(export), f"--export-torch {export}", "export to another path"))
-    if tensorboard is not None:
-        places.append(lock.tensorboard_place(tensorboard, run_id))
-    return places
 
 
 def take_for_processes(places: Sequence[lock.Place], process_index: int,

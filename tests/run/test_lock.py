@@ -214,8 +214,8 @@ def test_a_process_that_never_hears_from_process_0_stops(tmp_path, monkeypatch):
 
 # The third run: takes the places a run "same" under OUT writes (its logs, its checkpoint folder),
 # as a trainer does, and holds them until its stdin closes.
-HOLDER = ("import sys; from jaxgpt.run import lock as run_lock; from runkit import lock; "
-          "held = lock.RunLock(run_lock.run_places(sys.argv[1], 'same', resume=None, saves=True)).acquire(); "
+HOLDER = ("import sys; from runkit import lock, places; "
+          "held = lock.RunLock(places.run_places(sys.argv[1], 'same', resume=None, saves=True)).acquire(); "
           "sys.stdin.read(); held.release()")
 
 

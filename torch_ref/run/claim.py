@@ -14,8 +14,7 @@ import os
 from pathlib import Path
 
 import torch_ref.config as cfg
-from runkit import lock
-from runkit.preflight import check_writable
+from runkit import lock, places
 from torch_ref.run import lock as run_lock
 from torch_ref.run.cli import RunOptions, with_run_id
 
@@ -26,29 +25,16 @@ def log_directory(preset: cfg.Preset) -> Path:
 
 
 def checkpoint_directory(preset: cfg.Preset, options: RunOptions) -> Path | None:
-    """Where the run's <step>.pt files go: the --resume folder, else <out_dir>/checkpoints/<run
-    id> when --checkpoint-every or --save-checkpoint asks for any, else None."""
-    if options.resume is not None and Path(options.resume).is_dir():
-        return Path(options.resume)
-    if preset.train.checkpoint_every > 0 or options.save_checkpoint:
-        return Path(preset.train.out_dir) / "checkpoints" / (options.run_id or "unnamed")
-    return None
+    """Where the run's <step>.pt files go (runkit.places.checkpoint_folder): the --resume folder,
+    else <out_dir>/checkpoints/<run id> when --checkpoint-every or --save-checkpoint asks for any."""
+    return places.checkpoint_folder(preset.train.out_dir, options.run_id or "unnamed", resume=options.resume,
+                                    saves=preset.train.checkpoint_every > 0 or options.save_checkpoint)
 
 
 def check_outputs(preset: cfg.Preset, options: RunOptions) -> None:
-    """Every place the run writes to: the log folder, the checkpoint folder, --export-torch's
-    folder (and --export-torch does not name a folder), --tensorboard."""
-    check_writable(log_directory(preset), "--out-dir")
-    directory = checkpoint_directory(preset, options)
-    if directory is not None:
-        check_writable(directory, "--resume folder" if options.resume else "checkpoint folder")
-    if options.export_torch is not None:
-        target = Path(options.export_torch)
-        if target.is_dir():
-            raise ValueError(f"--export-torch {target} is a directory; give a file path such as {target / 'final.pt'}")
-        check_writable(target.parent, "--export-torch folder")
-    if options.tensorboard is not None:
-        check_writable(Path(options.tensorboard), "--tensorboard")
+    """Every place the run writes to takes a file (runkit.places.check_outputs)."""
+    places.check_outputs(preset.train.out_dir, resume=options.resume, export=options.export_torch,
+                         tensorboard=options.tensorboard)
 
 
 def claim_run(preset: cfg.Preset, options: RunOptions) -> tuple[RunOptions, lock.RunLock | lock.NoLock]:
@@ -57,9 +43,14 @@ def claim_run(preset: cfg.Preset, options: RunOptions) -> tuple[RunOptions, lock
     stale-lock notes printed). Raises FolderInUseError (another live run holds a place) or
     ValueError (a run id that is not a plain name, an unwritable output)."""
     options = with_run_id(options)
+    return options, run_lock.take_for_run(places_of(preset, options), owner=int(os.environ.get("RANK", 0)) == 0)
+
+
+def places_of(preset: cfg.Preset, options: RunOptions) -> list[lock.Place]:
+    """Every place the run writes (runkit.places.run_places; `options` carry the run id), its
+    outputs checked writable first."""
     assert options.run_id is not None  # with_run_id set it
-    check_outputs(preset, options)  # the folders exist and are writable before they are locked
-    places = run_lock.run_places(log_directory(preset), options.run_id, checkpoint_directory(preset, options),
-                                 resume=options.resume, export=options.export_torch,
-                                 tensorboard=options.tensorboard)
-    return options, run_lock.take_for_run(places, owner=int(os.environ.get("RANK", 0)) == 0)
+    check_outputs(preset, options)
+    return places.run_places(preset.train.out_dir, options.run_id, resume=options.resume,
+                             saves=preset.train.checkpoint_every > 0 or options.save_checkpoint,
+                             export=options.export_torch, tensorboard=options.tensorboard)
