@@ -4,23 +4,19 @@ Every number of the Sub3Min record lives here once (see docs/spec/RECORD.md), as
 the model, optimizer and run configs, which a `Preset` holds together; the named presets built
 from them (`record`, `tiny`, `smoke`, the lineage's records) and their registry are jaxgpt.presets.
 
-The speedrun's lineage (docs/spec/LINEAGE.md: records #8 UntieEmbed, #9 ShortcutsTweaks,
-#15 UNetValueEmbedsTweaks, #18 SoftCap) is a set of switches of the same configs, held apart
-from the record's own fields in one object per section: `ModelConfig.lineage` (ModelLineage),
-`OptimConfig.lineage` (OptimLineage: the optimizers and the LR schedule) and
-`TrainConfig.lineage` (TrainLineage: the window schedule and the data stream). Their defaults
-are Sub3Min's, so the `record` preset never sets one; `with_fields` takes them by their flat
-names, as the CLI does. Mixes that cannot mean anything are refused by
-`__post_init__` (within a section) and `check_preset` (across sections), naming the conflict.
-
-Each field's comment is its command-line flag's help (runkit.flags derives the flags of both
-trainers from their configs; parity_tests/test_cli_parity.py compares them).
+The lineage (docs/spec/LINEAGE.md: #8 UntieEmbed, #9 ShortcutsTweaks, #15 UNetValueEmbedsTweaks,
+#18 SoftCap) is a set of switches held apart in one object per section: `ModelConfig.lineage`,
+`OptimConfig.lineage` (the optimizers, the LR schedule), `TrainConfig.lineage` (the window
+schedule, the data stream); their defaults are Sub3Min's; `with_fields` takes them by their flat
+names, as the CLI does. Mixes that cannot mean anything are refused by `__post_init__` (within a
+section) and `check_preset` (across sections), naming the conflict. Each field's comment is its
+flag's help (runkit.flags; parity_tests/test_cli_parity.py compares both trainers' flags). The
+JSON form of a preset: jaxgpt.config_json.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -433,20 +429,6 @@ def with_fields(config: Any, **fields: Any) -> Any:
     return replace(config, **fields, lineage=replace(lineage, **switches) if switches else lineage)
 
 
-def nest_lineage(saved: dict[str, Any]) -> dict[str, Any]:
-    """A saved preset's dict in today's form: lineage switches written flat in their section (the
-    form before each section had its `lineage` object) moved under "<section>"/"lineage"."""
-    nested = dict(saved)
-    for section, lineage_class in (("model", ModelLineage), ("optim", OptimLineage), ("train", TrainLineage)):
-        values = saved.get(section)
-        if not isinstance(values, dict) or not isinstance(values.get("lineage", {}), dict):
-            continue  # not a preset's shape: left as it is, for the caller's check to name
-        names = {f.name for f in dataclasses.fields(lineage_class)}
-        nested[section] = {k: v for k, v in values.items() if k not in names}
-        nested[section]["lineage"] = {**{k: v for k, v in values.items() if k in names}, **values.get("lineage", {})}
-    return nested
-
-
 # The window schedule each attention mask takes its window from.
 _WINDOW_SCHEDULES = {
     "document_blocks": ("blocks_ceil", "blocks_floor"),
@@ -515,28 +497,3 @@ class Preset:
 
     def __post_init__(self) -> None:
         check_preset(self.model, self.optim, self.train)
-
-
-def config_to_json(preset: Preset) -> dict[str, Any]:
-    """The preset as plain JSON data (tuples become lists), the form stored in checkpoints."""
-    return json.loads(json.dumps(dataclasses.asdict(preset)))
-
-
-def preset_from_json(data: dict[str, Any]) -> Preset:
-    """Inverse of `config_to_json` (lists turn back into the tuples the dataclasses expect);
-    reads the older form with flat switches too (`nest_lineage`)."""
-
-    def build(cls, values: dict[str, Any]):
-        kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
-        return cls(**kwargs)
-
-    data = nest_lineage(data)
-
-    def section(cls, lineage_cls, values: dict[str, Any]):
-        return build(cls, {**values, "lineage": build(lineage_cls, values["lineage"])})
-
-    return Preset(
-        model=section(ModelConfig, ModelLineage, data["model"]),
-        optim=section(OptimConfig, OptimLineage, data["optim"]),
-        train=section(TrainConfig, TrainLineage, data["train"]),
-    )

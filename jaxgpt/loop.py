@@ -24,7 +24,7 @@ import numpy as np
 from jax.sharding import Mesh
 
 from jaxgpt import config as cfg
-from jaxgpt import data, lineage, schedules
+from jaxgpt import config_json, data, lineage, schedules
 from jaxgpt import step as step_lib
 from jaxgpt.kernels.flash_attention import default_interpret
 from jaxgpt.run import checkpoint, interrupt, peers, preflight, profiling, quiet, runlog
@@ -59,7 +59,7 @@ def initial_state(start: preflight.RunStart, options: RunOptions) -> tuple[cfg.P
                                                       init_state=start.init_state)  # resolved once, in preflight
     if start.saved_meta is not None:  # refused before anything compiles
         assert start.checkpointer is not None  # a resumed run saves into its --resume folder
-        checkpoint.refuse_config_change(start.saved_meta, cfg.config_to_json(preset), start.checkpointer.directory)
+        checkpoint.refuse_config_change(start.saved_meta, config_json.config_to_json(preset), start.checkpointer.directory)
     # Pallas's interpreters (the kernel backends on a CPU) cannot carry shard_map's varying-axes
     # types through their grid loops; the compiled GPU kernels can, and keep the check.
     interpreted = preset.model.attention_backend in ("pallas", "mosaic") and default_interpret()
@@ -215,7 +215,7 @@ class TrainLoop:
                                  f"{self.where_to_resume()}")
         assert self.checkpointer is not None  # called only when the run saves
         self.checkpointer.save(step, state, data_position=self.loader.position.to_dict(),
-                               config=cfg.config_to_json(self.preset))
+                               config=config_json.config_to_json(self.preset))
 
     def stop_at(self, step: int, signal_number: int) -> NoReturn:
         """The agreed stop: save the state after `step` updates (unless nothing was trained), raise."""

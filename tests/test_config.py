@@ -7,7 +7,7 @@ from typing import get_args
 import pytest
 
 from jaxgpt import config as cfg
-from jaxgpt import presets
+from jaxgpt import config_json, presets
 
 
 def test_config_validation_names_the_field():
@@ -72,8 +72,8 @@ def test_smoke_is_the_tiny_run_with_each_per_layer_pattern_once():
 def test_preset_json_roundtrip():
     for name in ("record", "tiny", "smoke"):
         preset = presets.get_preset(name)
-        assert cfg.preset_from_json(cfg.config_to_json(preset)) == preset
-    assert isinstance(cfg.preset_from_json(cfg.config_to_json(cfg.Preset())).model.value_embed_slots, tuple)
+        assert config_json.preset_from_json(config_json.config_to_json(preset)) == preset
+    assert isinstance(config_json.preset_from_json(config_json.config_to_json(cfg.Preset())).model.value_embed_slots, tuple)
 
 
 def test_a_window_schedule_beyond_the_kernels_cap_is_refused_naming_both_fields():

@@ -9,8 +9,8 @@ import math
 import pytest
 
 from jaxgpt import config as cfg
+from jaxgpt import config_json, presets
 from jaxgpt import params as params_lib
-from jaxgpt import presets
 
 # LINEAGE.md's parameter totals (3.1, 4.1, 5.1, 6.1) and RECORD.md 2.1's.
 PARAMETERS = {"untie-embed": 162_201_600, "shortcuts": 162_201_636, "unet-value-embeds": 394_002_486,
@@ -113,9 +113,9 @@ def test_saved_configs_of_both_forms_read_back(name):
     """A checkpoint's config JSON reads back to its preset, in today's form (switches under each
     section's lineage) and in the form written before those objects existed (switches flat)."""
     preset = presets.get_preset(name)
-    saved = cfg.config_to_json(preset)
-    assert cfg.preset_from_json(saved) == preset
-    assert cfg.preset_from_json(flat_form(saved)) == preset
+    saved = config_json.config_to_json(preset)
+    assert config_json.preset_from_json(saved) == preset
+    assert config_json.preset_from_json(flat_form(saved)) == preset
 
 
 def test_a_run_saved_with_flat_switches_resumes_under_both_frameworks(tmp_path):
@@ -125,10 +125,10 @@ def test_a_run_saved_with_flat_switches_resumes_under_both_frameworks(tmp_path):
     from torch_ref import presets as torch_presets
     from torch_ref.run import checkpoint as torch_checkpoint
 
-    saved = cfg.config_to_json(presets.get_preset("shortcuts"))
+    saved = config_json.config_to_json(presets.get_preset("shortcuts"))
     assert jax_checkpoint.config_differences(flat_form(saved), saved) == []
     assert "model.lineage.value_residual: True -> False" in jax_checkpoint.config_differences(
-        flat_form(saved), cfg.config_to_json(presets.get_preset("softcap")))
+        flat_form(saved), config_json.config_to_json(presets.get_preset("softcap")))
     torch_saved = torch_checkpoint.config_dict(torch_presets.get_preset("shortcuts"))
     torch_checkpoint.refuse_config_change(flat_form(torch_saved), torch_saved, tmp_path / "old.pt")
     with pytest.raises(ValueError, match="train.lineage.shard_switch: 'per_rank_inclusive' -> 'global'"):
@@ -141,12 +141,12 @@ def test_a_saved_switch_of_the_wrong_kind_is_refused_where_it_lives_in_either_fo
     and a flat switch of the older form where it now lives."""
     from jaxgpt.run import saved_state
 
-    saved = cfg.config_to_json(presets.get_preset("softcap"))
+    saved = config_json.config_to_json(presets.get_preset("softcap"))
     assert saved_state.saved_preset(saved, "ckpt") == presets.get_preset("softcap")
     saved["train"]["lineage"]["data_ranks"] = "8"
     with pytest.raises(ValueError, match=r"ckpt: .*config\.train\.lineage\.data_ranks is '8', not a number"):
         saved_state.saved_preset(saved, "ckpt")
-    flat = flat_form(cfg.config_to_json(presets.get_preset("softcap")))
+    flat = flat_form(config_json.config_to_json(presets.get_preset("softcap")))
     flat["model"]["fp8_head"] = "no"
     with pytest.raises(ValueError, match=r"config\.model\.lineage\.fp8_head is 'no', not a bool"):
         saved_state.saved_preset(flat, "ckpt")

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxgpt import config, data, presets
+from jaxgpt import config, config_json, data, presets
 from jaxgpt import step as step_lib
 from jaxgpt import train as train_lib
 from jaxgpt.run import checkpoint, cli, interrupt
@@ -222,7 +222,7 @@ def test_sigint_while_a_save_is_provably_in_flight(capsys, monkeypatch, tmp_path
 
 def test_resume_keeps_the_saved_checkpoint_cadence():
     preset, options = cli.parse_args(["--preset", "tiny"])
-    saved = {"config": config.config_to_json(config.Preset(
+    saved = {"config": config_json.config_to_json(config.Preset(
         preset.model, preset.optim, config.replace(preset.train, checkpoint_every=7, keep_checkpoints=2)))}
     kept = checkpoint.keep_saved_cadence(preset, saved, options.overridden)
     assert (kept.train.checkpoint_every, kept.train.keep_checkpoints) == (7, 2)
@@ -381,7 +381,8 @@ def test_make_shards_names_a_file_that_is_not_utf8(tmp_path):
 
 
 def test_a_truncated_meta_json_names_the_file(tmp_path):
-    from jaxgpt.corpus import stdlib_docs as sample_data, tokenizer  # noqa: PLC0415 - only this test needs them
+    from jaxgpt.corpus import stdlib_docs as sample_data  # noqa: PLC0415 - only this test needs them
+    from jaxgpt.corpus import tokenizer
 
     (tmp_path / "meta.json").write_text('{"encoding": "gpt2-by')  # a write cut short
     with pytest.raises(ValueError, match=r"meta.json: not valid JSON"):

@@ -11,13 +11,14 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from jaxgpt.run import checkpoint, convert
 from jaxgpt import decode, sample
 from jaxgpt import loss as loss_lib
 from jaxgpt import params as params_lib
-from jaxgpt.config import EOT_ID, ModelConfig, Preset, TrainConfig, config_to_json
-from jaxgpt.data import DataPosition, write_shard
+from jaxgpt.config import EOT_ID, ModelConfig, Preset, TrainConfig
+from jaxgpt.config_json import config_to_json
 from jaxgpt.corpus.tokenizer import GPT2BPE, ByteGPT2
+from jaxgpt.data import DataPosition, write_shard
+from jaxgpt.run import checkpoint, convert
 
 # 16-token blocks keep the sequences short while the window (2 blocks, short window 1) and
 # the documents still cut through them. Four layers keep every per-layer feature of the

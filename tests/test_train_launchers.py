@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from jaxgpt import data
-from jaxgpt.run import preflight
 from jaxgpt import config as cfg
+from jaxgpt import config_json, data
+from jaxgpt.run import preflight
 from jaxgpt.run.cli import RunOptions
 from jaxgpt.testing import log_tail, small_model_config, start_children, synthetic_tokens, wait_children
 
@@ -67,11 +67,11 @@ RUNNER = textwrap.dedent(
     """
     import json, sys
     import jax
-    from jaxgpt import config as cfg
+    from jaxgpt import config_json
     from jaxgpt import train as train_lib
 
     config_path, out_path = sys.argv[1:3]
-    preset = cfg.preset_from_json(json.loads(open(config_path).read()))
+    preset = config_json.preset_from_json(json.loads(open(config_path).read()))
     _, options = train_lib.parse_args(["--run-id", "slurm", "--no-progress"])
     result = train_lib.train(preset, options)
     with open(out_path, "w") as file:
@@ -104,7 +104,7 @@ def test_two_tasks_of_an_srun_step_join_one_run(tmp_path):
         batch_tokens=2 * 256, seq_len=256, val_tokens=0, window_max_tokens=512, devices=2, out_dir=str(tmp_path / "out"),
     )
     preset = cfg.Preset(model=small_model_config(), optim=cfg.OptimConfig(), train=train)
-    (tmp_path / "config.json").write_text(json.dumps(cfg.config_to_json(preset)))
+    (tmp_path / "config.json").write_text(json.dumps(config_json.config_to_json(preset)))
     (tmp_path / "runner.py").write_text(RUNNER)
     job_id, _ = free_slurm_port()
     base = {name: value for name, value in os.environ.items()

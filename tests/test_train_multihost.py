@@ -27,12 +27,20 @@ import numpy as np
 import pytest
 
 from jaxgpt import config as cfg
-from jaxgpt import data
+from jaxgpt import config_json, data
 from jaxgpt import train as train_lib
 from jaxgpt.run import checkpoint, interrupt, peers
 from jaxgpt.run.cli import PROG
-from jaxgpt.testing import (SMALL_VOCAB, free_port, kill_children, log_tail, small_model_config, start_children,
-                            synthetic_tokens, wait_children)
+from jaxgpt.testing import (
+    SMALL_VOCAB,
+    free_port,
+    kill_children,
+    log_tail,
+    small_model_config,
+    start_children,
+    synthetic_tokens,
+    wait_children,
+)
 
 VOCAB = SMALL_VOCAB
 STEPS = 4
@@ -48,12 +56,12 @@ RUNNER = textwrap.dedent(
     """
     import json, sys
     import numpy as np
-    from jaxgpt import config as cfg
+    from jaxgpt import config_json
     from jaxgpt import data
     from jaxgpt import train as train_lib
 
     config_path, coordinator, process_id, out_path = sys.argv[1:5]
-    preset = cfg.preset_from_json(json.loads(open(config_path).read()))
+    preset = config_json.preset_from_json(json.loads(open(config_path).read()))
     _, options = train_lib.parse_args([
         "--coordinator", coordinator, "--num-processes", "2", "--process-id", process_id,
         "--run-id", "multihost", "--no-progress", "--compile-cache", sys.argv[5],
@@ -90,10 +98,10 @@ RUNNER = textwrap.dedent(
 CLI_RUNNER = textwrap.dedent(
     """
     import json, sys
-    from jaxgpt import config, presets
+    from jaxgpt import config_json, presets
     from jaxgpt import train as train_lib
 
-    preset = config.preset_from_json(json.loads(open(sys.argv[1]).read()))
+    preset = config_json.preset_from_json(json.loads(open(sys.argv[1]).read()))
     presets.PRESETS["multihost"] = lambda: preset
     sys.exit(train_lib.main(["--preset", "multihost", *sys.argv[2:]]))
     """
@@ -144,7 +152,7 @@ def wait_for(folder: Path, children: list[subprocess.Popen], timeout_s: float = 
 def run_two_processes(tmp_path: Path, preset: cfg.Preset, cache: Path) -> list[tuple[str, dict, np.ndarray]]:
     """(stdout+stderr, result json, local inputs) per process; kills both children on any failure."""
     config_path = tmp_path / "config.json"
-    config_path.write_text(json.dumps(cfg.config_to_json(preset)))
+    config_path.write_text(json.dumps(config_json.config_to_json(preset)))
     runner = tmp_path / "runner.py"
     runner.write_text(RUNNER)
     coordinator = f"127.0.0.1:{free_port()}"
@@ -270,7 +278,7 @@ def run_command_line(folder: Path, preset: cfg.Preset, args: list[str], cache: P
     `signals[p]`: interrupt.TEST_SIGNAL_AT_STEP for process p ("STEP:SIGNAL") or None."""
     folder.mkdir()
     config_path = folder / "config.json"
-    config_path.write_text(json.dumps(cfg.config_to_json(preset)))
+    config_path.write_text(json.dumps(config_json.config_to_json(preset)))
     runner = folder / "runner.py"
     runner.write_text(CLI_RUNNER)
     coordinator = f"127.0.0.1:{free_port()}"

@@ -29,7 +29,8 @@ import orbax.checkpoint as ocp
 import runkit.checkpoint
 import runkit.full_disk
 from jaxgpt import compat
-from jaxgpt.config import Preset, config_to_json, nest_lineage, replace
+from jaxgpt.config import Preset, replace
+from jaxgpt.config_json import config_to_json, nest_lineage
 from jaxgpt.data import DataPosition
 from jaxgpt.run import convert, saved_state
 

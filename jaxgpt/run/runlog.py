@@ -28,6 +28,7 @@ import jaxlib
 import optax
 
 from jaxgpt import config as cfg
+from jaxgpt import config_json
 from runkit.full_disk import append_line
 from runkit.runlog import (
     CLOCK_RESET_STEP,
@@ -125,7 +126,7 @@ def write_header(log: RunLog, preset: cfg.Preset, options: Any, devices: Sequenc
     """Config, options (a dataclass) and environment at the top of the text log."""
     log.write(str(log.text_path))
     log.write("=" * 100, console=False)
-    log.write("config: " + json.dumps(cfg.config_to_json(preset), sort_keys=True), console=False)
+    log.write("config: " + json.dumps(config_json.config_to_json(preset), sort_keys=True), console=False)
     log.write("options: " + json.dumps(dataclasses.asdict(options), sort_keys=True), console=False)
     if start_step:
         log.write(f"resumed at step {start_step} from {options.resume}", console=False)

@@ -14,6 +14,7 @@ import dataclasses
 from typing import Any
 
 from jaxgpt import config as cfg
+from jaxgpt import config_json
 from runkit.saved_state import CADENCE, SECTIONS, count_problem, shown
 
 
@@ -59,8 +60,8 @@ def config_type_problem(config: dict[str, Any]) -> str | None:
     """The first field of a saved config whose JSON kind is not its default's (a number for a
     number, a name for a name, a list for a per-layer tuple, true/false for a switch), or None;
     a field that may be None also takes null, and one whose default is None any scalar."""
-    defaults, optional = cfg.config_to_json(cfg.Preset()), _optional_fields()
-    config = cfg.nest_lineage(config)  # an older form's flat switches are checked where they now live
+    defaults, optional = config_json.config_to_json(cfg.Preset()), _optional_fields()
+    config = config_json.nest_lineage(config)  # an older form's flat switches are checked where they now live
     groups = [(section, config[section], defaults[section]) for section in SECTIONS]
     groups += [(f"{section}.lineage", config[section]["lineage"], defaults[section]["lineage"]) for section in SECTIONS
                if isinstance(config[section].get("lineage"), dict)]
@@ -85,7 +86,7 @@ def saved_preset(config: dict[str, Any], where: str) -> cfg.Preset:
     if (problem := config_type_problem(config)) is not None:
         raise ValueError(f"{where}: its saved config is not a config of this jaxgpt ({problem})")
     try:
-        return cfg.preset_from_json(config)
+        return config_json.preset_from_json(config)
     except (TypeError, ValueError, KeyError, AttributeError) as error:
         raise ValueError(f"{where}: its saved config is not a config of this jaxgpt "
                          f"({type(error).__name__}: {printable(str(error))[:200]})") from None

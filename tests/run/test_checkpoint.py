@@ -13,7 +13,8 @@ import pytest
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxgpt.config import config_to_json, replace
+from jaxgpt.config import replace
+from jaxgpt.config_json import config_to_json
 from jaxgpt.presets import get_preset
 from jaxgpt.run import checkpoint
 

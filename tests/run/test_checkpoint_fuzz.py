@@ -22,8 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jaxgpt import config as cfg
-from jaxgpt import presets, sample
+from jaxgpt import config_json, presets, sample
 from jaxgpt.run import checkpoint, quiet
 from tests import fuzzing
 
@@ -31,7 +30,7 @@ pytestmark = pytest.mark.fuzz
 PRESET = presets.get_preset("tiny")
 STATE = {"params": {"embed.weight": jnp.arange(48, dtype=jnp.float32).reshape(6, 8), "scalars": jnp.ones(3)},
          "opt_state": {"mu": jnp.full((4, 2), 0.5, jnp.bfloat16), "count": jnp.int32(7)}}
-META = {"data_position": {"shard_index": 0, "pos": 4096, "batches": 2}, "config": cfg.config_to_json(PRESET)}
+META = {"data_position": {"shard_index": 0, "pos": 4096, "batches": 2}, "config": config_json.config_to_json(PRESET)}
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +87,7 @@ def resume(folder) -> tuple[dict, dict]:
     checkpointer, step, position, meta = checkpoint.open_run_checkpoints(PRESET, str(folder), "r", False)
     try:
         preset = checkpoint.keep_saved_cadence(PRESET, meta, ())
-        checkpoint.refuse_config_change(meta, cfg.config_to_json(preset), folder)
+        checkpoint.refuse_config_change(meta, config_json.config_to_json(preset), folder)
         state, _ = checkpointer.restore(STATE, config=None, step=step)
         assert position.to_dict() == {"shard_index": 0, "pos": 4096, "batches": 2} or meta != META
         return state, meta

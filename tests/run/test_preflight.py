@@ -19,7 +19,7 @@ import pytest
 from jaxgpt import data
 from jaxgpt import step as step_lib
 from jaxgpt import train as train_lib
-from jaxgpt.config import config_to_json
+from jaxgpt.config_json import config_to_json
 from jaxgpt.run import checkpoint, preflight
 from jaxgpt.run.cli import PROG
 from runkit import preflight as runkit_preflight
