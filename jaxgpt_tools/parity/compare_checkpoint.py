@@ -198,6 +198,24 @@ def model_window(attention_mask: str, window_blocks: int | None, window_tokens: 
     return value, max(1, -(-value // BLOCK_SIZE) if wanted == "--window-tokens" else value)
 
 
+def agreement(jax_logits: np.ndarray, torch_logits: np.ndarray, jax_loss: float, torch_loss: float) -> dict:
+    """How far two (T, V) logits and their losses are apart: absolute, relative to the largest
+    logit, and in their argmax (the JSON's agreement fields)."""
+    diff = np.abs(jax_logits - torch_logits)
+    scale = float(np.abs(torch_logits).max())
+    return {
+        "torch_loss": torch_loss,
+        "jax_loss": jax_loss,
+        "loss_abs_diff": abs(jax_loss - torch_loss),
+        "loss_rel_diff": abs(jax_loss - torch_loss) / abs(torch_loss) if torch_loss else None,
+        "max_abs_logit_diff": float(diff.max()),
+        "mean_abs_logit_diff": float(diff.mean()),
+        "max_abs_logit": scale,
+        "max_logit_diff_over_max_logit": float(diff.max()) / scale if scale else None,
+        "argmax_agreement": float(np.mean(jax_logits.argmax(-1) == torch_logits.argmax(-1))),
+    }
+
+
 def compare(checkpoint: Path, tokens_path: Path, *, window_blocks: int | None = None, seq_len: int | None = None,
             head_dim: int | None = None, eot_id: int | None = None, attention_backend: str = "blocked",
             dtype: str = "fp32", val_tokens: int | None = None, dump_logits: Path | None = None,
@@ -247,20 +265,10 @@ def compare(checkpoint: Path, tokens_path: Path, *, window_blocks: int | None = 
     jax_logits, jax_loss = jax_gpt.logits_and_loss(inputs, targets)
     jax_seconds = time.perf_counter() - start
 
-    diff = np.abs(jax_logits - torch_logits)
-    scale = float(np.abs(torch_logits).max())
     if dump_logits is not None:
         np.savez(dump_logits, torch=torch_logits, jax=jax_logits)
     result = {
-        "torch_loss": torch_loss,
-        "jax_loss": jax_loss,
-        "loss_abs_diff": abs(jax_loss - torch_loss),
-        "loss_rel_diff": abs(jax_loss - torch_loss) / abs(torch_loss) if torch_loss else None,
-        "max_abs_logit_diff": float(diff.max()),
-        "mean_abs_logit_diff": float(diff.mean()),
-        "max_abs_logit": scale,
-        "max_logit_diff_over_max_logit": float(diff.max()) / scale if scale else None,
-        "argmax_agreement": float(np.mean(jax_logits.argmax(-1) == torch_logits.argmax(-1))),
+        **agreement(jax_logits, torch_logits, jax_loss, torch_loss),
         "seq_len": seq_len,
         "window_blocks": window_blocks,
         "window_tokens": window_tokens,
