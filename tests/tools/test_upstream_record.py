@@ -59,14 +59,13 @@ def test_a_patch_that_does_not_match_once_names_itself(stand_in):
 def real_record_script() -> str:
     """Where scripts/fetch_record.py writes it, else from the record's log beside the checkout
     (CI's .ci/run points $JAXGPT_UPSTREAM_LOGS at it), so that CI runs the test below too."""
-    from jaxgpt_tools.parity import record_code
+    from jaxgpt_tools.parity import record_code, record_logs
 
     if ur.DEFAULT_SCRIPT.is_file():
         return ur.DEFAULT_SCRIPT.read_text()
-    try:
-        return record_code.record_script("record")
-    except FileNotFoundError as error:
-        pytest.skip(f"neither the fetched script ({ur.DEFAULT_SCRIPT}) nor the record's log is here: {error}")
+    if (reason := record_logs.check_logs(["record"])) is not None:  # raises where the logs are required (CI)
+        pytest.skip(f"the fetched script ({ur.DEFAULT_SCRIPT}) is not here and {reason}")
+    return record_code.record_script("record")
 
 
 def test_the_real_record_script_takes_every_patch():
