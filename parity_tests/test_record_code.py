@@ -173,3 +173,27 @@ def test_the_capped_logits_where_the_cap_bends(name):
         assert gaps.loss_rel < 1e-6, (framework, gaps.describe())
     result = CHECKS[f"record_code_{name.replace('-', '_')}_capped"]()
     assert result.passed, f"{result.name}: {result.record_code}; {result.notes}"
+
+
+@pytest.mark.upstream_logs("unet-value-embeds", "record")
+def test_the_device_plans_readings_run_the_records_own_statements():
+    """The device plan's `record_readings` step (jaxgpt_tools.gpu.record_readings) compiles #15's table
+    statements and #20's own Newton-Schulz on a GPU. Eagerly on the CPU, its #15 build equals #15's own
+    Rotary (its class from the log, unpatched, on a bf16 model) bit for bit, and its #20 function, read
+    from the script's text, equals the harness's in bf16 (the same torch ops: exact)."""
+    from jaxgpt_tools.gpu import record_readings as readings
+    from jaxgpt_tools.parity import record_optim
+
+    namespace = {"torch": torch, "nn": torch.nn}
+    exec(readings.definition_source(rc.record_script("unet-value-embeds"), "Rotary", "class"), namespace)  # noqa: S102
+    rotary = namespace["Rotary"](128).bfloat16()  # its model's .bfloat16() reaches the buffer
+    rotary(torch.zeros(1, 2048, 1, 128, dtype=torch.bfloat16))
+    inv_freq = readings.rotary_inv_freq(128, "cpu")
+    cos, sin = readings.rotary_build(inv_freq, 2048)
+    assert torch.equal(rotary.inv_freq, inv_freq)
+    assert torch.equal(rotary.cos_cached, cos) and torch.equal(rotary.sin_cached, sin)
+    own = readings.record_function(rc.record_script("record"), readings.NS_FUNCTION)
+    loaded = rc.load("record", checks.EOT)
+    g = torch.randn(3, 64, 160, generator=torch.Generator().manual_seed(0))
+    with record_optim.newton_schulz_dtype(loaded, "bfloat16"):
+        assert torch.equal(own(g, steps=5), loaded.module.zeropower_via_newtonschulz5(g, steps=5))

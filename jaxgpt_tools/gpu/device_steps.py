@@ -9,6 +9,9 @@ jaxgpt_tools.gpu.device_steps NAME --out FILE`), so that a fault or a hang in on
   step_agreement  one record training step's loss and every gradient with the Mosaic kernels
              against `blocked`, from the same weights and batch (before the step is timed
              with them: the plan's `jaxgpt_mosaic`)
+  record_readings  the two readings of the records' compiled code the parity suite takes on trust:
+             #15's rotary tables and #20's Newton-Schulz, compiled against eager
+             (jaxgpt_tools.gpu.record_readings)
 
 Each writes its JSON to --out, rewritten after every part, so a step killed at its cap leaves
 what it measured. `--cpu` runs the CPU stand-ins of the device plan: the portable backend at a
@@ -243,9 +246,31 @@ def step_agreement(out: Path, cpu: bool) -> dict[str, Any]:
     return result
 
 
+# ---------------------------------------------------------------------------------------------
+# record_readings
+
+
+def record_readings(out: Path, cpu: bool, record_script: Path) -> dict[str, Any]:
+    """#15's rotary tables and #20's Newton-Schulz, compiled against eager (jaxgpt_tools.gpu.
+    record_readings; on the CPU eager only), each guarded, the JSON rewritten after each."""
+    from jaxgpt_tools.gpu import record_readings as readings
+
+    device = "cpu" if cpu else "cuda"
+    result: dict[str, Any] = {"device": device}
+    guarded(result, "rotary_15", lambda: readings.rotary_tables(device, compiled=not cpu), out)
+    script = record_script.read_text() if record_script.is_file() else ""
+    if f"def {readings.NS_FUNCTION}(" in script:
+        guarded(result, "newton_schulz_20", lambda: readings.newton_schulz(script, device, compiled=not cpu), out)
+    else:  # absent, or a stand-in (the CPU plan's tests): nothing of the record's to run
+        result["newton_schulz_20"] = {"skipped": f"no {readings.NS_FUNCTION} in a record script at {record_script} "
+                                                 "(carry runs/upstream)"}
+    write_json(out, result)
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("step", choices=("preflight", "attention", "mosaic", "step_agreement"))
+    parser.add_argument("step", choices=("preflight", "attention", "mosaic", "step_agreement", "record_readings"))
     parser.add_argument("--out", type=Path, required=True, help="the step's JSON (rewritten after each part)")
     parser.add_argument("--cpu", action="store_true", help="the CPU stand-ins (module docstring)")
     parser.add_argument("--train-files", default="data/sample/sample_train_*.bin")
@@ -256,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     if args.step == "preflight":
         preflight(args.out, args.cpu, args.train_files, args.val_files, args.record_script)
+    elif args.step == "record_readings":
+        record_readings(args.out, args.cpu, args.record_script)
     else:
         {"attention": attention, "mosaic": mosaic, "step_agreement": step_agreement}[args.step](args.out, args.cpu)
     return 0

@@ -9,6 +9,8 @@ The steps (`record_steps`), most wanted first:
   record      the record's own script, patched only as `upstream_record` lists (its own compile
               settings, coordinate-descent tuning included)
   torch_ref   the same as jaxgpt with torch_ref's CLI (compiled as the record compiles)
+  record_readings  #15's rotary tables and #20's Newton-Schulz compiled against eager (the two
+              readings the parity suite's record's-code column takes on trust; seconds)
   attention   the attention bench at the record's shapes: Pallas, FlexAttention, cuDNN, blocked
   mosaic      the Mosaic GPU kernels, alone in their process
   step_agreement  one record step's loss and gradients with the Mosaic kernels against `blocked`
@@ -101,8 +103,10 @@ class PlanOptions:
 # record's caches warm, most of it.
 # The Mosaic step's agreement (two record-step compiles) and its A/B run come last: they are the
 # second command's, or run on time the others left.
-DEFAULT_CAPS: dict[str, float] = {"preflight": 30, "jaxgpt": 90, "record": 420, "torch_ref": 300, "attention": 90,
-                                  "mosaic": 60, "step_agreement": 120, "jaxgpt_mosaic": 90}
+# The readings of the records' compiled code (two small compiles) come before the benches: they
+# settle what the parity suite assumes, and cost seconds.
+DEFAULT_CAPS: dict[str, float] = {"preflight": 30, "jaxgpt": 90, "record": 420, "torch_ref": 300, "record_readings": 60,
+                                  "attention": 90, "mosaic": 60, "step_agreement": 120, "jaxgpt_mosaic": 90}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -262,6 +266,8 @@ def record_steps(options: PlanOptions) -> list[Step]:
                        "--val-files", options.val_files]
     return [module_step("preflight", options, "preflight.json", preflight_extra),
             trainer_step("jaxgpt", options), record_step(options), trainer_step("torch_ref", options),
+            module_step("record_readings", options, "record_readings.json",
+                        ["--record-script", str(options.record_script)]),
             module_step("attention", options, "attention.json"),
             module_step("mosaic", options, "mosaic.json"),
             module_step("step_agreement", options, "step_agreement.json"),
@@ -289,6 +295,6 @@ def cpu_stand_ins(options: PlanOptions) -> PlanOptions:
     """The plan on a CPU: the smoke preset in fp32 at one 256-token sequence a step, 18 steps (a
     step range of 12..13, steps 15:16 traced), short caps; the record's run a printer of its log
     format (its script is still patched into its folder)."""
-    caps: dict[str, float] = {"preflight": 60, "jaxgpt": 120, "record": 30, "torch_ref": 120, "attention": 60,
-                              "mosaic": 60, "step_agreement": 90, "jaxgpt_mosaic": 90}
+    caps: dict[str, float] = {"preflight": 60, "jaxgpt": 120, "record": 30, "torch_ref": 120, "record_readings": 60,
+                              "attention": 60, "mosaic": 60, "step_agreement": 90, "jaxgpt_mosaic": 90}
     return replace(options, cpu=True, steps=18, batch_tokens=256, seq_len=256, val_tokens=512, caps=caps)

@@ -33,8 +33,11 @@ _CODE = _drop("no read of sys.argv[0]", "the script reads its own file for its l
 _DIST = _drop("`dist` bound to OneRank", "torch.distributed without a process group: the harness binds a one-rank "
               "stand-in (an all-reduce of one rank is the tensor, an all-gather a copy)",
               r"^import torch\.distributed as dist\n")
-_EAGER_NS = _drop("eager Newton-Schulz", "@torch.compile dropped from zeropower_via_newtonschulz5: inductor on a "
-                  "CPU builds C++ per shape; the eager fp32 math is the same", r"^@torch\.compile\n(?=def zeropower_via_newtonschulz5)")
+_EAGER_NS = _drop("eager Newton-Schulz", "@torch.compile dropped from zeropower_via_newtonschulz5 (inductor on a "
+                  "CPU builds C++ per shape): the reference runs eagerly what the record compiled. The fp32 math is the "
+                  "same; in bf16 (the rows' bf16 NS modes) eager torch rounds after every operation where the compiled "
+                  "kernels may fuse and round once: the device plan's record_readings step compares the two on a GPU",
+                  r"^@torch\.compile\n(?=def zeropower_via_newtonschulz5)")
 _FP32_NS = Patch("fp32 Newton-Schulz", "an fp32 run: X = G in fp32 (a copy) instead of G.bfloat16(), as the "
                  "frameworks' ns_dtype 'fp32' (the dtype is the bound name NS_DTYPE: float64 measures the run's "
                  "sensitivity to Newton-Schulz rounding)", r"^(?P<i>[ \t]+)X = G\.bfloat16\(\)",
@@ -79,8 +82,10 @@ _SOFTCAP_ONLY = [
 # inv_freq in fp32 and rounds only the stored cos/sin to bf16; eager torch would round the
 # positions and the angles to bf16 first.
 _UNET_ONLY = [
-    Patch("compiled rotary table build", "#15's run built its tables inside torch.compile (docs/NUMERICS.md): fp32 "
-          "positions and angles from its bf16 inv_freq, cos/sin rounded to the buffer's bf16",
+    Patch("compiled rotary table build", "#15's run built its tables inside torch.compile (docs/NUMERICS.md): the "
+          "project's reading of that compiled build, inferred and never checked on a GPU (the device plan's "
+          "record_readings step compares torch.compile's tables with eager's and this reading): fp32 positions and "
+          "angles from its bf16 inv_freq, cos/sin rounded to the buffer's bf16",
           r"^(?P<i>[ \t]+)freqs = torch\.outer\(t, self\.inv_freq\)\n(?P<s>(?P=i)self\.seq_len_cached = seq_len\n)"
           r"(?P=i)self\.cos_cached = freqs\.cos\(\)\n(?P=i)self\.sin_cached = freqs\.sin\(\)$",
           r"\g<i>freqs = torch.outer(t.float(), self.inv_freq.float())\n\g<s>"

@@ -307,7 +307,8 @@ def check_record_optimizer(name: str):
         "bf16 matmuls accumulate in another order than torch's and one flipped bf16 rounding redraws the iteration's "
         "rounding noise (1.2e-2 for the same map on the same input, the NS 5-step row), while most matrices see no "
         "flip (the median's bound: 10x under what a missing bf16 cast moves every matrix by); Adam is fp32 in both "
-        "modes. The fp32 mode changes the record's NS dtype only (its `G.bfloat16()`); bf16 is its code as written",
+        "modes. The fp32 mode changes the record's NS dtype only (its `G.bfloat16()`); bf16 is its code as written, "
+        "run eagerly where the record compiled it (the changes below)",
         all(g.passed(dtype) for (_, dtype), g in found.items()) and separation > 10 * MEDIAN_BOUNDS["bfloat16"],
         f"the record's own LR multiplier {lr:.6g} and Muon momentum {momentum:.6g} at step {FIRST_STEP}; optimizer "
         f"states fresh; gradients fp32 standard normal (seed {GRADIENT_SEED}); parameters compared: "

@@ -114,8 +114,8 @@ def test_the_whole_plan_with_cpu_stand_ins_ends_inside_its_deadline(tmp_path, st
     summary = json.loads((out / device_plan.SUMMARY_JSON).read_text())
     assert code == 0, summary
     assert published(out) == sorted(device_plan.PUBLISHED)
-    assert list(summary["steps"]) == ["preflight", "jaxgpt", "record", "torch_ref", "attention", "mosaic",
-                                      "step_agreement"]
+    assert list(summary["steps"]) == ["preflight", "jaxgpt", "record", "torch_ref", "record_readings", "attention",
+                                      "mosaic", "step_agreement"]
     assert all(step["status"] == "ok" for step in summary["steps"].values())
     for trainer in ("jaxgpt", "torch_ref"):
         step = summary["steps"][trainer]
@@ -140,6 +140,11 @@ def test_the_whole_plan_with_cpu_stand_ins_ends_inside_its_deadline(tmp_path, st
     assert set(attention["timings"]["blocked"]) == {"1", "4", "14"} and "skipped" in attention["timings"]["pallas"]
     assert [row["window_blocks"] for row in attention["rows"]] == [1, 4, 14]
     assert "Hopper" in summary["steps"]["mosaic"]["results"]["skipped"]
+    # The readings of the records' compiled code: eager only on the CPU (#15's tables as eager builds them),
+    # the compiled parts and the stand-in script's absent Newton-Schulz skipped with the reason.
+    readings = summary["steps"]["record_readings"]["results"]
+    assert readings["rotary_15"]["eager_vs_eager_reading"]["cos"]["entries_differing"] == 0
+    assert "skipped" in readings["rotary_15"]["compiled"] and "skipped" in readings["newton_schulz_20"]
     assert summary["steps"]["preflight"]["results"]["inputs"]["encoding"] in ("gpt2", "bytes")
     with tarfile.open(out / device_plan.ARCHIVE) as archive:
         assert "CPU stand-ins" in archive.extractfile(device_plan.SUMMARY_MD).read().decode()
