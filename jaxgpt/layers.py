@@ -17,7 +17,7 @@ from jaxgpt.config import ModelConfig
 # torch's F.rms_norm default eps for fp32 and bf16 inputs alike (fp32 machine epsilon).
 RMS_EPS = 2.0**-23
 # The default eps the records' PyTorch builds took for bf16 inputs (bf16's machine epsilon,
-# LINEAGE.md 2.1; inferred from the PyTorch PR that changed it): rms_norm_eps "as_run".
+# LINEAGE.md 2.1; inferred from the PyTorch PR that changed it): the eps rule "as_run".
 RMS_EPS_BF16_AS_RUN = 2.0**-7
 
 
@@ -37,16 +37,17 @@ def scalar_dtype(config: ModelConfig) -> jnp.dtype:
     return jnp.bfloat16 if config.dtype_policy == "bf16_model" else jnp.float32
 
 
-def norm_eps(dtype: Any, rms_norm_eps: str = "fp32") -> float:
-    """RMSNorm's eps for inputs of `dtype`: 2^-23, except 2^-7 for bf16 inputs under "as_run"."""
-    return RMS_EPS_BF16_AS_RUN if rms_norm_eps == "as_run" and dtype == jnp.bfloat16 else RMS_EPS
+def norm_eps(dtype: Any, eps_rule: str = "fp32") -> float:
+    """RMSNorm's eps for inputs of `dtype`: 2^-23, except 2^-7 for bf16 inputs under the rule
+    "as_run" (the lineage chooses the rule: jaxgpt/lineage/numerics.py)."""
+    return RMS_EPS_BF16_AS_RUN if eps_rule == "as_run" and dtype == jnp.bfloat16 else RMS_EPS
 
 
-def norm(x: jax.Array, rms_norm_eps: str = "fp32") -> jax.Array:
+def norm(x: jax.Array, eps_rule: str = "fp32") -> jax.Array:
     """x / sqrt(mean(x^2, -1) + eps), computed in fp32 and cast back to x.dtype; no scale.
-    eps: `norm_eps(x.dtype, rms_norm_eps)` (2^-23 unless "as_run" on bf16 inputs)."""
+    eps: `norm_eps(x.dtype, eps_rule)` (2^-23 unless "as_run" on bf16 inputs)."""
     x32 = x.astype(jnp.float32)
-    eps = norm_eps(x.dtype, rms_norm_eps)
+    eps = norm_eps(x.dtype, eps_rule)
     inv_rms = jax.lax.rsqrt(jnp.mean(jnp.square(x32), axis=-1, keepdims=True) + eps)
     return (x32 * inv_rms).astype(x.dtype)
 
@@ -76,18 +77,19 @@ def linear(x: jax.Array, weight_OI: jax.Array) -> jax.Array:
         return jnp.einsum("...i,oi->...o", x, w, precision=jax.lax.Precision.HIGHEST)
     return jnp.einsum("...i,oi->...o", x, w)
 
-def linear_init_bound(fan_in: int, linear_init: str = "record") -> float:
+def init_bound(fan_in: int, kind: str = "record") -> float:
     """U(-b, b) bound of a linear weight: the record's sqrt(3) * 0.5 / sqrt(fan_in), or
     nn.Linear's default 1 / sqrt(fan_in) ("torch_default", #8-#18)."""
-    if linear_init == "torch_default":
+    if kind == "torch_default":
         return 1.0 / math.sqrt(fan_in)
     return math.sqrt(3.0) * 0.5 / math.sqrt(fan_in)
 
 
-def uniform_init(key: jax.Array, shape: tuple[int, ...], fan_in: int, config: ModelConfig | None = None) -> jax.Array:
-    """Initial linear weight, fp32: U(-b, b) (`linear_init_bound`), bf16-rounded under the
+def uniform_init(key: jax.Array, shape: tuple[int, ...], fan_in: int, config: ModelConfig | None = None,
+                 init_kind: str = "record") -> jax.Array:
+    """Initial linear weight, fp32: U(-b, b) (`init_bound` of `init_kind`), bf16-rounded under the
     "bf16_model" policy (#15 rounds its whole model to bf16 before the linears return to fp32)."""
-    bound = linear_init_bound(fan_in, "record" if config is None else config.lineage.linear_init)
+    bound = init_bound(fan_in, init_kind)
     value = jax.random.uniform(key, shape, jnp.float32, -bound, bound)
     if config is not None and config.dtype_policy == "bf16_model":
         value = value.astype(jnp.bfloat16).astype(jnp.float32)
@@ -96,13 +98,14 @@ def uniform_init(key: jax.Array, shape: tuple[int, ...], fan_in: int, config: Mo
 
 class Linear(nnx.Module):
     """Bias-free linear layer; `weight` (out, in) fp32, cast to the matmul dtype at use
-    (`compute`: the input's dtype when None; bf16 under "autocast", whose inputs are fp32)."""
+    (`compute`: the input's dtype when None; bf16 under "autocast", whose inputs are fp32).
+    `init_kind`: the init bound's kind (`init_bound`)."""
 
     def __init__(self, in_features: int, out_features: int, *, zero_init: bool, rngs: nnx.Rngs,
-                 config: ModelConfig | None = None):
+                 config: ModelConfig | None = None, init_kind: str = "record"):
         shape = (out_features, in_features)
         value = (jnp.zeros(shape, jnp.float32) if zero_init
-                 else uniform_init(rngs.params(), shape, in_features, config))
+                 else uniform_init(rngs.params(), shape, in_features, config, init_kind))
         self.weight = nnx.Param(value)
         self.compute = None if config is None or config.dtype_policy != "autocast" else jnp.bfloat16
 

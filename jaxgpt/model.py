@@ -10,16 +10,16 @@ incremental decoding: jaxgpt.decode.
 Dtype policies (ModelConfig.dtype_policy):
   "record":     embedding tables stored bf16, linear weights fp32 and cast to bf16 at use,
                 activations bf16; rotary, RMSNorm, softmax, soft-cap and CE in fp32; FP8 head
-                when train=True and config.lineage.fp8_head, plain bf16 head otherwise.
+                when train=True and the lineage's FP8 head is on, plain bf16 head otherwise.
   "fp32":       everything fp32, plain fp32 head (parity tests).
   "bf16_model": as "record", plus bf16 scalars and bf16-rounded initial linear weights (#15).
   "autocast":   fp32 parameters and residual stream, bf16 matmul inputs and outputs (#8/#9).
 
-The lineage (#8-#18) enters through ModelConfig's lineage switches: they decide which parameters
-exist (`block_lambdas`, `unet_skips`, value embeddings, `attn_value_lambdas`, `value_residual`)
-and, through jaxgpt.lineage's named variants chosen once when a module is built, how a step's
-windows, document ids, value mixing, block input and U-net skips are computed; parameter names
-stay this module's in every case (jaxgpt.run.convert maps each record's own state-dict names).
+The lineage (#8-#18) enters as one `lineage.ModelVariants` (jaxgpt/lineage/), resolved once from the config
+when a module is built (`lineage.model_variants`) and handed down: plain functions and values for
+a step's windows, document ids, value mixing, block input, U-net skips, norm eps, init, rotary
+and soft-cap. The variants with parameters create them under this module's names in every case
+(jaxgpt.run.convert maps each record's own state-dict names); this module reads no switch.
 
 Shape suffixes (the project's one legend; docs/DESIGN.md points here): an array argument of a
 fixed layout inside the layers and the head carries its axes as a suffix, `x_BTD` is (B, T, D).
@@ -44,7 +44,7 @@ from flax import nnx
 from jaxgpt import attention as attention_lib
 from jaxgpt import lineage
 from jaxgpt.attention import AttentionWindow
-from jaxgpt.config import AttentionBackend, ModelConfig
+from jaxgpt.config import ModelConfig
 from jaxgpt.kernels.block_lists import KernelBlockLists, kernel_block_lists
 from jaxgpt.layers import (
     Embedding,
@@ -59,7 +59,7 @@ from jaxgpt.layers import (
 )
 from jaxgpt.loss import head_logits, head_loss
 from jaxgpt.masks import WindowBlocks
-from jaxgpt.rotary import apply_rotary, rotary_tables
+from jaxgpt.rotary import apply_rotary
 
 SEPARATE_QKV_NAMES = ("q_w", "k_w", "v_w")  # qkv_layout "separate": the slices of qkv_w, in order
 # An attention call: (attention module, q, k, v (B, T, H, Dh), doc ids (B, T), window, kernel
@@ -68,21 +68,13 @@ SEPARATE_QKV_NAMES = ("q_w", "k_w", "v_w")  # qkv_layout "separate": the slices 
 Attend = Callable[[Any, jax.Array, jax.Array, jax.Array, jax.Array, AttentionWindow, Any], jax.Array]
 
 
-def attention_backend(config: ModelConfig) -> AttentionBackend:
-    """The backend the attention calls use: config.attention_backend, except that "auto" means
-    "blocked" for #15's token window (the Pallas kernel applies block windows only)."""
-    if config.lineage.attention_mask == "document_tokens" and config.attention_backend == "auto":
-        return "blocked"
-    return attention_lib.resolve_backend(config.attention_backend)
-
-
 class ValueEmbedding(nnx.Module):
     """The record's `value_embeds.embed.{k}` tables: k tables (V, D) ("tables"), or one (V, k D)
     table whose D-wide chunks are the value embeddings ("chunks", #15's `vte`)."""
 
-    def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+    def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs, variants: lineage.ModelVariants | None = None):
         count, width = config.value_embed_tables
-        self.chunks = config.lineage.value_embed_layout == "chunks"
+        self.chunks = (variants or lineage.model_variants(config)).value_embed_chunks
         self.embed = nnx.List([
             Embedding(config.embedding_rows, width, dtype=stream_dtype(config), rngs=rngs) for _ in range(count)
         ])
@@ -101,26 +93,23 @@ class CausalSelfAttention(nnx.Module):
     """QKV attention: c_proj (D, D), the QKV weights by config.qkv_layout (the record's merged
     qkv_w (3, D, D) as (q|k|v, out, in), or q_w, k_w, v_w, each (D, D) (out, in), whose stack
     is qkv_w: both layouts draw the same numbers from the same key), and the value mixing's
-    scalars (jaxgpt.lineage): the record's `lambdas` (2,), #9's `lamb` (), or none."""
+    scalars (its variant's `init_params`): the record's `lambdas` (2,), #9's `lamb` (), or none.
+    `variants`: the model's (None: resolved from `config`)."""
 
     cache_k: nnx.Cache  # the key and value caches, (B, S, H, Dh), while decoding (jaxgpt.decode.init_cache)
     cache_v: nnx.Cache
 
-    def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+    def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs, variants: lineage.ModelVariants | None = None):
         dim = config.model_dim
         self.config = config
-        qkv_w = uniform_init(rngs.params(), (3, dim, dim), dim, config)
+        self.variants = variants = variants or lineage.model_variants(config)
+        qkv_w = uniform_init(rngs.params(), (3, dim, dim), dim, config, variants.init_kind)
         if config.qkv_layout == "merged":
             self.qkv_w = nnx.Param(qkv_w)
         else:
             self.q_w, self.k_w, self.v_w = (nnx.Param(w) for w in qkv_w)
-        self.value_mixing = lineage.value_mixing(config)
-        if self.value_mixing == "value_embedding":
-            self.lambdas = nnx.Param(jnp.array([0.5, 0.5], scalar_dtype(config)))
-        elif self.value_mixing == "value_residual":
-            self.lamb = nnx.Param(jnp.array(0.5, scalar_dtype(config)))
-        self.rotary_in_fp32 = config.lineage.rotary == "half_truncated"  # the record's fp32 rotation; #8-#15's bf16
-        self.c_proj = Linear(dim, dim, zero_init=True, rngs=rngs, config=config)
+        variants.value_mixing.init_params(self, scalar_dtype(config))
+        self.c_proj = Linear(dim, dim, zero_init=True, rngs=rngs, config=config, init_kind=variants.init_kind)
 
     def __call__(
         self, h_BTD: jax.Array, ve_BTD: jax.Array | None, doc_ids_BT: jax.Array,
@@ -132,7 +121,7 @@ class CausalSelfAttention(nnx.Module):
         v_first: layer 0's raw value projection (B, T, H, Dh) once made, else as given).
         `lists`: the kernel backends' block lists for this window, shared between layers."""
         batch, seq, dim = h_BTD.shape
-        v_first_BTHD = lineage.VALUE_MIXINGS[self.value_mixing].first_value(self, h_BTD, v_first_BTHD)
+        v_first_BTHD = self.variants.value_mixing.first_value(self, h_BTD, v_first_BTHD)
         q, k, v = self.project(h_BTD, ve_BTD, rotary, v_first_BTHD)
         y = (attend or attend_tokens)(self, q, k, v, doc_ids_BT, window, lists)
         return self.c_proj(y.reshape(batch, seq, dim)), v_first_BTHD
@@ -150,8 +139,8 @@ class CausalSelfAttention(nnx.Module):
         v_first_BTHD: jax.Array | None = None,
     ) -> tuple[jax.Array, jax.Array, jax.Array]:
         """(q, k, v), each (B, T, H, Dh) in the matmul dtype: the QKV matmul (one merged or three
-        separate), the value mixing (jaxgpt.lineage), QK-norm and rotary on q and k."""
-        config = self.config
+        separate), the value mixing (the lineage's), QK-norm and rotary on q and k."""
+        config, variants = self.config, self.variants
         batch, seq, dim = h_BTD.shape
         heads = config.num_heads
         h = h_BTD.astype(compute_dtype(config))  # autocast: bf16 copies of the fp32 stream
@@ -162,9 +151,10 @@ class CausalSelfAttention(nnx.Module):
         else:
             q, k, v = (linear(h, w[...]).reshape(batch, seq, heads, config.head_dim)
                        for w in (self.q_w, self.k_w, self.v_w))
-        v = lineage.VALUE_MIXINGS[self.value_mixing].mix(self, v, ve_BTD, v_first_BTHD)
-        q, k = norm(q, config.lineage.rms_norm_eps), norm(k, config.lineage.rms_norm_eps)
-        q, k = (apply_rotary(x, *rotary, in_fp32=self.rotary_in_fp32) for x in (q, k))
+        v = variants.value_mixing.mix(self, v, ve_BTD, v_first_BTHD)
+        q, k = norm(q, variants.norm_eps), norm(k, variants.norm_eps)
+        # the record's half-truncated rotary rotates in fp32; #8-#15's full rotary in q's dtype
+        q, k = (apply_rotary(x, *rotary, in_fp32=variants.rotary.in_fp32) for x in (q, k))
         return q, k, v
 
 
@@ -174,7 +164,8 @@ def attend_tokens(attn: CausalSelfAttention, q: jax.Array, k: jax.Array, v: jax.
     configured backend."""
     config = attn.config
     return attention_lib.attention(
-        q, k, v, doc_ids_BT, window.blocks, backend=attention_backend(config), scale=config.attention_scale,
+        q, k, v, doc_ids_BT, window.blocks, backend=attn.variants.backend(config.attention_backend),
+        scale=config.attention_scale,
         block_size=config.block_size, max_window_blocks=window.max_blocks, kernel_lists=lists,
         window_tokens=window.tokens,
     )
@@ -183,25 +174,29 @@ def attend_tokens(attn: CausalSelfAttention, q: jax.Array, k: jax.Array, v: jax.
 class MLP(nnx.Module):
     """c_fc (F, D) -> relu^2 -> c_proj (D, F), c_proj zero-initialised."""
 
-    def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
-        self.c_fc = Linear(config.model_dim, config.hidden_dim, zero_init=False, rngs=rngs, config=config)
-        self.c_proj = Linear(config.hidden_dim, config.model_dim, zero_init=True, rngs=rngs, config=config)
+    def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs, variants: lineage.ModelVariants | None = None):
+        init_kind = (variants or lineage.model_variants(config)).init_kind
+        self.c_fc = Linear(config.model_dim, config.hidden_dim, zero_init=False, rngs=rngs, config=config,
+                           init_kind=init_kind)
+        self.c_proj = Linear(config.hidden_dim, config.model_dim, zero_init=True, rngs=rngs, config=config,
+                             init_kind=init_kind)
 
     def __call__(self, h_BTD: jax.Array) -> jax.Array:
         return self.c_proj(relu_squared(self.c_fc(h_BTD)))
 
 
 class Block(nnx.Module):
-    """x = l0 x + l1 x0 (the record's block input, jaxgpt.lineage); x += attn(norm(x)) (unless
-    the layer is attention-free); x += mlp(norm(x))."""
+    """x = l0 x + l1 x0 (the record's block input, the lineage's variant); x += attn(norm(x))
+    (unless the layer is attention-free); x += mlp(norm(x)). `variants`: the model's (None:
+    resolved from `config`)."""
 
-    def __init__(self, config: ModelConfig, layer: int, *, rngs: nnx.Rngs):
+    def __init__(self, config: ModelConfig, layer: int, *, rngs: nnx.Rngs,
+                 variants: lineage.ModelVariants | None = None):
         self.config = config
-        self.attn = CausalSelfAttention(config, rngs=rngs) if config.has_attention(layer) else None
-        self.mlp = MLP(config, rngs=rngs)
-        self.mixes_input = config.lineage.block_lambdas
-        if self.mixes_input:
-            self.lambdas = nnx.Param(jnp.array([1.0, 0.0], scalar_dtype(config)))
+        self.variants = variants = variants or lineage.model_variants(config)
+        self.attn = CausalSelfAttention(config, rngs=rngs, variants=variants) if config.has_attention(layer) else None
+        self.mlp = MLP(config, rngs=rngs, variants=variants)
+        variants.block_input.init_params(self, scalar_dtype(config))
 
     def __call__(
         self, x_BTD: jax.Array, ve_BTD: jax.Array | None, x0_BTD: jax.Array, doc_ids_BT: jax.Array,
@@ -218,16 +213,16 @@ class Block(nnx.Module):
         v_first_BTHD: jax.Array | None = None,
     ) -> tuple[jax.Array, jax.Array | None]:
         """(output (B, T, D), #9's v_first: layer 0's raw value projection once an attention layer
-        made it (value_residual), else `v_first_BTHD` as given)."""
-        config = self.config
+        made it (#9's value residual), else `v_first_BTHD` as given)."""
+        config, variants = self.config, self.variants
         if not isinstance(window, AttentionWindow):
             window = AttentionWindow(window, None, config.max_window_blocks)
-        x = lineage.BLOCK_INPUTS[self.mixes_input](self, x_BTD, x0_BTD)
+        x = variants.block_input.mix(self, x_BTD, x0_BTD)
         if self.attn is not None:
-            y, v_first_BTHD = self.attn(norm(x, config.lineage.rms_norm_eps), ve_BTD, doc_ids_BT, window, rotary, attend, lists,
+            y, v_first_BTHD = self.attn(norm(x, variants.norm_eps), ve_BTD, doc_ids_BT, window, rotary, attend, lists,
                                         v_first_BTHD)
             x = x + y
-        return x + self.mlp(norm(x, config.lineage.rms_norm_eps)), v_first_BTHD
+        return x + self.mlp(norm(x, variants.norm_eps)), v_first_BTHD
 
 
 def _block_runner(remat: str):
@@ -257,16 +252,17 @@ class GPT(nnx.Module):
 
     cache_length: nnx.Cache  # while decoding (jaxgpt.decode.init_cache): the cached positions, and
     cache_doc_ids: nnx.Cache  # the document id of each, (B, S) int32
+    skip_weights: nnx.Param  # (L/2,): the U-net's, when the lineage has skips (lineage/skips.py creates it)
 
     def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
         self.config = config
+        self.variants = variants = lineage.model_variants(config)  # the lineage's, resolved once
         # Construction order follows the record's (embed, value embeds, blocks, lm_head).
         self.embed = Embedding(config.embedding_rows, config.model_dim, dtype=stream_dtype(config), rngs=rngs)
-        self.value_embeds = ValueEmbedding(config, rngs=rngs)
-        self.blocks = nnx.List([Block(config, layer, rngs=rngs) for layer in range(config.num_layers)])
-        self.skips = lineage.skip_plan(config)
-        if config.lineage.unet_skips:
-            self.skip_weights = nnx.Param(jnp.ones((config.num_encoder_layers,), scalar_dtype(config)))
+        self.value_embeds = ValueEmbedding(config, rngs=rngs, variants=variants)
+        self.blocks = nnx.List([Block(config, layer, rngs=rngs, variants=variants) for layer in range(config.num_layers)])
+        self.skips = variants.skips.steps
+        variants.skips.init_params(self, scalar_dtype(config))
         self.lm_head = Linear(config.model_dim, config.padded_vocab_size, zero_init=True, rngs=rngs)
 
     def _check_inputs(self, input_ids: jax.Array) -> None:
@@ -282,19 +278,18 @@ class GPT(nnx.Module):
             raise ValueError(f"sequence length {seq} exceeds rope_max_len {config.rope_max_len}")
 
     def rotary_tables(self) -> tuple[np.ndarray, np.ndarray]:
-        """(cos, sin), each (rope_max_len, Dh // 2) fp32 numpy, of the config's rotary kind."""
-        config = self.config
-        return rotary_tables(config.head_dim, config.rope_max_len, config.lineage.rotary, config.lineage.as_written_roundings)
+        """(cos, sin), each (rope_max_len, Dh // 2) fp32 numpy, of the lineage's rotary kind."""
+        return self.variants.rotary.tables(self.config.head_dim, self.config.rope_max_len)
 
     def document_ids(self, input_ids: jax.Array) -> jax.Array:
-        """(B, T) int32 document ids the attention separates (jaxgpt.lineage.DOCUMENT_IDS: the EOT
-        count, or one document for #8/#9)."""
-        return lineage.DOCUMENT_IDS[self.config.lineage.attention_mask](input_ids, self.config.eot_id)
+        """(B, T) int32 document ids the attention separates (the lineage's: the EOT count, or one
+        document for #8/#9)."""
+        return self.variants.document_ids(input_ids, self.config.eot_id)
 
     def hidden(self, input_ids: jax.Array, window_blocks: WindowBlocks) -> jax.Array:
         """Final normed activations (B, T, D) in the policy's stream dtype. `window_blocks`: the
-        step's window (W_long blocks; sw tokens for attention_mask "document_tokens"; ignored
-        for "causal")."""
+        step's window (W_long blocks; sw tokens under #15's token-window mask; ignored
+        under #8/#9's plain causal mask)."""
         self._check_inputs(input_ids)
         seq = input_ids.shape[1]
         cos, sin = self.rotary_tables()
@@ -307,15 +302,14 @@ class GPT(nnx.Module):
     ) -> jax.Array:
         """Embeddings, the blocks (with the U-net's skips) and the final norm: (B, T) ids -> (B, T, D).
         `attend`: the attention call of every layer (None: the step's own tokens, `attend_tokens`)."""
-        config = self.config
-        windows = lineage.WINDOWS[config.lineage.attention_mask](
-            config, window, input_ids.shape[1] if attend is None else config.rope_max_len)
+        config, variants = self.config, self.variants
+        windows = variants.windows(config, window, input_ids.shape[1] if attend is None else config.rope_max_len)
         lists = None
-        if attention_backend(config) in ("pallas", "mosaic") and attend is None:
+        if variants.backend(config.attention_backend) in ("pallas", "mosaic") and attend is None:
             # The kernel's block lists, built once per step for each window and shared by its layers.
             lists = {kind: kernel_block_lists(doc_ids, w.blocks, max_window_blocks=w.max_blocks,
                                               block_size=config.block_size) for kind, w in windows.items()}
-        x = x0 = norm(self.embed(input_ids), config.lineage.rms_norm_eps)
+        x = x0 = norm(self.embed(input_ids), variants.norm_eps)
         value_embeds = self.value_embeds.lookup(input_ids, config.model_dim)
         stored: list[jax.Array] = []
         v_first = None  # v_first: #9's layer-0 raw value projection, mixed into later layers
@@ -329,18 +323,17 @@ class GPT(nnx.Module):
                                    rotary, attend, None if lists is None else lists.get(kind), v_first)
             if skip.store:
                 stored.append(x)
-        return norm(x, config.lineage.rms_norm_eps)
+        return norm(x, variants.norm_eps)
 
     def logits(self, input_ids: jax.Array, window_blocks: WindowBlocks, *, train: bool = False) -> jax.Array:
         """(B, T, Vp) lm_head logits before the soft-cap: bf16 (bf16 policies) or fp32 (fp32 policy).
 
-        train=True with config.lineage.fp8_head under a bf16 policy uses the FP8 head, otherwise the plain head.
+        train=True with the lineage's FP8 head under a bf16 policy uses the FP8 head, otherwise the plain head.
         """
         return self.head(self.hidden(input_ids, window_blocks), train=train)
 
     def uses_fp8(self, train: bool) -> bool:
-        config = self.config
-        return train and config.lineage.fp8_head and config.dtype_policy != "fp32"
+        return train and self.variants.fp8_head
 
     def head(self, x_BTD: jax.Array, *, train: bool) -> jax.Array:
         """(B, T, Vp) logits of final activations (B, T, D)."""
@@ -367,5 +360,5 @@ class GPT(nnx.Module):
             x.reshape(batch * seq, dim).astype(compute_dtype(config)), self.lm_head.weight[...], target_ids.reshape(-1),
             use_fp8=self.uses_fp8(train), cap=config.logit_cap,
             temperature=config.logit_cap_temperature, chunk_tokens=config.loss_chunk_tokens,
-            fp8_grad_scale=config.fp8_grad_scale, cap_kind=config.lineage.soft_cap, cap_rounding=config.lineage.soft_cap_rounding,
+            fp8_grad_scale=config.fp8_grad_scale, cap_kind=self.variants.cap.kind, cap_rounding=self.variants.cap.rounding,
         )

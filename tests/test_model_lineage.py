@@ -37,7 +37,7 @@ def test_full_rotary_tables_are_rounded_to_bf16_as_written(kind):
     """The records round their full tables to bf16 by hand (#8/#9's .bfloat16(), #15's bf16 buffer),
     in every dtype policy; as_written_roundings=False keeps the fp32 tables (NUMERICS.md)."""
     written, studied = rotary_lib.rotary_tables(128, 4096, kind), rotary_lib.rotary_tables(128, 4096, kind, False)
-    for table, fp32 in zip(written, studied):
+    for table, fp32 in zip(written, studied, strict=True):
         np.testing.assert_array_equal(table, _bf16(fp32))  # the fp32 table rounded once (exact test)
         assert not np.array_equal(table, fp32)
     half = rotary_lib.rotary_tables(128, 4096, "half_truncated")  # Sub3Min and #18 keep fp32 tables
@@ -79,8 +79,8 @@ def test_tanh_soft_cap(cap):
 
 
 def test_linear_init_bounds():
-    assert layers_lib.linear_init_bound(768, "torch_default") == pytest.approx(0.0360844, abs=1e-7)
-    assert layers_lib.linear_init_bound(768) == 0.03125
+    assert layers_lib.init_bound(768, "torch_default") == pytest.approx(0.0360844, abs=1e-7)
+    assert layers_lib.init_bound(768) == 0.03125
 
 
 @pytest.fixture(scope="module")

@@ -17,10 +17,11 @@ The record's FP8 gradient scale 2^29 suits a loss averaged over 65536 tokens; wi
 sequences pass `fp8_grad_scale` (see fp8.py), or the e5m2 gradient overflows to inf.
 
 The speedrun's lineage (docs/spec/LINEAGE.md) runs through the same classes: the `config`
-keyword (a torch_ref.config.ModelConfig) carries its switches (`GPT.from_config` builds a model
-from one), and `apply_dtype_policy` gives a built model #8/#9's autocast or #15's bf16 model.
-Parameter names stay this module's; each record's own state-dict names are mapped by
-`torch_ref.run.convert.to_model_names`.
+keyword (a torch_ref.config.ModelConfig; `GPT.from_config` builds a model from one) is resolved
+once into a `lineage.ModelVariants` (torch_ref/lineage/) of plain functions and values that every
+module takes (this module reads no switch), and `apply_dtype_policy` gives a built model #8/#9's
+autocast or #15's bf16 model. The variants with parameters create them under this module's
+names; each record's own state-dict names are mapped by `torch_ref.run.convert.to_model_names`.
 """
 
 from __future__ import annotations
@@ -32,14 +33,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from torch_ref import lineage as variants  # the lineage's variants, chosen once per module
-from torch_ref import masks as masks_lib
-from torch_ref.attention import CAUSAL, attend
+from torch_ref import lineage  # the lineage's variants, chosen once per model
+from torch_ref.attention import attend
 from torch_ref.config import BLOCK_SIZE, EOT_ID, ModelConfig, next_multiple
 from torch_ref.fp8 import GRAD_SCALE, FP8Backend, lm_head_fp8
-from torch_ref.layers import CastedLinear, linear_init_bound, norm
+from torch_ref.layers import CastedLinear, init_bound, norm
 from torch_ref.loss import soft_cap
-from torch_ref.rotary import Rotary, rotary_tables
+from torch_ref.rotary import Rotary
 
 AttentionImpl = Literal["auto", "flex", "sdpa"]
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
@@ -55,12 +55,12 @@ class CausalSelfAttention(nn.Module):
     qkv_layout "merged" (the record's): one qkv_w (3, D, D); "separate": q_w, k_w, v_w, each
     (D, D), whose stack is qkv_w (same init numbers) and three matmuls instead of one.
     `run.convert.load_record_state_dict` loads either layout's state dict into either.
-    `config.lineage` (default: the record's) holds the lineage switches: `lambdas` (2,) when
-    attn_value_lambdas, #9's `lamb` () when value_residual, the init bound, the rotary's
-    precision, the attention scale and the RMSNorm eps."""
+    `config` (default: the record's) gives the attention scale; `variants` (default: resolved
+    from `config`) the lineage's value mixing and its scalars (`lambdas` (2,), #9's `lamb` (), or
+    none), the init bound, the rotary's precision and the RMSNorm eps."""
 
     def __init__(self, dim: int, num_heads: int, cos: Tensor, sin: Tensor, qkv_layout: str = "merged",
-                 config: ModelConfig = _RECORD):
+                 config: ModelConfig = _RECORD, variants: lineage.ModelVariants | None = None):
         super().__init__()
         if dim % num_heads:
             raise ValueError(f"model_dim {dim} is not divisible by num_heads {num_heads}")
@@ -69,21 +69,18 @@ class CausalSelfAttention(nn.Module):
         self.num_heads = num_heads
         self.qkv_layout = qkv_layout
         self.config = config
+        self.variants = variants = variants or lineage.model_variants(config)
         self.compute_dtype: torch.dtype | None = None  # autocast: bf16 copies of the fp32 input
-        bound = linear_init_bound(dim, config.lineage.linear_init)
+        bound = init_bound(dim, variants.init_kind)
         # (3, D, D): query, key, value matrices in (out, in) layout, orthogonalised separately by Muon.
         qkv_w = torch.empty(3, dim, dim).uniform_(-bound, bound)
         if qkv_layout == "merged":
             self.qkv_w = nn.Parameter(qkv_w)
         else:
             self.q_w, self.k_w, self.v_w = (nn.Parameter(w.clone()) for w in qkv_w)
-        self.value_mixing = variants.value_mixing(config)
-        if self.value_mixing == "value_embedding":
-            self.lambdas = nn.Parameter(torch.tensor([0.5, 0.5]))
-        elif self.value_mixing == "value_residual":
-            self.lamb = nn.Parameter(torch.tensor(0.5))
-        self.rotary = Rotary(cos, sin, in_fp32=config.lineage.rotary == "half_truncated")
-        self.c_proj = CastedLinear(dim, dim, config.lineage.linear_init)
+        variants.value_mixing.init_params(self)
+        self.rotary = Rotary(cos, sin, in_fp32=variants.rotary.in_fp32)
+        self.c_proj = CastedLinear(dim, dim, variants.init_kind)
         self.c_proj.weight.detach().zero_()  # zero init (after consuming RNG, as the record)
 
     def forward(self, x: Tensor, ve: Tensor | None, mask) -> Tensor:
@@ -96,7 +93,7 @@ class CausalSelfAttention(nn.Module):
         if self.compute_dtype is not None:
             x = x.to(self.compute_dtype)
         batch, seq_len, dim = x.shape
-        v_first = variants.VALUE_MIXINGS[self.value_mixing].first_value(self, x, v_first)
+        v_first = self.variants.value_mixing.first_value(self, x, v_first)
         q, k, v = self.project(x, ve, v_first)
         y = attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), mask, self.config.attention_scale)
         y = y.transpose(1, 2).reshape(batch, seq_len, dim)
@@ -110,8 +107,8 @@ class CausalSelfAttention(nn.Module):
 
     def project(self, x: Tensor, ve: Tensor | None, v_first: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         """(q, k, v), each (B, T, H, Dh) in x's dtype: QKV matmul (one merged or three separate),
-        the value mixing (torch_ref.lineage), QK-norm and rotary on q and k."""
-        cfg = self.config
+        the value mixing (the lineage's), QK-norm and rotary on q and k."""
+        eps = self.variants.norm_eps
         batch, seq_len, _ = x.shape
         if self.qkv_layout == "merged":
             qkv = F.linear(x, self.qkv_w.flatten(end_dim=1).type_as(x))
@@ -119,17 +116,17 @@ class CausalSelfAttention(nn.Module):
         else:
             q, k, v = (F.linear(x, w.type_as(x)).view(batch, seq_len, self.num_heads, -1)
                        for w in (self.q_w, self.k_w, self.v_w))
-        v = variants.VALUE_MIXINGS[self.value_mixing].mix(self, v, ve, v_first)
-        return self.rotary(norm(q, cfg.lineage.rms_norm_eps)), self.rotary(norm(k, cfg.lineage.rms_norm_eps)), v
+        v = self.variants.value_mixing.mix(self, v, ve, v_first)
+        return self.rotary(norm(q, eps)), self.rotary(norm(k, eps)), v
 
 
 class MLP(nn.Module):
     """D -> 4D -> relu^2 -> D, output projection zero-initialised."""
 
-    def __init__(self, dim: int, linear_init: str = "record"):
+    def __init__(self, dim: int, init_kind: str = "record"):
         super().__init__()
-        self.c_fc = CastedLinear(dim, 4 * dim, linear_init)
-        self.c_proj = CastedLinear(4 * dim, dim, linear_init)
+        self.c_fc = CastedLinear(dim, 4 * dim, init_kind)
+        self.c_proj = CastedLinear(4 * dim, dim, init_kind)
         self.c_proj.weight.detach().zero_()
 
     def forward(self, x: Tensor) -> Tensor:
@@ -137,26 +134,27 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    """x <- l0*x + l1*x0 (block_lambdas); x += attn(norm(x)) (if any); x += mlp(norm(x))."""
+    """x <- l0*x + l1*x0 (the lineage's block input); x += attn(norm(x)) (if any); x += mlp(norm(x)).
+    `variants`: the model's (default: resolved from `config`)."""
 
     def __init__(self, dim: int, num_heads: int, has_attention: bool, cos: Tensor, sin: Tensor,
-                 qkv_layout: str = "merged", config: ModelConfig = _RECORD):
+                 qkv_layout: str = "merged", config: ModelConfig = _RECORD,
+                 variants: lineage.ModelVariants | None = None):
         super().__init__()
         self.config = config
-        self.attn = CausalSelfAttention(dim, num_heads, cos, sin, qkv_layout, config) if has_attention else None
-        self.mlp = MLP(dim, config.lineage.linear_init)
-        self.mixes_input = config.lineage.block_lambdas
-        if self.mixes_input:
-            self.lambdas = nn.Parameter(torch.tensor([1.0, 0.0]))
+        self.variants = variants = variants or lineage.model_variants(config)
+        self.attn = CausalSelfAttention(dim, num_heads, cos, sin, qkv_layout, config, variants) if has_attention else None
+        self.mlp = MLP(dim, variants.init_kind)
+        variants.block_input.init_params(self)
 
     def forward(self, x: Tensor, ve: Tensor | None, x0: Tensor, mask) -> Tensor:
         return self.run(x, ve, x0, mask)[0]
 
     def run(self, x: Tensor, ve: Tensor | None, x0: Tensor, mask,
             v_first: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
-        """(output, #9's v_first once an attention layer made it (value_residual), else as given)."""
-        eps = self.config.lineage.rms_norm_eps
-        x = variants.BLOCK_INPUTS[self.mixes_input](self, x, x0)
+        """(output, #9's v_first once an attention layer made it (#9's value residual), else as given)."""
+        eps = self.variants.norm_eps
+        x = self.variants.block_input.mix(self, x, x0)
         if self.attn is not None:
             y, v_first = self.attn.run(norm(x, eps), ve, mask, v_first)
             x = x + y
@@ -196,9 +194,11 @@ class GPT(nn.Module):
     suits a loss averaged over 65536 tokens; scale it by T / 65536 for fewer, see fp8.py), `rotary_max_len`, `eot_id`, and the
     per-layer patterns `value_embed_slots`, `long_window_layers`, `attention_free_layers`, and
     `qkv_layout` ("merged" as the record, or "separate": see CausalSelfAttention). `config`: a
-    torch_ref ModelConfig whose lineage switches (`config.lineage`), attention scale and soft-cap apply; dims and
-    the options above come from the arguments (`GPT.from_config` takes all from one config).
+    torch_ref ModelConfig whose lineage variants (resolved once: `lineage.model_variants`), attention scale and
+    soft-cap apply; dims and the options above come from the arguments (`GPT.from_config` takes all from one config).
     """
+
+    skip_weights: nn.Parameter  # one per decoder layer, when the lineage has U-net skips (lineage/skips.py creates it)
 
     def __init__(
         self,
@@ -222,8 +222,8 @@ class GPT(nn.Module):
         super().__init__()
         if attention not in ("auto", "flex", "sdpa"):
             raise ValueError(f"attention must be 'auto', 'flex' or 'sdpa', got {attention!r}")
-        if num_layers % 2 and config.lineage.unet_skips:
-            raise ValueError(f"the U-net pairs encoder and decoder layers; got odd num_layers {num_layers}")
+        self.variants = variants = lineage.model_variants(config)
+        self.skip_plan = variants.skips.plan(num_layers)  # refuses an odd U-net
         if len(value_embed_slots) != num_layers:
             raise ValueError(f"value_embed_slots has {len(value_embed_slots)} entries for {num_layers} layers")
         if model_dim % num_heads:
@@ -237,21 +237,21 @@ class GPT(nn.Module):
         self.config = config
         attention_free = frozenset(attention_free_layers)
         # Only the head is padded (50257 -> 50304) in the record; #8-#18 pad the embeddings too.
-        embed_rows = next_multiple(vocab_size, 128) if config.lineage.embed_rows == "padded" else vocab_size
+        table_rows = next_multiple(vocab_size, 128) if variants.padded_embeddings else vocab_size
 
-        self.embed = nn.Embedding(embed_rows, model_dim)
-        self.value_embeds = ValueEmbedding(embed_rows, model_dim, tuple(value_embed_slots), config.lineage.value_embed_layout)
+        self.embed = nn.Embedding(table_rows, model_dim)
+        self.value_embeds = ValueEmbedding(table_rows, model_dim, tuple(value_embed_slots),
+                                           "chunks" if variants.value_embed_chunks else "tables")
         # One pair of tables shared by every layer (identical in the record, which builds 11 copies).
-        cos, sin = rotary_tables(model_dim // num_heads, rotary_max_len, kind=config.lineage.rotary,
-                                 as_written=config.lineage.as_written_roundings)
+        cos, sin = variants.rotary.tables(model_dim // num_heads, rotary_max_len)
         self.blocks = nn.ModuleList(
-            [Block(model_dim, num_heads, i not in attention_free, cos, sin, qkv_layout, config) for i in range(num_layers)]
+            [Block(model_dim, num_heads, i not in attention_free, cos, sin, qkv_layout, config, variants)
+             for i in range(num_layers)]
         )
         self.num_encoder_layers = num_layers // 2
         self.num_decoder_layers = num_layers - self.num_encoder_layers
-        if config.lineage.unet_skips:
-            self.skip_weights = nn.Parameter(torch.ones(self.num_decoder_layers))
-        self.lm_head = CastedLinear(model_dim, next_multiple(vocab_size, 128), config.lineage.linear_init)
+        variants.skips.init_params(self, num_layers)
+        self.lm_head = CastedLinear(model_dim, next_multiple(vocab_size, 128), variants.init_kind)
         self.lm_head.weight.detach().zero_()
 
     @classmethod
@@ -271,27 +271,10 @@ class GPT(nn.Module):
     def attention_masks(self, input_seq: Tensor, sliding_window_num_blocks: int | Tensor) -> tuple:
         """(long, short) masks for W_long and W_long // 2: BlockMasks (flex) or (T, T) bool tensors (SDPA).
 
-        By the lineage's attention_mask: "document_tokens" (#15) takes the window in tokens and
-        gives one mask for both; "causal" (#8/#9) gives CAUSAL for both (the window is unused)."""
-        mask_kind = self.config.lineage.attention_mask
-        if mask_kind == "causal":
-            return CAUSAL, CAUSAL
-        docs = masks_lib.document_ids(input_seq, self.eot_id, BLOCK_SIZE)
-        w_long = sliding_window_num_blocks  # an int, or a 0-d tensor as in the record (no recompiles)
-        if not isinstance(w_long, Tensor) and int(w_long) < 0:
-            raise ValueError(f"sliding_window_num_blocks must be >= 0, got {w_long}")
-        if mask_kind == "document_tokens":
-            lists = masks_lib.token_window_block_lists(docs, w_long, BLOCK_SIZE)
-            if self._use_flex(input_seq.device):
-                mask = masks_lib.build_block_mask(lists, docs, BLOCK_SIZE, window_tokens=w_long)
-            else:
-                mask = masks_lib.allowed_mask_from_block_lists(lists, docs, BLOCK_SIZE, window_tokens=w_long)
-            return mask, mask
-        lists = masks_lib.block_lists(docs, BLOCK_SIZE)
-        truncated = [masks_lib.truncate_to_window(lists, w) for w in (w_long, w_long // 2)]
-        if self._use_flex(input_seq.device):
-            return tuple(masks_lib.build_block_mask(t, docs, BLOCK_SIZE) for t in truncated)
-        return tuple(masks_lib.allowed_mask_from_block_lists(t, docs, BLOCK_SIZE) for t in truncated)
+        By the lineage's mask (torch_ref/lineage/windows.py): #15's takes the window in tokens and
+        gives one mask for both; #8/#9's plain causal attention gives CAUSAL for both (the window
+        is unused). The window: an int, or a 0-d tensor as in the record (no recompiles)."""
+        return self.variants.masks(input_seq, sliding_window_num_blocks, self.eot_id, self._use_flex(input_seq.device))
 
     # --- forward -----------------------------------------------------------------------------
     def _check_inputs(self, input_seq: Tensor, target_seq: Tensor | None = None) -> None:
@@ -307,20 +290,19 @@ class GPT(nn.Module):
     def final_hidden(self, input_seq: Tensor, sliding_window_num_blocks: int | Tensor) -> Tensor:
         """(T,) int tokens -> (1, T, D) final normed activations, in the embeddings' dtype."""
         self._check_inputs(input_seq)
-        eps = self.config.lineage.rms_norm_eps
-        unet = self.config.lineage.unet_skips
+        eps = self.variants.norm_eps
         long_mask, short_mask = self.attention_masks(input_seq, sliding_window_num_blocks)
         x = x0 = norm(self.embed(input_seq)[None], eps)
         value_embeds = self.value_embeds(input_seq)
         skips: list[Tensor] = []
         v_first = None
-        for i, block in enumerate(cast(Iterable[Block], self.blocks)):
-            if unet and i >= self.num_encoder_layers:  # decoder: U-net skip from the mirrored encoder layer
-                x = x + self.skip_weights[i - self.num_encoder_layers] * skips.pop()
+        for i, (block, skip) in enumerate(zip(cast(Iterable[Block], self.blocks), self.skip_plan, strict=True)):
+            if skip.add_weight is not None:  # decoder: U-net skip from the mirrored encoder layer
+                x = x + self.skip_weights[skip.add_weight] * skips.pop()
             mask = long_mask if i in self.long_window_layers else short_mask
             # v_first: #9's layer-0 raw value projection, mixed into every later layer's value
             x, v_first = block.run(x, value_embeds[i], x0, mask, v_first)
-            if unet and i < self.num_encoder_layers:
+            if skip.store:
                 skips.append(x)
         return norm(x, eps)
 
@@ -336,8 +318,8 @@ class GPT(nn.Module):
 
     def capped(self, logits: Tensor) -> Tensor:
         """The lineage's soft-cap of `logits` (any shape), fp32."""
-        cfg = self.config
-        return soft_cap(logits, cfg.lineage.soft_cap, cfg.logit_cap, cfg.logit_cap_temperature, cfg.lineage.soft_cap_rounding)
+        cfg, cap = self.config, self.variants.cap
+        return soft_cap(logits, cap.kind, cfg.logit_cap, cfg.logit_cap_temperature, cap.rounding)
 
     def forward(self, input_seq: Tensor, target_seq: Tensor, sliding_window_num_blocks: int | Tensor) -> Tensor:
         """(T,) int inputs, (T,) int targets, the window (W_long blocks; sw tokens for #15) ->

@@ -252,7 +252,7 @@ def plan_preset(preset_name: str = "record", device: str = "h100", num_devices: 
     compile_only_environment()
     from jaxgpt import config as cfg
     from jaxgpt import presets
-    from jaxgpt.model import attention_backend
+    from jaxgpt.lineage import attention_backend
 
     preset = presets.get_preset(preset_name)
     batch_tokens = batch_tokens or max(preset.train.batch_tokens // 8, preset.train.seq_len) * num_devices
