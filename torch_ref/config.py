@@ -321,20 +321,6 @@ def with_fields(config: Any, **fields: Any) -> Any:
     return replace(config, **fields, lineage=replace(lineage, **switches) if switches else lineage)
 
 
-def nest_lineage(saved: dict[str, Any]) -> dict[str, Any]:
-    """A saved preset's dict in today's form: lineage switches written flat in their section (the
-    form before each section had its `lineage` object) moved under "<section>"/"lineage"."""
-    nested = dict(saved)
-    for section, lineage_class in (("model", ModelLineage), ("optim", OptimLineage), ("train", TrainLineage)):
-        values = saved.get(section)
-        if not isinstance(values, dict) or not isinstance(values.get("lineage", {}), dict):
-            continue  # not a preset's shape: left as it is, for the caller's check to name
-        names = {f.name for f in dataclasses.fields(lineage_class)}
-        nested[section] = {k: v for k, v in values.items() if k not in names}
-        nested[section]["lineage"] = {**{k: v for k, v in values.items() if k in names}, **values.get("lineage", {})}
-    return nested
-
-
 _WINDOW_SCHEDULE_OF_MASK = {"document_blocks": ("blocks_ceil", "blocks_floor"), "document_tokens": ("tokens",),
                             "causal": ("none",)}
 

@@ -28,6 +28,7 @@ from torch import nn
 import runkit.checkpoint
 import runkit.full_disk
 import torch_ref.config as cfg
+from torch_ref import config_json
 from torch_ref.muon import Muon
 from torch_ref.run.claim import checkpoint_directory as checkpoint_directory  # where it is decided, before torch
 from torch_ref.run.cli import RunOptions
@@ -183,7 +184,7 @@ def refuse_config_change(saved: dict[str, Any], current: dict[str, Any], path: P
     fields of runkit.checkpoint.RESUME_IGNORED_FIELDS aside): a resumed run must be the run that
     was saved."""
     # A field the saved config lacks (added since) had its default then: compare that.
-    old, new = {**_flatten(config_dict(cfg.Preset())), **_flatten(cfg.nest_lineage(saved))}, _flatten(current)
+    old, new = {**_flatten(config_dict(cfg.Preset())), **_flatten(config_json.nest_lineage(saved))}, _flatten(current)
     runkit.checkpoint.refuse_config_change(runkit.checkpoint.config_differences(old, new), path)
 
 
