@@ -24,7 +24,7 @@ import numpy as np
 from jax.sharding import Mesh
 
 from jaxgpt import config as cfg
-from jaxgpt import config_json, data, lineage, schedules
+from jaxgpt import config_json, data, lineage
 from jaxgpt import step as step_lib
 from jaxgpt.kernels.flash_attention import default_interpret
 from jaxgpt.run import checkpoint, interrupt, peers, preflight, profiling, quiet, runlog
@@ -107,13 +107,13 @@ class TrainLoop:
         self.start, self.options = start, options
         self.preset, self.compiled, self.params, self.opt_state = initial_state(start, options)
         train_cfg = self.train_cfg = self.preset.train
+        self.stream = lineage.stream_variants(train_cfg)  # the lineage's window schedule and data stream
         self.total_steps, self.checkpointer = train_cfg.steps, start.checkpointer
         self.directory = None if self.checkpointer is None else self.checkpointer.directory
         self.loader = data.BatchLoader(
             train_cfg.train_files, train_cfg.batch_tokens, train_cfg.seq_len, position=start.position,
             process_index=jax.process_index(), process_count=jax.process_count(), cycle=train_cfg.cycle_data,
-            repeat_first=train_cfg.lineage.repeat_first_batch and start.step == 0, shard_switch=train_cfg.lineage.shard_switch,
-            data_ranks=train_cfg.lineage.data_ranks)
+            **self.stream.loader_options(start.step))
         self.log = runlog.RunLog(train_cfg.out_dir, start.run_id, total_steps=self.total_steps, start_step=start.step,
                                  progress=options.progress, enabled=jax.process_index() == 0,
                                  tensorboard_dir=options.tensorboard)
@@ -148,8 +148,7 @@ class TrainLoop:
                 self.stop_at(step, stop.agreed)
             if step == self.log.clock_reset_step:
                 self.clock.reset()
-            window = np.int32(schedules.window_value(step, max(self.total_steps, 1), train_cfg.window_max_tokens,
-                                                     train_cfg.lineage.window_schedule))
+            window = np.int32(self.stream.window(step, max(self.total_steps, 1), train_cfg.window_max_tokens))
             if val_due:
                 self.validate(step, window)
             if save_due:

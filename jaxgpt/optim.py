@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxgpt import lineage
 from jaxgpt.config import OptimConfig
 from jaxgpt.muon import Collective, muon
 from jaxgpt.schedules import lr_schedule, muon_momentum_schedule
@@ -152,8 +153,9 @@ def record_optimizer(
     """
     if bf16_embeddings is None:
         bf16_embeddings = bool(config.bf16_embeddings)
+    variants = lineage.optim_variants(config)  # the lineage's momentum form, NS step and cooldown
     schedule = lambda base_lr: lr_schedule(base_lr, total_steps, config.cooldown_frac, config.final_lr_frac,
-                                           config.lineage.cooldown_whole_steps)
+                                           variants.whole_step_cooldown)
 
     def adam(base_lr: float, low_precision: bool = False) -> optax.GradientTransformation:
         if low_precision:
@@ -173,8 +175,7 @@ def record_optimizer(
         ns_dtype=jnp.bfloat16 if config.ns_dtype == "bf16" else jnp.float32,
         axis_name=axis_name,
         collective=muon_collective,
-        momentum_form=config.lineage.muon_momentum_form,
-        ns_iteration=config.lineage.ns_iteration,
+        **variants.muon_options(),
     )
     transforms = {
         "muon": hidden,

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from jaxgpt import config as cfg
-from jaxgpt import decode, schedules
+from jaxgpt import decode, lineage, schedules
 from jaxgpt import loss as loss_lib
 from jaxgpt.corpus import build as corpus
 from jaxgpt.corpus import tokenizer
@@ -62,8 +62,7 @@ def load_checkpoint(path: str | Path, *, head_dim: int | None = None) -> LoadedM
         preset = saved_state.saved_preset(meta["config"], f"--checkpoint {path}")
         train = preset.train
         # The run's last validation window, in its schedule's unit (#15's is tokens).
-        window = schedules.window_value(train.steps, max(train.steps, 1), train.window_max_tokens,
-                                        train.lineage.window_schedule)
+        window = lineage.stream_variants(train).window(train.steps, max(train.steps, 1), train.window_max_tokens)
         # The val shards' folder, relative to the working directory as in training.
         val_files = sorted(glob.glob(train.val_files))
         shards_meta = Path(val_files[0]).parent / corpus.META_FILE if val_files else None
@@ -110,6 +109,7 @@ class Sampler:
             raise ValueError(f"--top-k must be >= 1, got {top_k}")
         model = convert.model_from_params(params, config)
         decode.init_cache(model, batch=1, max_len=max_len)
+        cap = model.variants.cap  # the lineage's soft-cap, as the model's loss applies it
         self.graphdef, self.params, *caches = nnx.split(model, nnx.Param, nnx.Cache)
         (self.cache,) = caches  # two filters: the params, then the cache
         self.max_len, self.length = max_len, 0
@@ -118,7 +118,7 @@ class Sampler:
         self._step = jax.jit(self._step_fn, donate_argnums=(1,))
         self._pick = jax.jit(functools.partial(pick_token, vocab_size=config.vocab_size, top_k=top_k,
                                                cap=config.logit_cap, cap_temperature=config.logit_cap_temperature,
-                                               cap_kind=config.lineage.soft_cap, cap_rounding=config.lineage.soft_cap_rounding))
+                                               cap_kind=cap.kind, cap_rounding=cap.rounding))
 
     def _step_fn(self, params, cache, token, window):
         from flax import nnx

@@ -115,7 +115,7 @@ def window_value(step: int, total_steps: int, max_tokens: int = 1728, schedule: 
     "blocks_ceil": Sub3Min's `window_blocks(...)[0]`; "blocks_floor": #18's
     floor(((1 - x) * bs + x * (bs + max_tokens)) / bs) blocks with x = step / total_steps (1 -> 14
     for 1728); "tokens": #15's 64 floor((64 + max_tokens * step / total_steps) / 64) tokens
-    (64 -> 1792); "none": 0 (attention_mask "causal" takes no window).
+    (64 -> 1792); "none": 0 (#8/#9's plain causal attention takes no window).
     """
     if schedule == "blocks_ceil":
         return window_blocks(step, total_steps, max_tokens, block_size)[0]

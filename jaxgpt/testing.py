@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from jaxgpt import lineage
 from jaxgpt.config import ModelConfig, with_fields
 from jaxgpt.presets import smoke_preset
 
@@ -100,7 +101,7 @@ def small_lineage_config(model: ModelConfig, **overrides) -> ModelConfig:
     the preset has one; one window for all layers when the preset has one), a window cap of 8
     blocks for every schedule, the blocked attention and an unchunked loss."""
     slots: tuple[int | None, ...]
-    if model.lineage.value_embed_layout == "chunks" and model.num_value_embeds:
+    if lineage.model_variants(model).value_embed_chunks and model.num_value_embeds:
         slots = (0, 1, 1, 0)
     elif model.num_value_embeds:
         slots = (0, None, None, 0)

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 ATTN_SCALE = 0.12  # fixed attention scale of the record, not head_dim ** -0.5
-CAUSAL = "causal"  # the mask of attention_mask "causal" (#8/#9): SDPA's is_causal, no document mask
+CAUSAL = "causal"  # #8/#9's plain causal mask: SDPA's is_causal, no document mask
 
 
 @functools.cache

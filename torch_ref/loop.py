@@ -42,9 +42,8 @@ from runkit.full_disk import LogWriteError
 from runkit.interrupt import Interrupted
 from runkit.lock import NoLock, RunLock
 from runkit.runlog import CLOCK_RESET_STEP, NonFiniteError, nonfinite_loss, train_line, val_line, val_step_avg_ms
-from torch_ref import compilation
+from torch_ref import compilation, lineage
 from torch_ref.data import ShardsExhaustedError, distributed_data_generator, val_batches
-from torch_ref.lineage import logged_window
 from torch_ref.model import GPT, apply_dtype_policy
 from torch_ref.optim import build_lr_schedulers, build_optimizers, optimizer_step
 from torch_ref.run import checkpoint as ckpt
@@ -52,7 +51,6 @@ from torch_ref.run import claim, convert, peers, preflight, profiling, runlog
 from torch_ref.run.cli import RunOptions, print_error, torchrun_world_size, with_device, with_run_id
 from torch_ref.run.convert import load_record_state_dict
 from torch_ref.run.interrupt import StopRequest, agree, interrupted
-from torch_ref.schedules import window_value
 
 
 @dataclass(frozen=True)
@@ -81,7 +79,7 @@ def build_model(model_config: cfg.ModelConfig, local_tokens: int, seed: int,
     torch.manual_seed(seed)
     model = GPT.from_config(
         model_config,
-        fp8_head=model_config.lineage.fp8_head and model_config.dtype_policy != "fp32",
+        fp8_head=lineage.model_variants(model_config).fp8_head,
         fp8_grad_scale=cfg.fp8_grad_scale_for(local_tokens, model_config.fp8_grad_scale),
     )
     apply_dtype_policy(model, model_config.dtype_policy)
@@ -192,13 +190,12 @@ class RankRun:
         self.pending_metrics: list[tuple[int, Tensor, float, dict[str, int]]] = []
         self.directory = ckpt.checkpoint_directory(preset, options)
         stream_args = (train_cfg.train_files, train_cfg.batch_tokens, rank, world_size)
-        stream_kwargs: dict[str, Any] = dict(cycle=train_cfg.cycle_data, device=device,
-                                             shard_switch=train_cfg.lineage.shard_switch,
-                                             data_ranks=train_cfg.lineage.data_ranks)
+        self.stream = stream = lineage.stream_variants(train_cfg)  # the lineage's window schedule and data stream
+        stream_kwargs: dict[str, Any] = dict(cycle=train_cfg.cycle_data, device=device, **stream.stream_options())
         self.train_batches = distributed_data_generator(*stream_args, **stream_kwargs, position=position, batches=served)
         # #8/#9 fetch their first batch, then reset the loader: steps 0 and 1 both train on it.
         self.repeated = next(distributed_data_generator(*stream_args, **stream_kwargs)) \
-            if train_cfg.lineage.repeat_first_batch and start_step == 0 else None
+            if stream.repeats_first(start_step) else None
         self.clock = runlog.TrainClock(device)
         self.trace = profiling.StepTrace(options.profile, profiling.trace_path(train_cfg.out_dir, options.run_id, rank),
                                          device)
@@ -219,9 +216,8 @@ class RankRun:
             self.agree(step, stop, wait=bool(val_due or save_due or last_step))
             if step == CLOCK_RESET_STEP:
                 self.clock.reset()
-            # W_long in blocks (the record's), or #15's window in tokens (the window_schedule's unit)
-            scheduled = window_value(step, self.schedule_steps, train_cfg.window_max_tokens,
-                                     train_cfg.lineage.window_schedule)
+            # W_long in blocks (the record's), or #15's window in tokens (the window schedule's unit)
+            scheduled = self.stream.window(step, self.schedule_steps, train_cfg.window_max_tokens)
             window = window_argument(scheduled, self.device)
             if val_due:
                 self.validate(step, scheduled, window)
@@ -251,7 +247,7 @@ class RankRun:
         self.log.write(val_line(step, self.steps, loss, train_time_ms), console=True)
         runlog.write_train_metrics(self.log, self.pending_metrics, self.world_size)
         self.log.metrics(kind="val", step=step, val_loss=loss, train_time_ms=train_time_ms,
-                         step_avg_ms=val_step_avg_ms(step, train_time_ms), **logged_window(self.preset.model, scheduled))
+                         step_avg_ms=val_step_avg_ms(step, train_time_ms), **lineage.logged_window(self.preset.model, scheduled))
         if not (self.options.allow_nonfinite_loss or math.isfinite(loss)):
             raise nonfinite_loss("val", step, self.steps, loss, ckpt.where_to_resume(self.directory))
         self.clock.resume()
@@ -266,7 +262,7 @@ class RankRun:
         optimizer_step(self.raw_model, self.optimizers, self.schedulers, step, self.preset.optim)
         train_time_ms = self.clock.elapsed_ms()
         self.log.write(train_line(step, self.steps, train_time_ms), console=True)
-        self.pending_metrics.append((step, loss, train_time_ms, logged_window(self.preset.model, scheduled)))
+        self.pending_metrics.append((step, loss, train_time_ms, lineage.logged_window(self.preset.model, scheduled)))
         if (trace_written := self.trace.after(step)) is not None:
             assert self.options.profile is not None  # a trace is written only for --profile's window
             self.log.write(f"profile of steps {self.options.profile[0]}..{self.options.profile[1]}: {trace_written}",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from torch_ref import lineage
 from torch_ref.config import OptimConfig
 from torch_ref.model import GPT
 from torch_ref.muon import Muon
@@ -74,8 +75,7 @@ def build_optimizers(
         rank=rank,
         world_size=world_size,
         ns_dtype=_NS_DTYPES[optim_config.ns_dtype],
-        momentum_form=optim_config.lineage.muon_momentum_form,
-        ns_iteration=optim_config.lineage.ns_iteration,
+        **lineage.optim_variants(optim_config).muon_options(),
     )
     return adam, muon
 
@@ -85,10 +85,12 @@ def build_lr_schedulers(
 ) -> list[torch.optim.lr_scheduler.LambdaLR]:
     """One LambdaLR per optimizer: group lr = initial lr * lr_multiplier(scheduler step count)."""
 
+    whole_step_cooldown = lineage.optim_variants(optim_config).whole_step_cooldown
+
     def factor(step: int) -> float:
         # LambdaLR evaluates once more after the last update (step == total_steps); that is valid.
         return lr_multiplier(step, total_steps, optim_config.cooldown_frac, optim_config.final_lr_frac,
-                             optim_config.lineage.cooldown_whole_steps)
+                             whole_step_cooldown)
 
     return [torch.optim.lr_scheduler.LambdaLR(opt, factor) for opt in optimizers]
 

@@ -65,7 +65,7 @@ def window_blocks(step: int, total_steps: int, max_tokens: int = 1728, block_siz
 
 def window_value(step: int, total_steps: int, max_tokens: int = 1728, schedule: str = "blocks_ceil",
                  block_size: int = BLOCK_SIZE) -> int:
-    """The window handed to the model at `step` by a TrainConfig.lineage.window_schedule: "blocks_ceil"
+    """The window handed to the model at `step` by the lineage's window `schedule`: "blocks_ceil"
     (Sub3Min) W_long blocks; "blocks_floor" (#18) int(((1 - x) * 128 + x * (128 + M)) // 128),
     x = step / total; "tokens" (#15) 64 * int((64 + M * step / total) // 64) tokens; "none" 0."""
     if schedule == "blocks_ceil":

@@ -17,7 +17,7 @@ from typing import Any
 import jax
 
 from jaxgpt import config as cfg
-from jaxgpt import data
+from jaxgpt import data, lineage
 from jaxgpt.data import DataPosition
 from jaxgpt.run import checkpoint, compile_cache, convert, peers
 from jaxgpt.run import lock as run_lock
@@ -78,8 +78,9 @@ def scan_shards(preset: cfg.Preset, start_step: int, start: DataPosition, *, ann
             )
     if not train.cycle_data:
         # With #8/#9's repeated first batch, steps 0 and 1 share one batch of the stream.
-        needed = train.steps - start_step - int(train.lineage.repeat_first_batch and start_step == 0 and train.steps > 1)
-        available = data.batches_available(train_files, train.batch_tokens, start, train.lineage.shard_switch, train.lineage.data_ranks)
+        stream = lineage.stream_variants(train)
+        needed = train.steps - start_step - stream.repeated_batches(start_step, train.steps)
+        available = data.batches_available(train_files, train.batch_tokens, start, *stream.shard_rule())
         if available < needed:
             raise ValueError(
                 f"training data exhausted: steps {start_step}..{train.steps - 1} need {needed} batches of {train.batch_tokens} "

@@ -87,7 +87,7 @@ class RunLog:
 
     def val(self, step: int, loss: float, train_time_ms: float, window: Mapping[str, int]) -> None:
         """The val line of `step` and its metrics record; `window`: the attention's window
-        (jaxgpt.lineage.logged_window: window_blocks, and #15's window_tokens)."""
+        (the lineage's `logged_window`: window_blocks, and #15's window_tokens)."""
         self.write(val_line(step, self.total_steps, loss, train_time_ms, self.clock_reset_step))
         self.metrics(kind="val", step=step, val_loss=loss, train_time_ms=train_time_ms,
                      step_avg_ms=val_step_avg_ms(step, train_time_ms, self.clock_reset_step), **window)

@@ -23,7 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from runkit.convert import state_dict_problem, zip_damage
-from torch_ref.config import ModelConfig, next_multiple
+from torch_ref.config import ModelConfig
 from torch_ref.config import replace as replace_config
 from torch_ref.model import GPT, QKV_LAYOUTS, SEPARATE_QKV_NAMES, CausalSelfAttention
 
@@ -170,7 +170,7 @@ def model_config_from_state_dict(base: ModelConfig, state_dict: dict[str, Tensor
         raise ValueError(f"embed.weight has shape {tuple(state_dict['embed.weight'].shape)}; expected (vocabulary, width)")
     rows, model_dim = state_dict["embed.weight"].shape
     # #8-#18 pad their embeddings as their head: the base's vocabulary when its padded rows fit.
-    padded_rows = next_multiple(base.vocab_size, 128) if base.lineage.embed_rows == "padded" else base.vocab_size
+    padded_rows = base.embedding_rows
     vocab_size = base.vocab_size if rows == padded_rows else rows
     block_names = {key.split(".")[1] for key in state_dict if key.startswith("blocks.")}
     if not all(name.isdigit() and name.isascii() for name in block_names):

@@ -23,6 +23,7 @@ from torch import Tensor
 import torch_ref.config as cfg
 from runkit.preflight import check_shard_digests
 from runkit.profiling import check_window
+from torch_ref import lineage
 from torch_ref.data import batches_available, check_holds_one_batch, list_shards, read_shard, read_shard_header
 from torch_ref.run import checkpoint as ckpt
 from torch_ref.run import convert
@@ -81,9 +82,10 @@ def check_run(preset: cfg.Preset, options: RunOptions, start_step: int = 0,
         check_holds_one_batch(shard, read_shard_header(shard), train.batch_tokens)
     for shard in val_shards:
         check_holds_one_batch(shard, read_shard_header(shard), world * train.seq_len)
-    available = batches_available(train_shards, train.batch_tokens, position, train.lineage.shard_switch, train.lineage.data_ranks, served)
+    stream = lineage.stream_variants(train)
+    available = batches_available(train_shards, train.batch_tokens, position, *stream.shard_rule(), served)
     # With #8/#9's repeated first batch, steps 0 and 1 share one batch of the stream.
-    needed = train.steps - start_step - int(train.lineage.repeat_first_batch and start_step == 0 and train.steps > 1)
+    needed = train.steps - start_step - stream.repeated_batches(start_step, train.steps)
     if not train.cycle_data and available < needed:
         raise ValueError(f"{train.train_files!r} holds {available} batches of {train.batch_tokens} tokens; "
                          f"{train.steps} steps need {needed}" + (f" from step {start_step}" if start_step else ""))

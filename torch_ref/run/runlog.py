@@ -126,7 +126,7 @@ def environment_lines(device: torch.device) -> list[str]:
 
 def write_train_metrics(log: RunLog, pending: list[tuple[int, Tensor, float, dict[str, int]]], world_size: int) -> None:
     """Metrics of the updates since the last call: (step, loss tensor, train_time_ms, the window's
-    fields: torch_ref.lineage.logged_window).
+    fields: the lineage's `logged_window`).
     Written at each validation and at the end, so that logging adds no device sync per step;
     the losses are averaged over the ranks (one all-reduce per call), as jaxgpt logs them."""
     if not pending:
