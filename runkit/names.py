@@ -1,6 +1,6 @@
 """Names that become paths are names: `--run-id` (and any other name a run writes under).
 
-A run id names `<out_dir>/logs/<run id>.txt` / `.jsonl` (torch_ref: under `--log-dir` too),
+A run id names `<out_dir>/logs/<run id>.txt` / `.jsonl`,
 `checkpoints/<run id>/`, `profile/<run id>/` and `<tensorboard>/<run id>/`, in both trainers. A
 plain name keeps every one of them inside its folder: one path component, no separator, not `.`
 or `..`, no leading dot (hidden, and `..`-like), no control characters, at most MAX_NAME_BYTES
