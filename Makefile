@@ -123,5 +123,15 @@ fusion: $(VENV)/.installed $(GPU_STAMP) $(TORCH_CUDA_STAMP)
 fusion-quick: $(VENV)/.installed
 	$(PY) scripts/fusion_report.py --quick
 
+# The parity suite's mutation score (jaxgpt_tools/mutants/, docs/PARITY.md "Mutation score"): each
+# mutant of the catalogue applied to a private copy of HEAD's files (the checkout is never edited), its
+# targeted tests first, then the suite; the kill matrix printed and written into PARITY.md's own section.
+# MUTANTS=id1,id2 runs a subset (results are merged by id); MUTANTS_ARGS: --no-suite, --suite-timeout S...
+MUTANTS ?=
+MUTANTS_ARGS ?= --write-docs
+.PHONY: mutants
+mutants: $(SAMPLE)
+	$(PY) scripts/mutants.py --mutants "$(MUTANTS)" $(MUTANTS_ARGS)
+
 clean:
 	rm -rf $(VENV) $(GPU_VENV) $(COMPAT_VENV) $(TORCH_CUDA_VENV) $(TORCH_API_VENV) data/sample
