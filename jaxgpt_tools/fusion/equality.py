@@ -60,7 +60,7 @@ def inductor_check(model_dim: int, num_heads: int, seq_len: int) -> dict[str, An
     with torch.no_grad():
         for i, name in enumerate(("q_w", "k_w", "v_w")):
             getattr(separate.attn, name).copy_(merged.attn.qkv_w[i])
-        separate.attn.lambdas.copy_(merged.attn.lambdas)
+        separate.attn.get_parameter("lambdas").copy_(merged.attn.get_parameter("lambdas"))  # the variant's own
     generator = torch.Generator().manual_seed(0)
     h = torch.randn(1, seq_len, model_dim, generator=generator)
     ve = torch.randn(seq_len, model_dim, generator=generator)

@@ -172,8 +172,8 @@ def torch_ref_norm(precision: NormPrecision):
     from torch_ref import model as torch_model
 
     exact = torch_model.norm
-    torch_model.norm = lambda x, rms_norm_eps="fp32": F.rms_norm(
-        x.double(), (x.size(-1),), eps=torch_layers.norm_eps(x.dtype, rms_norm_eps)).to(x.dtype)
+    torch_model.norm = lambda x, eps_rule="fp32": F.rms_norm(
+        x.double(), (x.size(-1),), eps=torch_layers.norm_eps(x.dtype, eps_rule)).to(x.dtype)
     try:
         yield
     finally:
