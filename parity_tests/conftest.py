@@ -14,9 +14,9 @@ import pytest
 import torch
 from flax import nnx
 
-from jaxgpt.run import convert
 from jaxgpt import model as jax_model
 from jaxgpt.config import ModelConfig, fp8_grad_scale_for, replace
+from jaxgpt.run import convert
 from jaxgpt_tools.parity.measures import perturb_parameters
 from jaxgpt_tools.parity.record_logs import RequiredLogsMissing, check_logs
 from torch_ref import model as torch_model

@@ -7,11 +7,11 @@ Sequence: 2048 tokens = 16 blocks, so windows 13 and 14 see different keys (chec
 
 from __future__ import annotations
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
 from flax import nnx
-import jax.numpy as jnp
 
 from jaxgpt import params as params_lib
 from jaxgpt.testing import DOCUMENT_LAYOUTS, document_layout

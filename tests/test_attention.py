@@ -49,7 +49,7 @@ def _assert_close_relative(actual, expected, rtol: float, what: str) -> None:
     assert error <= rtol * scale, f"{what}: max abs diff {error:.3g} > {rtol} * {scale:.3g}"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _loss_and_grads(backend: str):
     """jit of (out, grads w.r.t. q, k, v of <out, cotangent>) with a traced window."""
 
@@ -119,7 +119,7 @@ def test_traced_window_equals_static_window():
             _assert_close_relative(traced, static, 1e-6, f"{backend}, window {window}")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _probe_gradients(backend: str):
     """jit of gradients of out[:, t] (random weights) w.r.t. q, k, v, window and t traced."""
 

@@ -12,10 +12,10 @@ import optax
 import pytest
 from flax import nnx
 
-from jaxgpt import masks
-from jaxgpt import model as M
 from jaxgpt import layers as layers_lib
 from jaxgpt import loss as loss_lib
+from jaxgpt import masks
+from jaxgpt import model as M
 from jaxgpt import params as params_lib
 from jaxgpt import rotary as rotary_lib
 from jaxgpt.config import ModelConfig, replace

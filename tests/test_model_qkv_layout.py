@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from jaxgpt.run import convert
 from jaxgpt import model as model_lib
 from jaxgpt import params as params_lib
 from jaxgpt.config import ModelConfig, OptimConfig, fp8_grad_scale_for, replace
 from jaxgpt.muon import newton_schulz
 from jaxgpt.optim import record_optimizer
+from jaxgpt.run import convert
 from jaxgpt.testing import small_model_config, synthetic_tokens
 
 SEQ = 256

@@ -12,7 +12,7 @@ import orbax.checkpoint as ocp
 import pytest
 from optax.contrib import _muon as optax_muon
 
-from jaxgpt.muon import NS_COEFFICIENTS, MuonState, muon, newton_schulz, scale_by_muon, update_scale, torch_lerp
+from jaxgpt.muon import NS_COEFFICIENTS, MuonState, muon, newton_schulz, scale_by_muon, torch_lerp, update_scale
 
 # Compiled once per (shape, dtype): op-by-op eager dispatch is slower than the compile here.
 ns_fp32 = jax.jit(lambda g: newton_schulz(g, dtype=jnp.float32))

@@ -19,6 +19,7 @@ from jaxgpt.muon import newton_schulz, update_scale
 from jaxgpt.optim import dotted_name, param_group, param_labels, record_optimizer
 from jaxgpt.schedules import lr_multiplier
 
+
 @pytest.mark.parametrize(
     "name, ndim, group",
     [

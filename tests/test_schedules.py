@@ -9,6 +9,7 @@ import pytest
 
 from jaxgpt.schedules import lr_multiplier, lr_schedule, muon_momentum, muon_momentum_schedule, window_blocks
 
+
 def test_lr_multiplier_record_values():
     assert lr_multiplier(0, 1393) == 1.0
     assert lr_multiplier(835, 1393) == 1.0  # flat through 835 (RECORD.md 7)

@@ -13,8 +13,8 @@ import pytest
 
 from jaxgpt.corpus import build as corpus
 from jaxgpt.corpus.build import encode_document, encode_documents, write_shards
-from jaxgpt.shards import read_shard
 from jaxgpt.corpus.tokenizer import ByteGPT2
+from jaxgpt.shards import read_shard
 
 E = 50256
 REPO = Path(__file__).resolve().parents[2]

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxgpt.corpus import stdlib_docs as sample_data
 from jaxgpt.config import EOT_ID
+from jaxgpt.corpus import stdlib_docs as sample_data
 from jaxgpt.corpus.tokenizer import GPT2BPE, ByteGPT2, gpt2_byte_token_ids
 from jaxgpt.data import BatchLoader
 from jaxgpt.shards import read_shard

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxgpt.corpus import tokenizer
 from jaxgpt.config import EOT_ID
-from jaxgpt.corpus.tokenizer import ByteGPT2, GPT2BPE, gpt2_byte_token_ids
+from jaxgpt.corpus import tokenizer
+from jaxgpt.corpus.tokenizer import GPT2BPE, ByteGPT2, gpt2_byte_token_ids
 
 
 @pytest.fixture(autouse=True)

@@ -10,10 +10,10 @@ import jax
 import numpy as np
 import pytest
 
-from jaxgpt.run import compile_cache
 from jaxgpt import config as cfg
 from jaxgpt import data
 from jaxgpt import train as train_lib
+from jaxgpt.run import compile_cache
 from jaxgpt.run.cli import parse_args
 from jaxgpt.testing import small_model_config, synthetic_tokens
 

@@ -11,10 +11,10 @@ import pytest
 import torch
 from flax import nnx
 
-from jaxgpt.run import convert
 from jaxgpt import model as M
 from jaxgpt import params as params_lib
 from jaxgpt.config import ModelConfig, replace
+from jaxgpt.run import convert
 
 CONFIG = ModelConfig(num_heads=2, model_dim=128, vocab_size=1000, eot_id=999, dtype_policy="fp32")
 

@@ -9,9 +9,9 @@ import torch
 
 from torch_ref.config import ModelConfig, OptimConfig
 from torch_ref.model import GPT
-from torch_ref.run.convert import load_record_state_dict, model_config_from_state_dict, to_qkv_layout
 from torch_ref.muon import zeropower_via_newtonschulz5
 from torch_ref.optim import build_optimizers
+from torch_ref.run.convert import load_record_state_dict, model_config_from_state_dict, to_qkv_layout
 
 VOCAB, LAYERS, HEADS, DIM, SEQ, WINDOW = 1000, 12, 2, 64, 256, 2
 

@@ -8,8 +8,15 @@ import torch
 from jaxgpt.config import OptimConfig
 from torch_ref.model import GPT, cast_embeddings_to_bf16
 from torch_ref.muon import Muon
-from torch_ref.optim import adam_param_groups, build_lr_schedulers, build_optimizers, hidden_matrix_params, set_muon_momentum
+from torch_ref.optim import (
+    adam_param_groups,
+    build_lr_schedulers,
+    build_optimizers,
+    hidden_matrix_params,
+    set_muon_momentum,
+)
 from torch_ref.schedules import lr_multiplier, muon_momentum
+
 
 def _small_gpt(seed: int = 0) -> GPT:
     torch.manual_seed(seed)

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from jaxgpt.testing import free_port, start_children, wait_children
-from torch_ref.run import peers
 from torch_ref import train as train_lib
+from torch_ref.run import peers
 from torch_ref.run.convert import read_checkpoint
 from torch_ref.run.interrupt import TEST_SIGNAL_AT_STEP
 

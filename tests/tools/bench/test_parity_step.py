@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from jaxgpt_tools.bench.parity_step import ParityConfig, bench_parity_step, layer_patterns
 from jaxgpt import config as cfg
+from jaxgpt_tools.bench.parity_step import ParityConfig, bench_parity_step, layer_patterns
 
 
 def test_layer_patterns_fit_the_config():

@@ -8,10 +8,11 @@ import json
 
 import pytest
 
-from jaxgpt_tools.fusion import claims as fusion_claims, docs as fusion_docs
-from jaxgpt_tools.fusion.records import find
 from jaxgpt_tools.common.hlo import hlo_counts
+from jaxgpt_tools.fusion import claims as fusion_claims
+from jaxgpt_tools.fusion import docs as fusion_docs
 from jaxgpt_tools.fusion.inductor import read_code
+from jaxgpt_tools.fusion.records import find
 from jaxgpt_tools.fusion.report import REPO_ROOT, load_results
 from jaxgpt_tools.fusion.xla import kernel_rows
 

@@ -10,8 +10,9 @@ import sys
 
 import pytest
 
-from jaxgpt_tools.fusion import compile_only as fusion_compile_only, sweep as fusion_sweep
 from jaxgpt_tools.common.artifacts import REPO_ROOT
+from jaxgpt_tools.fusion import compile_only as fusion_compile_only
+from jaxgpt_tools.fusion import sweep as fusion_sweep
 
 HLO = """HloModule m
 

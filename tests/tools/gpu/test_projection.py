@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from jaxgpt_tools.gpu.compile_plan import PEAKS
 from jaxgpt_tools.gpu import hlo_schedule, projection
+from jaxgpt_tools.gpu.compile_plan import PEAKS
 
 ROOT = Path(__file__).resolve().parents[3]
 
