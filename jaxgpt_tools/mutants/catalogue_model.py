@@ -74,7 +74,7 @@ MASKS: tuple[Mutant, ...] = (
                 (t.MASKS, t.MASKS_PARITY)),
     jaxgpt_only("short-window-ceil", "the short window (W_long + 1) // 2 instead of W_long // 2 (jaxgpt)",
                 "jaxgpt/lineage/windows.py", '"short": AttentionWindow(window // 2, None,',
-                '"short": AttentionWindow((window + 1) // 2, None,', (t.CONFIG_PARITY, t.FP32_PARITY)),
+                '"short": AttentionWindow((window + 1) // 2, None,', (t.FP32_ODD_WINDOW,)),
     both("short-window-ceil-both", "the short window (W_long + 1) // 2 in both frameworks",
          ("jaxgpt/lineage/windows.py", '"short": AttentionWindow(window // 2, None,',
           '"short": AttentionWindow((window + 1) // 2, None,'),
@@ -89,7 +89,7 @@ NUMERICS: tuple[Mutant, ...] = (
          (TLAYERS, "RMS_EPS = torch.finfo(torch.float32).eps", "RMS_EPS = 2.0**-20"), (t.RECORD_FORWARD, t.TORCH_MODEL)),
     both("rms-eps-bf16-both", "the as-run bf16 RMSNorm eps 2^-7 read as 2^-8 in both frameworks",
          (JLAYERS, "RMS_EPS_BF16_AS_RUN = 2.0**-7", "RMS_EPS_BF16_AS_RUN = 2.0**-8"),
-         (TLAYERS, "RMS_EPS_BF16_AS_RUN = 2.0**-7", "RMS_EPS_BF16_AS_RUN = 2.0**-8"), (t.UNET_FORWARD, t.UNTIE_FORWARD)),
+         (TLAYERS, "RMS_EPS_BF16_AS_RUN = 2.0**-7", "RMS_EPS_BF16_AS_RUN = 2.0**-8"), (t.SPEC_NUMBERS,)),
     jaxgpt_only("rms-no-upcast", "RMSNorm computed in its input's dtype (the fp32 upcast missing, jaxgpt)", JLAYERS,
                 "x32 = x.astype(jnp.float32)\n", "x32 = x\n", (t.BF16_PARITY, t.MODEL)),
     jaxgpt_only("record-compute-fp32", "the record policy computes its matmuls in fp32, not bf16 (jaxgpt)", JLAYERS,
@@ -161,7 +161,7 @@ MIXING: tuple[Mutant, ...] = (
                 "return 1.0 / math.sqrt(fan_in)", "return 1.0 / math.sqrt(math.sqrt(fan_in))", (t.MODEL_LINEAGE,)),
     jaxgpt_only("init-no-bf16-rounding", "#15's initial linear weights not rounded to bf16 (jaxgpt)", JLAYERS,
                 "value = value.astype(jnp.bfloat16).astype(jnp.float32)", "value = value",
-                (t.MODEL_LINEAGE, t.MODEL)),
+                (t.BF16_MODEL_INIT,)),
 )
 
 MODEL_MUTANTS: tuple[Mutant, ...] = CONSTANTS + MASKS + NUMERICS + MIXING
