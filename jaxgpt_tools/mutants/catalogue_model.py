@@ -115,7 +115,7 @@ NUMERICS: tuple[Mutant, ...] = (
           "y1 = x1 * cos - x2 * sin\n        y2 = x2 * cos + x1 * sin"), (*t.ROTARY_TESTS, t.RECORD_FORWARD)),
     jaxgpt_only("rotary-no-fp32", "the record's rotary rotates in the activations' dtype, not fp32 (jaxgpt)", JROT,
                 "work = jnp.float32 if in_fp32 else x_BTHD.dtype", "work = x_BTHD.dtype",
-                (f"{t.MODEL}::test_jaxgpt_rotary_arguments_are_fp32_products_at_large_positions", t.BF16_PARITY)),
+                (t.ROTARY_ROUNDING,)),
     jaxgpt_only("rotary-tables-unrounded", "the full rotary tables not rounded to bf16 as written (jaxgpt)", JROT,
                 'if as_written and kind != "half_truncated":', 'if False and as_written and kind != "half_truncated":',
                 (f"{t.MODEL_LINEAGE}::test_full_rotary_tables_are_rounded_to_bf16_as_written", t.UNTIE_FORWARD)),

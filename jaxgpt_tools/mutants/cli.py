@@ -41,6 +41,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--suite-timeout", type=float, default=Limits.suite_s)
     parser.add_argument("--suite-marker", default=Limits.suite_marker, help="pytest -m of the fallback suite")
     parser.add_argument("--no-suite", action="store_true", help="targeted tests only (a survivor is not run further)")
+    parser.add_argument("--note", action="append", default=[], help="a line for the section (how this matrix was made)")
     return parser.parse_args(argv)
 
 
@@ -84,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.write_docs:
         total = sum(results[m.id].seconds for m in CATALOGUE if m.id in results)
         trees = sorted({results[m.id].tree or "unrecorded" for m in CATALOGUE if m.id in results})
-        info = RunInfo("make mutants", limits.suite_marker, total, ", ".join(trees))
+        info = RunInfo("make mutants", limits.suite_marker, total, ", ".join(trees), tuple(args.note))
         write_section(REPO / DOC, section(CATALOGUE, results, info))
     survivors = [m.id for m in shown if m.id in results and results[m.id].status in ("survived", "timeout", "error")]
     return 1 if survivors else 0

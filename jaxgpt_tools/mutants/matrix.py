@@ -24,6 +24,7 @@ class RunInfo:
     suite_marker: str
     total_s: float
     ref: str
+    notes: tuple[str, ...] = ()  # lines about how this matrix was made (a split run, checks added after a first pass)
 
 
 def load_results(path: Path) -> dict[str, Outcome]:
@@ -96,7 +97,7 @@ def section(mutants: Sequence[Mutant], results: dict[str, Outcome], info: RunInf
              "`python scripts/mutants.py --help`)",
              f"- Commit mutated: {info.ref}; total time of the mutants shown: {info.total_s:.0f} s",
              phases_line(mutants, results, info.suite_marker),
-             f"- Score: {summary(mutants, results)}", ""]
+             f"- Score: {summary(mutants, results)}", *(f"- {note}" for note in info.notes), ""]
     return "\n".join(lines + matrix_rows(mutants, results) + ["", END])
 
 

@@ -42,11 +42,12 @@ def test_results_round_trip(tmp_path):
 def test_the_section_replaces_only_its_own_text(tmp_path):
     doc = tmp_path / "PARITY.md"
     doc.write_text("# Parity\n\nother engineers' text\n")
-    info = RunInfo("make mutants", "not slow", 111.0, "abc123")
+    info = RunInfo("make mutants", "not slow", 111.0, "abc123", ("split in two runs",))
     write_section(doc, section([KILLED], RESULTS, info))
     first = doc.read_text()
     assert first.startswith("# Parity\n\nother engineers' text\n\n" + BEGIN)
     assert first.rstrip().endswith(END) and "`make mutants`" in first and "111 s" in first
+    assert "\n- split in two runs\n" in first
     doc.write_text(first + "\n## A later section\n")
     write_section(doc, section([KILLED, UNRUN], RESULTS, info))
     second = doc.read_text()
