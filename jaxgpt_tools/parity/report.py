@@ -11,6 +11,7 @@ from pathlib import Path
 from jaxgpt_tools.common.artifacts import generated_header
 from jaxgpt_tools.common.log import progress
 from jaxgpt_tools.common.machine import summary
+from jaxgpt_tools.mutants import matrix
 from jaxgpt_tools.parity.checks import CHECKS
 from jaxgpt_tools.parity.measures import Result
 from jaxgpt_tools.parity.record_logs import check_logs, logs_required
@@ -18,6 +19,13 @@ from jaxgpt_tools.parity.record_logs import check_logs, logs_required
 TRAJECTORY_CHECKS = ("trajectory_bf16_ns", "trajectory_fp32_ns", "trajectory_fp32_ns_signal",
                      *(name for name in CHECKS if name.startswith("lineage_") and name.endswith("_trajectory")))
 PLOTS_PER_ROW = 4
+
+
+def mutation_section(text: str) -> str | None:
+    """The mutation score's generated section of a PARITY.md (its markers included), None without one."""
+    if matrix.BEGIN not in text or matrix.END not in text:
+        return None
+    return matrix.BEGIN + text.split(matrix.BEGIN, 1)[1].split(matrix.END, 1)[0] + matrix.END
 
 
 def write_plot(results: dict[str, Result], path: Path) -> None:
@@ -137,6 +145,9 @@ def run_report(names: list[str], out: Path) -> bool:
     if any(key in results for key in TRAJECTORY_CHECKS):
         plot_name = "parity_trajectories.png"
         write_plot(results, out.parent / plot_name)
+    kept = mutation_section(out.read_text()) if out.is_file() else None
     out.write_text(render(results, plot_name))
+    if kept is not None:  # `make mutants` writes that section; this page's rows do not redo it
+        matrix.write_section(out, kept)
     progress("parity", f"wrote {out}")
     return all(r.passed for r in results.values())

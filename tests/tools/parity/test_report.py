@@ -25,3 +25,16 @@ def test_run_report_writes_the_page_and_says_whether_every_check_passed(monkeypa
     assert parity_report.run_report(["passes"], out) is True
     assert "NS \\| bf16" in out.read_text() and not (tmp_path / "parity_trajectories.png").exists()
     assert parity_report.run_report(["passes", "fails"], out) is False
+
+
+def test_the_mutation_score_section_survives_a_regeneration(monkeypatch, tmp_path):
+    """`make mutants` writes its own marked section into PARITY.md; the parity report keeps it."""
+    from jaxgpt_tools.mutants import matrix
+
+    monkeypatch.setitem(parity_report.CHECKS, "passes", lambda: PASSED)
+    out = tmp_path / "PARITY.md"
+    section = f"{matrix.BEGIN}\n## Mutation score\n\nkilled 79 of 79\n{matrix.END}"
+    out.write_text(f"old rows\n\n{section}\n")
+    assert parity_report.run_report(["passes"], out) is True
+    text = out.read_text()
+    assert "old rows" not in text and "NS \\| bf16" in text and text.count(section) == 1
