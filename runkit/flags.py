@@ -15,9 +15,10 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import functools
 import inspect
 import io
-import textwrap
+import sys
 import tokenize
 import types
 import typing
@@ -68,26 +69,35 @@ def or_none(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 def field_comments(config_class: type) -> dict[str, str]:
     """{field: its comment}: the `#` lines directly above each field of `config_class` (no blank
     line between) and the comment on the field's own line, joined into one sentence."""
-    source = textwrap.dedent(inspect.getsource(config_class))
-    comments: dict[int, str] = {}
-    for token in tokenize.generate_tokens(io.StringIO(source).readline):
-        if token.type == tokenize.COMMENT:
-            comments[token.start[0]] = token.string.lstrip("#").strip()
+    return dict(_module_field_comments(config_class.__module__)[config_class.__name__])
+
+
+@functools.cache
+def _module_field_comments(module_name: str) -> dict[str, dict[str, str]]:
+    """{class: {field: its comment}} of every class in a module's source, read, tokenized and parsed
+    once (inspect.getsource of each class would parse its whole module again, on every command's
+    start)."""
+    source = inspect.getsource(sys.modules[module_name])
+    comments = {token.start[0]: token.string.lstrip("#").strip()
+                for token in tokenize.generate_tokens(io.StringIO(source).readline) if token.type == tokenize.COMMENT}
     lines = source.splitlines()
-    found = {}
-    body = typing.cast(ast.ClassDef, ast.parse(source).body[0]).body
-    for node in body:
-        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+    classes: dict[str, dict[str, str]] = {}
+    for class_node in ast.walk(ast.parse(source)):
+        if not isinstance(class_node, ast.ClassDef):
             continue
-        above: list[str] = []
-        line = node.lineno - 1
-        while line >= 1 and lines[line - 1].lstrip().startswith("#"):
-            above.insert(0, comments[line])
-            line -= 1
-        inline = [comments[n] for n in range(node.lineno, (node.end_lineno or node.lineno) + 1) if n in comments
-                  and not lines[n - 1].lstrip().startswith("#")]
-        found[node.target.id] = " ".join(above + inline)
-    return found
+        found = classes[class_node.name] = {}
+        for node in class_node.body:
+            if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+                continue
+            above: list[str] = []
+            line = node.lineno - 1
+            while line >= 1 and lines[line - 1].lstrip().startswith("#"):
+                above.insert(0, comments[line])
+                line -= 1
+            inline = [comments[n] for n in range(node.lineno, (node.end_lineno or node.lineno) + 1) if n in comments
+                      and not lines[n - 1].lstrip().startswith("#")]
+            found[node.target.id] = " ".join(above + inline)
+    return classes
 
 
 def _type_name(hint: Any) -> str:
