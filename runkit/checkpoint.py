@@ -31,13 +31,19 @@ class Cadence(Protocol):
     def checkpoint_every(self) -> int: ...
 
 
+def saves(train: Cadence, save_final: bool) -> bool:
+    """Whether the run writes any checkpoint: every checkpoint_every updates, or its final state
+    (--save-checkpoint)."""
+    return train.checkpoint_every > 0 or save_final
+
+
 def is_due(step: int, start_step: int, train: Cadence, save_final: bool) -> bool:
     """Save after every checkpoint_every updates and after the last one (never the state the
     run started from: it is already on disk or is the init)."""
     if step == start_step:
         return False
     if step == train.steps:
-        return train.checkpoint_every > 0 or save_final
+        return saves(train, save_final)
     return train.checkpoint_every > 0 and step % train.checkpoint_every == 0
 
 

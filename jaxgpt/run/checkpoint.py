@@ -289,7 +289,7 @@ def open_run_checkpoints(
         checkpointer = Checkpointer(directory, max_to_keep=train.keep_checkpoints)
         meta = checkpointer.read_meta()  # FileNotFoundError when the directory holds no checkpoint
         return checkpointer, int(meta["step"]), DataPosition.from_dict(meta["data_position"]), meta
-    if train.checkpoint_every > 0 or save_final:
+    if runkit.checkpoint.saves(train, save_final):
         directory = Path(train.out_dir) / "checkpoints" / run_id
         return Checkpointer(directory, max_to_keep=train.keep_checkpoints), 0, DataPosition(), None
     return None, 0, DataPosition(), None

@@ -20,7 +20,7 @@ from typing import Any
 
 from jaxgpt import config as cfg
 from jaxgpt.run.cli import RunOptions
-from runkit import lock, names, places
+from runkit import checkpoint, lock, names, places
 
 SLURM_TASK_VARIABLES = ("SLURM_JOB_ID", "SLURM_STEP_NODELIST", "SLURM_NTASKS", "SLURM_PROCID", "SLURM_LOCALID")
 
@@ -76,7 +76,7 @@ def places_of(preset: cfg.Preset, options: RunOptions, run_id: str) -> list[lock
     """Every place the run `run_id` writes (runkit.places.run_places), its outputs checked first."""
     check_outputs(preset, options)
     return places.run_places(preset.train.out_dir, run_id, resume=options.resume, export=options.export_torch,
-                               saves=preset.train.checkpoint_every > 0 or options.save_checkpoint,
+                               saves=checkpoint.saves(preset.train, options.save_checkpoint),
                                tensorboard=options.tensorboard)
 
 

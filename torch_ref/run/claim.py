@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 import torch_ref.config as cfg
-from runkit import lock, places
+from runkit import checkpoint, lock, places
 from torch_ref.run import lock as run_lock
 from torch_ref.run.cli import RunOptions, with_run_id
 
@@ -28,7 +28,7 @@ def checkpoint_directory(preset: cfg.Preset, options: RunOptions) -> Path | None
     """Where the run's <step>.pt files go (runkit.places.checkpoint_folder): the --resume folder,
     else <out_dir>/checkpoints/<run id> when --checkpoint-every or --save-checkpoint asks for any."""
     return places.checkpoint_folder(preset.train.out_dir, options.run_id or "unnamed", resume=options.resume,
-                                    saves=preset.train.checkpoint_every > 0 or options.save_checkpoint)
+                                    saves=checkpoint.saves(preset.train, options.save_checkpoint))
 
 
 def check_outputs(preset: cfg.Preset, options: RunOptions) -> None:
@@ -52,5 +52,5 @@ def places_of(preset: cfg.Preset, options: RunOptions) -> list[lock.Place]:
     assert options.run_id is not None  # with_run_id set it
     check_outputs(preset, options)
     return places.run_places(preset.train.out_dir, options.run_id, resume=options.resume,
-                             saves=preset.train.checkpoint_every > 0 or options.save_checkpoint,
+                             saves=checkpoint.saves(preset.train, options.save_checkpoint),
                              export=options.export_torch, tensorboard=options.tensorboard)
