@@ -95,6 +95,13 @@ NUMERICS: tuple[Mutant, ...] = (
     jaxgpt_only("record-compute-fp32", "the record policy computes its matmuls in fp32, not bf16 (jaxgpt)", JLAYERS,
                 'return jnp.float32 if config.dtype_policy == "fp32" else jnp.bfloat16', "return jnp.float32",
                 (*t.POLICY_DTYPES, t.BF16_PARITY)),
+    # Both frameworks alike: their bf16 comparison with each other cannot see it; the records'
+    # own bf16 code (record_code_bf16) can.
+    both("record-linear-fp32-both", "the record policy's linear layers multiply in fp32 (bf16 inputs and weights "
+         "upcast, the product rounded back), in both frameworks",
+         (JLAYERS, 'return jnp.float32 if config.dtype_policy == "fp32" else jnp.bfloat16', "return jnp.float32"),
+         (TLAYERS, "return F.linear(x, self.weight.type_as(x))", "return F.linear(x.float(), self.weight.float()).type_as(x)"),
+         (t.SOFTCAP_BF16,)),
     jaxgpt_only("record-stream-fp32", "the record's residual stream kept in fp32, not bf16 (jaxgpt)", JLAYERS,
                 'return jnp.bfloat16 if config.dtype_policy in ("record", "bf16_model") else jnp.float32',
                 'return jnp.bfloat16 if config.dtype_policy in ("bf16_model",) else jnp.float32', (*t.POLICY_DTYPES, t.BF16_PARITY)),

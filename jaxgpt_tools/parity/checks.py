@@ -39,18 +39,29 @@ RECORD_CODE_CHECKED = ("untie-embed", "shortcuts", "unet-value-embeds", "softcap
 
 # The kinds of record-code row and the records each runs on: #8 has no soft-cap (its rows compare
 # its plain logits), so the capped row is #9-#20's.
+# The bf16 rows are #15-#20's (explicit casts; #8/#9's autocast is not their run on a CPU), the FP8
+# head's #20's.
 RECORD_CODE_KINDS = {"forward": RECORD_CODE_CHECKED, "training": RECORD_CODE_CHECKED,
-                     "optimizer": RECORD_CODE_CHECKED, "capped": RECORD_CODE_CHECKED[1:]}
+                     "optimizer": RECORD_CODE_CHECKED, "capped": RECORD_CODE_CHECKED[1:],
+                     "bf16": RECORD_CODE_CHECKED[2:], "fp8_head": ("record",)}
 
 
 def check_record_code(kind: str, name: str) -> Result:
     """Record `name`'s row against its own code: kind "forward", "training", "optimizer" (the same
-    gradients through its own optimizers) or "capped" (the capped logits where the cap bends).
+    gradients through its own optimizers), "capped" (the capped logits where the cap bends), "bf16"
+    (its own precision, record_code_bf16) or "fp8_head" (#20's FP8 op).
     Raises FileNotFoundError (naming scripts/fetch_record.py) when the record's log is absent."""
-    from jaxgpt_tools.parity import record_code_capped, record_code_forward, record_code_optimizer, record_code_training
+    from jaxgpt_tools.parity import (
+        record_code_bf16,
+        record_code_capped,
+        record_code_forward,
+        record_code_optimizer,
+        record_code_training,
+    )
 
     rows = {"forward": record_code_forward.check_record_forward, "training": record_code_training.check_record_training,
-            "optimizer": record_code_optimizer.check_record_optimizer, "capped": record_code_capped.check_record_capped}
+            "optimizer": record_code_optimizer.check_record_optimizer, "capped": record_code_capped.check_record_capped,
+            "bf16": record_code_bf16.check_record_bf16_forward, "fp8_head": lambda _: record_code_bf16.check_record_fp8_head()}
     return rows[kind](name)
 
 

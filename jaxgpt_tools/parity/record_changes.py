@@ -106,6 +106,39 @@ def changes(name: str, eot_id: int = 50256) -> list[Patch]:
     return [*common, *flex, *specific[name]]
 
 
+# The bf16 column's changes (jaxgpt_tools.parity.record_code_bf16): the record's precision as
+# written (its `.bfloat16()` casts, bf16 Newton-Schulz and update buffer); only what a CPU needs.
+_MUON_BUFFER_CPU = Patch("Muon's update buffer on the CPU", "device string; the buffer keeps the record's bf16",
+                         _MUON_BUFFER.pattern, 'device="cpu", dtype=torch.bfloat16)')
+_EAGER_FP8 = [_drop(f"eager FP8 {which}", "@torch.compile dropped from the FP8 op's inner kernel (inductor on a CPU "
+                    "builds C++): the same torch._scaled_mm call runs eagerly, on the CPU's fp32 accumulation",
+                    rf"^[ \t]+@torch\.compile\n(?=[ \t]+def impl\({first}: Tensor)") for which, first in
+              (("forward", "x"), ("backward", "grad"))]
+# A second copy of #20's script in one process registers its custom ops under another namespace
+# (torch.library refuses a name twice); the ops are the same functions.
+_FP8_NAMESPACE = [Patch(f"FP8 op {where} in namespace nanogpt_bf16", "the fp32 copy of the script holds the "
+                        "nanogpt ops in this process", pattern, replacement) for where, pattern, replacement in (
+    ("mm registered", r'"nanogpt::mm"', '"nanogpt_bf16::mm"'),
+    ("mm_backward registered", r'"nanogpt::mm_backward"', '"nanogpt_bf16::mm_backward"'),
+    ("mm_backward called", r"torch\.ops\.nanogpt\.mm_backward\(", "torch.ops.nanogpt_bf16.mm_backward("),
+    ("mm called", r"torch\.ops\.nanogpt\.mm\(", "torch.ops.nanogpt_bf16.mm("))]
+# The records whose bf16 precision is explicit (`.bfloat16()` casts, no autocast): their bf16 runs
+# on a CPU as written. #8/#9 run under torch.autocast, whose CPU op lists are not CUDA's.
+BF16_RECORDS = ("unet-value-embeds", "softcap", "record")
+
+
+def bf16_changes(name: str, eot_id: int = 50256) -> list[Patch]:
+    """The changes of record `name`'s script for the bf16 column: `changes` without the fp32 ones
+    (Newton-Schulz input, Muon's buffer dtype, #18's stream casts), and for #20 its FP8 op run
+    eagerly under its own namespace. ValueError for #8/#9 (autocast: BF16_RECORDS)."""
+    if name not in BF16_RECORDS:
+        raise ValueError(f"record {name!r} has no bf16 column (autocast on a CPU is not its run); choose one of {BF16_RECORDS}")
+    fp32_only = {_FP32_NS.name, *(patch.name for patch in _SOFTCAP_ONLY)}
+    kept = [_MUON_BUFFER_CPU if patch.name == _MUON_BUFFER.name else patch for patch in changes(name, eot_id)
+            if patch.name not in fp32_only]
+    return [*kept, *_EAGER_FP8, *_FP8_NAMESPACE] if name == "record" else kept
+
+
 # Names bound in the script's namespace before it runs (stand-ins for the dropped imports; #18's
 # Muon reads a module-level `rank` that its main part defines).
 BOUND_NAMES = {"dist": "OneRank", "BlockMask": "KvBlocks (#15-#20)", "flex_attention": "dense_flex_attention (#15-#20)",

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jaxgpt_tools.parity.record_changes import changes, snippets
+from jaxgpt_tools.parity.record_changes import bf16_changes, changes, snippets
 from jaxgpt_tools.parity.record_logs import (  # noqa: F401 - re-exported: the harness's public names
     FETCH_HINT,
     LOGS_ENV,
@@ -55,7 +55,7 @@ from jaxgpt_tools.parity.record_logs import (  # noqa: F401 - re-exported: the h
     missing_logs,
     record_script,
 )
-from jaxgpt_tools.parity.record_standins import KvBlocks, OneRank, dense_flex_attention
+from jaxgpt_tools.parity.record_standins import KvBlocks, OneRank, dense_flex_attention, kernel_flex_attention
 from jaxgpt_tools.upstream_record import patch_script
 
 # ---------------------------------------------------------------------------------------------
@@ -74,16 +74,23 @@ class LoadedRecord:
 
 
 @functools.cache
-def load(name: str, eot_id: int = 50256, root: Path | None = None) -> LoadedRecord:
+def load(name: str, eot_id: int = 50256, root: Path | None = None, precision: str = "fp32") -> LoadedRecord:
     """Record `name`'s code, patched and executed once per process (#20 registers custom torch
-    ops at import, which a second execution would register again). Raises FileNotFoundError
-    when its log is absent, ValueError when a change or statement is not found exactly once."""
+    ops at import, which a second execution would register again). `precision` "fp32": the
+    fp32 column's `changes`; "bf16": the record's own precision (`bf16_changes`, #15-#20 only),
+    its attention through `kernel_flex_attention`. Raises FileNotFoundError when its log is
+    absent, ValueError when a change or statement is not found exactly once."""
+    if precision not in ("fp32", "bf16"):
+        raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}")
     script = record_script(name, root)
-    source, applied = patch_script(script, changes(name, eot_id), what=f"record {name!r}'s script")
-    module = types.ModuleType(f"record_code_{name.replace('-', '_')}")
+    patches = changes(name, eot_id) if precision == "fp32" else bf16_changes(name, eot_id)
+    source, applied = patch_script(script, patches, what=f"record {name!r}'s script")
+    suffix = "" if precision == "fp32" else "_bf16"
+    module = types.ModuleType(f"record_code_{name.replace('-', '_')}{suffix}")
     import torch
 
-    module.__dict__.update(dist=OneRank, BlockMask=KvBlocks, flex_attention=dense_flex_attention, rank=0,
+    attention = dense_flex_attention if precision == "fp32" else kernel_flex_attention
+    module.__dict__.update(dist=OneRank, BlockMask=KvBlocks, flex_attention=attention, rank=0,
                            NS_DTYPE=torch.float32)
     sys.modules[module.__name__] = module  # dataclasses look their module up while the script defines them
     with warnings.catch_warnings():  # #8/#9's docstrings hold "\s": an invalid escape, theirs to keep

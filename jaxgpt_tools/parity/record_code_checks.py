@@ -47,14 +47,19 @@ def dims(name: str) -> rc.Dims:
     return rc.Dims(vocab_size=1000, num_layers=LAYERS[name], num_heads=2, model_dim=64)
 
 
-def model_config(name: str):
-    """The preset's ModelConfig at dims(name), fp32 policy, dense attention, unchunked loss; at 4
-    layers the per-layer patterns as the record's code builds them (#15's chunks min(i, L-1-i),
-    one window for every layer, no layer without attention)."""
+def model_config(name: str, dtype_policy: str = "fp32"):
+    """The preset's ModelConfig at dims(name), `dtype_policy` ("fp32"; "preset": the preset's own;
+    "preset_eager": the preset's own with the eager reading of what its run compiled, the
+    soft-cap on bf16 logits rounded after each op, as the record's code runs on the CPU), dense
+    attention, unchunked loss; at 4 layers the per-layer patterns as the record's code builds them
+    (#15's chunks min(i, L-1-i), one window for every layer, no layer without attention)."""
     from jaxgpt import config as cfg
     from jaxgpt import presets
 
     model, size = presets.get_preset(name).model, dims(name)
+    policy = model.dtype_policy if dtype_policy in ("preset", "preset_eager") else dtype_policy
+    if dtype_policy == "preset_eager":
+        model = cfg.with_fields(model, soft_cap_rounding="per_op")
     patterns = {}
     if size.num_layers != model.num_layers:
         layers = size.num_layers
@@ -62,7 +67,7 @@ def model_config(name: str):
         patterns = dict(value_embed_slots=tuple(min(i, layers - 1 - i) if chunks else None for i in range(layers)),
                         long_window_layers=tuple(range(layers)), attention_free_layers=())
     return cfg.replace(model, vocab_size=size.vocab_size, eot_id=EOT, num_layers=size.num_layers, num_heads=size.num_heads,
-                       model_dim=size.model_dim, dtype_policy="fp32", attention_backend="dense", loss_chunk_tokens=None,
+                       model_dim=size.model_dim, dtype_policy=policy, attention_backend="dense", loss_chunk_tokens=None,
                        max_window_blocks=SEQ_LEN // 128, **patterns)
 
 
@@ -108,31 +113,39 @@ def record_batch(name: str, inputs: np.ndarray, targets: np.ndarray) -> tuple[np
 # The two frameworks on the record's state
 
 
-def torch_ref_model(name: str, state: dict):
-    """torch_ref's GPT of the preset (fp32, SDPA, eval mode) holding `state` (record names)."""
+def torch_ref_model(name: str, state: dict, dtype_policy: str = "fp32"):
+    """torch_ref's GPT of the preset (SDPA, eval mode) under `dtype_policy` (model_config's)
+    holding `state` (record names), each tensor cast to the model's dtype."""
     from torch_ref import model as torch_model
     from torch_ref.run import convert as torch_convert
 
-    gpt = torch_model.GPT.from_config(model_config(name), attention="sdpa", fp8_head=False)
+    config = model_config(name, dtype_policy)
+    gpt = torch_model.apply_dtype_policy(torch_model.GPT.from_config(config, attention="sdpa", fp8_head=False),
+                                         config.dtype_policy)
     torch_convert.load_record_state_dict(gpt, state)
     return gpt.eval()
 
 
-def jax_params(name: str, state: dict) -> dict:
-    """jaxgpt's parameters of the preset from `state` (record names, through jaxgpt.run.convert)."""
+def jax_params(name: str, state: dict, dtype_policy: str = "fp32") -> dict:
+    """jaxgpt's parameters of the preset under `dtype_policy` (model_config's) from `state`
+    (record names, through jaxgpt.run.convert), each cast to the model's own dtype."""
     import jax.numpy as jnp
 
+    from jaxgpt import params as params_lib
     from jaxgpt.run import convert
 
-    converted = convert.torch_state_dict_to_params(convert.to_model_names(state), model_config(name))
-    return {key: jnp.asarray(np.asarray(value, np.float32)) for key, value in converted.items()}
+    config = model_config(name, dtype_policy)
+    shapes = params_lib.param_shapes(config)
+    converted = convert.torch_state_dict_to_params(convert.to_model_names(state), config)
+    return {key: jnp.asarray(np.asarray(value, np.float32)).astype(shapes[key].dtype) for key, value in converted.items()}
 
 
 @functools.cache
-def jax_loss_logits_grads(name: str):
-    """A jitted (params, ids (1, T), targets (1, T), window int32) -> (loss, logits (T, Vp) fp32,
-    grads) of the preset's GPT. The loss is capped_cross_entropy of the model's logits over the
-    N tokens / N: GPT.__call__'s own computation without chunks, from one forward."""
+def jax_loss_logits_grads(name: str, dtype_policy: str = "fp32"):
+    """A jitted (params, ids (1, T), targets (1, T), window int32) -> (loss, logits (T, Vp) in the
+    activations' dtype, grads) of the preset's GPT under `dtype_policy` (model_config's). The loss
+    is capped_cross_entropy of the model's logits over the N tokens / N: GPT.__call__'s own
+    computation without chunks, from one forward."""
     import jax
     from flax import nnx
 
@@ -140,7 +153,7 @@ def jax_loss_logits_grads(name: str):
     from jaxgpt import model as jax_model
     from jaxgpt import params as params_lib
 
-    config = model_config(name)
+    config = model_config(name, dtype_policy)
     graph, _ = params_lib.ModelGraph.split(nnx.eval_shape(lambda: jax_model.GPT(config, rngs=nnx.Rngs(0))))
 
     def loss_fn(params, ids, targets, window):

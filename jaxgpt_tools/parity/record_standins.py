@@ -121,6 +121,30 @@ def dense_flex_attention(query, key, value, block_mask: KvBlocks, scale: float |
     return torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1) @ value
 
 
+def kernel_attention(query, key, value, allowed, scale: float):
+    """FlexAttention's output as its kernel rounds bf16 inputs, for (B, H, T, Dh) inputs and a
+    (T, T) bool `allowed`: scores accumulated in fp32, the unnormalised probabilities
+    exp(s - row max) fed to the PV product in the value dtype with fp32 accumulation, the fp32
+    accumulator divided by the fp32 row sum and rounded once to the query dtype (jaxgpt's dense
+    backend computes the same; one key block per query row: the kernel's running-max rescaling
+    across blocks is not reproduced)."""
+    import torch
+
+    scores = (query.float() @ key.float().transpose(-2, -1)) * scale
+    scores = scores.masked_fill(~allowed, float("-inf"))
+    unnormalised = torch.exp(scores - scores.amax(dim=-1, keepdim=True))
+    weighted = unnormalised.to(value.dtype).float() @ value.float()
+    return (weighted / unnormalised.sum(dim=-1, keepdim=True)).to(query.dtype)
+
+
+def kernel_flex_attention(query, key, value, block_mask: KvBlocks, scale: float | None = None):
+    """`kernel_attention` over the pairs a record's block lists allow; scale defaults to Dh^-0.5
+    as FlexAttention's. Bound as the scripts' `flex_attention` in the bf16 column
+    (record_code.load's precision "bf16")."""
+    scale = query.shape[-1] ** -0.5 if scale is None else scale
+    return kernel_attention(query, key, value, block_mask.allowed(query.shape[-2]), scale)
+
+
 @contextlib.contextmanager
 def torchrun_env() -> Iterator[None]:
     """RANK=0, WORLD_SIZE=1, LOCAL_RANK=0 (what torchrun sets for one process; the records' Muon

@@ -14,6 +14,7 @@ from jaxgpt_tools.common.machine import summary
 from jaxgpt_tools.mutants import matrix
 from jaxgpt_tools.parity.checks import CHECKS
 from jaxgpt_tools.parity.measures import Result
+from jaxgpt_tools.parity.record_code_bf16 import AUTOCAST_NOTE, FLOOR_FACTOR, FLOOR_PERMUTATIONS
 from jaxgpt_tools.parity.record_logs import check_logs, logs_required
 
 TRAJECTORY_CHECKS = ("trajectory_bf16_ns", "trajectory_fp32_ns", "trajectory_fp32_ns_signal",
@@ -75,6 +76,17 @@ def render(results: dict[str, Result], plot_name: str | None) -> str:
         "device_plan.py) settles both on a GPU: the compiled Newton-Schulz against the eager one in bf16, and #15's",
         "tables as torch.compile builds them against eager's and this reading.",
         "",
+        "The bf16 rows (\"Record's code ... in bf16\", jaxgpt_tools.parity.record_code_bf16) run #15's, #18's and",
+        "#20's scripts with their own explicit casts as written (bf16 tables and stream, #15's `.bfloat16()` model,",
+        "bf16 Newton-Schulz and Muon buffer), eagerly, their FlexAttention as its kernel rounds (fp32 scores, bf16",
+        "probabilities into an fp32-accumulated PV product); both frameworks run the preset's dtype policy with the",
+        "eager soft-cap rounding, jaxgpt compiled without XLA's excess precision. torch_ref with that attention is",
+        f"held bitwise equal to the record (logits, loss, every gradient); jaxgpt within {FLOOR_FACTOR:g}x the record's",
+        "own floor: its code against itself with the stream's coordinates and MLP hidden units permuted (the same",
+        f"function, its sums in other orders), {FLOOR_PERMUTATIONS} permutations, the worst taken. " + AUTOCAST_NOTE,
+        "The FP8 row runs #20's own custom op (nanogpt::mm and its backward, eager) on the CPU, whose",
+        "torch._scaled_mm accumulates in fp32 where the record's forward asked Hopper's fast accumulation.",
+        "",
         "The records' logs are read from `$JAXGPT_UPSTREAM_LOGS` (default ../shared/upstream beside the checkout;",
         "`python scripts/fetch_record.py --lineage-logs DIR` downloads the five). Without a log, its record's rows",
         "are left out of this page, the column says \"not run\" and pytest skips the tests that need it, with the",
@@ -98,6 +110,10 @@ def render(results: dict[str, Result], plot_name: str | None) -> str:
         from jaxgpt_tools.parity import record_masks
 
         lines += ["", *record_masks.describe(), "", *record_code_changes()]
+    if any(name in TRAJECTORY_CHECKS for name in results):
+        from jaxgpt_tools.parity import trajectory_floors
+
+        lines += ["", *trajectory_floors.describe()]
     if plot_name:
         lines += ["", f"![val loss per step, torch_ref and jaxgpt]({plot_name})"]
     return "\n".join(lines) + "\n"
@@ -107,7 +123,7 @@ def record_code_changes() -> list[str]:
     """The changes jaxgpt_tools.parity.record_code makes to each record's script (line numbers in the
     script as its log prints it), as markdown lines."""
     from jaxgpt_tools.parity import record_code as rc
-    from jaxgpt_tools.parity.record_changes import BOUND_NAMES
+    from jaxgpt_tools.parity.record_changes import BF16_RECORDS, BOUND_NAMES
     from jaxgpt_tools.parity.record_code_checks import EOT
 
     lines = ["## Changes to the records' scripts", "",
@@ -117,11 +133,14 @@ def record_code_changes() -> list[str]:
     for name, log in rc.RECORD_LOGS.items():
         try:
             applied = rc.load(name, EOT).applied
+            in_bf16 = rc.load(name, EOT, precision="bf16").applied if name in BF16_RECORDS else ()
         except FileNotFoundError:
             if logs_required():
                 raise
             continue
         lines += [f"| #{log.number} {name} | {change['line']} | {change['name']} | {change['reason']} |" for change in applied]
+        lines += [f"| #{log.number} {name} (bf16 rows) | {change['line']} | {change['name']} | {change['reason']} |"
+                  for change in in_bf16]
     return lines
 
 
