@@ -1,7 +1,8 @@
 """The records'-code column in bf16 (jaxgpt_tools.parity.record_code_bf16): #15, #18 and #20's own
 scripts run with their explicit bf16 casts as written, against torch_ref (bitwise, with the
-record's attention reading) and jaxgpt (within 1.5x the record's own run-to-run floor), and #20's
-own FP8 custom op against both frameworks' FP8 emulation. #8/#9 have no bf16 column (autocast:
+record's attention reading) and jaxgpt (within 1.5x the record's own run-to-run floor), their own
+optimizers over their bf16 models (record_code_bf16_optimizer), and #20's own FP8 custom op
+against both frameworks' FP8 emulation. #8/#9 have no bf16 column (autocast:
 record_code_bf16.AUTOCAST_NOTE).
 """
 
@@ -71,6 +72,15 @@ def test_each_framework_against_the_records_own_bf16_code(name):
     gradients; jaxgpt: logits, loss and matrix gradients within 1.5x the record's own floor
     (bf16 rounding points differ between XLA and eager torch, so equality cannot be asked)."""
     result = CHECKS[f"record_code_{name.replace('-', '_')}_bf16"]()
+    assert result.passed, f"{result.name}: {result.record_code}; asserted {result.tolerance}; {result.notes}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", _records())
+def test_each_framework_against_the_records_own_optimizers_over_its_bf16_model(name):
+    """The same gradients through the record's own Muon and Adam over its bf16 model: torch_ref
+    bitwise, jaxgpt's Muon within the bf16-NS bounds and its bf16 tables within a few ulp flips."""
+    result = CHECKS[f"record_code_{name.replace('-', '_')}_bf16_optimizer"]()
     assert result.passed, f"{result.name}: {result.record_code}; asserted {result.tolerance}; {result.notes}"
 
 

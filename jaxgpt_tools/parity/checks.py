@@ -43,16 +43,19 @@ RECORD_CODE_CHECKED = ("untie-embed", "shortcuts", "unet-value-embeds", "softcap
 # head's #20's.
 RECORD_CODE_KINDS = {"forward": RECORD_CODE_CHECKED, "training": RECORD_CODE_CHECKED,
                      "optimizer": RECORD_CODE_CHECKED, "capped": RECORD_CODE_CHECKED[1:],
-                     "bf16": RECORD_CODE_CHECKED[2:], "fp8_head": ("record",)}
+                     "bf16": RECORD_CODE_CHECKED[2:], "bf16_optimizer": RECORD_CODE_CHECKED[2:],
+                     "fp8_head": ("record",)}
 
 
 def check_record_code(kind: str, name: str) -> Result:
     """Record `name`'s row against its own code: kind "forward", "training", "optimizer" (the same
     gradients through its own optimizers), "capped" (the capped logits where the cap bends), "bf16"
-    (its own precision, record_code_bf16) or "fp8_head" (#20's FP8 op).
+    (its own precision, record_code_bf16), "bf16_optimizer" (its optimizers over its bf16 model,
+    record_code_bf16_optimizer) or "fp8_head" (#20's FP8 op).
     Raises FileNotFoundError (naming scripts/fetch_record.py) when the record's log is absent."""
     from jaxgpt_tools.parity import (
         record_code_bf16,
+        record_code_bf16_optimizer,
         record_code_capped,
         record_code_forward,
         record_code_optimizer,
@@ -61,7 +64,9 @@ def check_record_code(kind: str, name: str) -> Result:
 
     rows = {"forward": record_code_forward.check_record_forward, "training": record_code_training.check_record_training,
             "optimizer": record_code_optimizer.check_record_optimizer, "capped": record_code_capped.check_record_capped,
-            "bf16": record_code_bf16.check_record_bf16_forward, "fp8_head": lambda _: record_code_bf16.check_record_fp8_head()}
+            "bf16": record_code_bf16.check_record_bf16_forward,
+            "bf16_optimizer": record_code_bf16_optimizer.check_record_bf16_optimizer,
+            "fp8_head": lambda _: record_code_bf16.check_record_fp8_head()}
     return rows[kind](name)
 
 

@@ -84,6 +84,8 @@ def render(results: dict[str, Result], plot_name: str | None) -> str:
         f"held bitwise equal to the record (logits, loss, every gradient); jaxgpt within {FLOOR_FACTOR:g}x the record's",
         "own floor: its code against itself with the stream's coordinates and MLP hidden units permuted (the same",
         f"function, its sums in other orders), {FLOOR_PERMUTATIONS} permutations, the worst taken. " + AUTOCAST_NOTE,
+        "The bf16 optimizer rows step each record's own Muon and Adam over its bf16 model (bf16 tables and moments,",
+        "#15's bf16 scalars, bf16 Newton-Schulz and update buffer) on the same gradients as both frameworks' own.",
         "The FP8 row runs #20's own custom op (nanogpt::mm and its backward, eager) on the CPU, whose",
         "torch._scaled_mm accumulates in fp32 where the record's forward asked Hopper's fast accumulation.",
         "",
