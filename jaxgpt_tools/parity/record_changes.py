@@ -110,6 +110,10 @@ def changes(name: str, eot_id: int = 50256) -> list[Patch]:
 # written (its `.bfloat16()` casts, bf16 Newton-Schulz and update buffer); only what a CPU needs.
 _MUON_BUFFER_CPU = Patch("Muon's update buffer on the CPU", "device string; the buffer keeps the record's bf16",
                          _MUON_BUFFER.pattern, 'device="cpu", dtype=torch.bfloat16)')
+_FLEX_KERNEL = Patch("`BlockMask`, `flex_attention` bound to KvBlocks, kernel_flex_attention", "FlexAttention's "
+                     "kernels need a GPU or a compile: the record's block lists and mask_mod are kept as it builds them "
+                     "and the attention rounds bf16 as the kernel does (fp32 scores and sums, bf16 probabilities into "
+                     "the PV product, the output rounded once)", _FLEX.pattern, _FLEX.replacement)
 _EAGER_FP8 = [_drop(f"eager FP8 {which}", "@torch.compile dropped from the FP8 op's inner kernel (inductor on a CPU "
                     "builds C++): the same torch._scaled_mm call runs eagerly, on the CPU's fp32 accumulation",
                     rf"^[ \t]+@torch\.compile\n(?=[ \t]+def impl\({first}: Tensor)") for which, first in
@@ -129,19 +133,20 @@ BF16_RECORDS = ("unet-value-embeds", "softcap", "record")
 
 def bf16_changes(name: str, eot_id: int = 50256) -> list[Patch]:
     """The changes of record `name`'s script for the bf16 column: `changes` without the fp32 ones
-    (Newton-Schulz input, Muon's buffer dtype, #18's stream casts), and for #20 its FP8 op run
-    eagerly under its own namespace. ValueError for #8/#9 (autocast: BF16_RECORDS)."""
+    (Newton-Schulz input, Muon's buffer dtype, #18's stream casts), its attention bound to the
+    kernel's rounding, and for #20 its FP8 op run eagerly under its own namespace. ValueError for #8/#9 (autocast: BF16_RECORDS)."""
     if name not in BF16_RECORDS:
         raise ValueError(f"record {name!r} has no bf16 column (autocast on a CPU is not its run); choose one of {BF16_RECORDS}")
     fp32_only = {_FP32_NS.name, *(patch.name for patch in _SOFTCAP_ONLY)}
-    kept = [_MUON_BUFFER_CPU if patch.name == _MUON_BUFFER.name else patch for patch in changes(name, eot_id)
-            if patch.name not in fp32_only]
+    in_bf16 = {_MUON_BUFFER.name: _MUON_BUFFER_CPU, _FLEX.name: _FLEX_KERNEL}
+    kept = [in_bf16.get(patch.name, patch) for patch in changes(name, eot_id) if patch.name not in fp32_only]
     return [*kept, *_EAGER_FP8, *_FP8_NAMESPACE] if name == "record" else kept
 
 
 # Names bound in the script's namespace before it runs (stand-ins for the dropped imports; #18's
 # Muon reads a module-level `rank` that its main part defines).
-BOUND_NAMES = {"dist": "OneRank", "BlockMask": "KvBlocks (#15-#20)", "flex_attention": "dense_flex_attention (#15-#20)",
+BOUND_NAMES = {"dist": "OneRank", "BlockMask": "KvBlocks (#15-#20)",
+               "flex_attention": "dense_flex_attention (#15-#20; the bf16 rows: kernel_flex_attention)",
                "rank": "0 (#18's Muon reads the main part's `rank`)",
                "NS_DTYPE": "torch.float32 (the fp32 Newton-Schulz; `train` may set float64)"}
 
