@@ -3,7 +3,7 @@ artifacts/parity/trajectory_floors.json, which the rows read.
 
     python scripts/trajectory_floors.py [--only ROW ...]
 
-About 4 minutes on a 2-core CPU (jaxgpt_tools.parity.trajectory_floors).
+About 7 minutes on a 2-core CPU (jaxgpt_tools.parity.trajectory_floors).
 """
 
 from __future__ import annotations

@@ -58,8 +58,9 @@ class Spread:
 
 def ulp_perturbed(state: dict[str, Any], seed: int) -> dict[str, Any]:
     """A copy of `state` ({name: torch tensor}) whose fp32 parameters have each element moved by
-    -1, 0 or +1 ulp (uniform, numpy seed `seed`); other dtypes (#15's bf16 inv_freq) and buffers
-    named *inv_freq kept as they are."""
+    -1, 0 or +1 ulp (uniform, numpy seed `seed`); exact zeros kept (every evaluation holds them
+    exactly, and a denormal in a zero-initialised projection would undo the record's structure);
+    other dtypes (#15's bf16 inv_freq) and buffers named *inv_freq kept as they are."""
     import torch
 
     rng = np.random.default_rng(seed)
@@ -69,7 +70,7 @@ def ulp_perturbed(state: dict[str, Any], seed: int) -> dict[str, Any]:
             out[name] = value
             continue
         array = value.detach().cpu().numpy()
-        direction = rng.integers(-1, 2, size=array.shape)
+        direction = np.where(array == 0, 0, rng.integers(-1, 2, size=array.shape))
         moved = np.where(direction > 0, np.nextafter(array, np.float32(np.inf)),
                          np.where(direction < 0, np.nextafter(array, np.float32(-np.inf)), array))
         out[name] = torch.from_numpy(moved.astype(np.float32))

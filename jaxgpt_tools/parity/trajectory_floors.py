@@ -1,11 +1,13 @@
-"""The trajectory rows' noise floors (the signal-init row of the record's miniature, each lineage
-preset's row), measured once from several samples and kept in
+"""The trajectory rows' noise floors (the record miniature's record-init and signal-init rows, each
+lineage preset's row), measured once from several samples and kept in
 artifacts/parity/trajectory_floors.json (scripts/trajectory_floors.py writes it; the rows read it):
-11 samples per row take 4 minutes over the five rows on a 2-core CPU, too long for every test run.
+11 samples per row (12 from the record's init) take ~7 minutes over the six rows on a 2-core CPU,
+too long for every test run.
 
 A sample (checks_trajectory.floor_samples measures them) is the row's run against itself under a
-perturbation of rounding size: jaxgpt on 1 vs 2 devices (the row's live sample, which checks the
-stored spread still describes the code), and jaxgpt's and torch_ref's runs from initial states
+perturbation of rounding size: jaxgpt on 1 vs 2 devices (a row's live sample, which checks the
+stored spread still describes the code; from the record's init torch_ref with float64 RMSNorm
+internals is), and jaxgpt's and torch_ref's runs from initial states
 one ulp apart (floors.ulp_perturbed, seeds floors.ULP_SEEDS), each against the same framework's
 unperturbed run."""
 
@@ -20,14 +22,16 @@ from jaxgpt_tools.parity import floors
 
 ARTIFACT = REPO_ROOT / "artifacts" / "parity" / "trajectory_floors.json"
 DEVICES_SAMPLE = "jaxgpt 1 vs 2 devices"
-SIGNAL_ROW = "record, signal init"  # checks_trajectory.check_trajectory_fp32_ns_signal's row; the others are lineage presets
+NORM_SAMPLE = "torch_ref float64 norm"  # the record-init row's live sample (its RMSNorm more accurate)
+# checks_trajectory's record-init and signal-init rows; the others are lineage presets.
+RECORD_INIT_ROW, SIGNAL_ROW = "record, record init", "record, signal init"
 
 
 def rows() -> tuple[str, ...]:
-    """Every row with a stored floor: SIGNAL_ROW, then the lineage presets."""
+    """Every row with a stored floor: RECORD_INIT_ROW, SIGNAL_ROW, then the lineage presets."""
     from jaxgpt_tools.parity.checks_forward import LINEAGE_CHECKED
 
-    return (SIGNAL_ROW, *LINEAGE_CHECKED)
+    return (RECORD_INIT_ROW, SIGNAL_ROW, *LINEAGE_CHECKED)
 
 
 def write(names: list[str], measure: Callable[[str], dict[str, list[float]]], out: Path = ARTIFACT) -> dict:
@@ -68,7 +72,8 @@ def describe(path: Path = ARTIFACT) -> list[str]:
              "itself under a perturbation of rounding size (jaxgpt on 1 vs 2 devices; jaxgpt's and torch_ref's runs "
              f"from {len(floors.ULP_SEEDS)} initial states one ulp apart, `jaxgpt_tools.parity.floors.ulp_perturbed`). "
              "The rows below are stored in `artifacts/parity/trajectory_floors.json` (`python scripts/trajectory_floors.py`, "
-             f"on {data['machine'][0]}); each row run checks its live 1-vs-2-device sample against it. The records'-code "
+             f"on {data['machine'][0]}); each row's run checks its live sample against it (1 vs 2 devices; from the "
+             "record's init: torch_ref with float64 RMSNorm internals, also a sample there). The records'-code "
              "training rows measure their 7 samples live (their details column).", "",
              "| row | samples | val loss: min / median / q90 | final matrices: min / median / q90 "
              "| jaxgpt vs torch_ref then (matrices) | gap / q90 |",

@@ -12,8 +12,10 @@ from jaxgpt_tools.parity import floors
 
 
 def test_ulp_perturbed_moves_each_fp32_element_by_at_most_one_ulp():
-    state = {"w": torch.randn(64, 32), "inv_freq": torch.rand(8).bfloat16(), "b": torch.randn(5).double()}
+    state = {"w": torch.randn(64, 32), "inv_freq": torch.rand(8).bfloat16(), "b": torch.randn(5).double(),
+             "c_proj": torch.zeros(4, 4)}
     moved = floors.ulp_perturbed(state, 0)
+    assert not moved["c_proj"].any()  # exact zeros stay zero: no denormal in a zero projection
     w, w_moved = state["w"].numpy(), moved["w"].numpy()
     ulps = np.abs(w_moved.view(np.int32).astype(np.int64) - w.view(np.int32).astype(np.int64))
     assert ulps.max() == 1  # same signs here, so one ulp is one step of the bit pattern
