@@ -122,6 +122,30 @@ def test_mosaic_pipeline_has_no_data_race_and_128_token_backward_steps_agree():
     _assert_bf16_close(got, _value_and_grads(_dense(cases, ids), q, k, v), cases)
 
 
+# The forward's pingpong schedule at both step sizes: a 128-token step (one per listed block)
+# and a 64-token one with 3 stages (two steps per block, so a block's mask spans two steps and
+# the ring wraps mid-block).
+PINGPONG_FORWARDS = [MosaicKernelTiles(128, 2, pingpong=True), MosaicKernelTiles(64, 3, pingpong=True)]
+
+
+@pytest.mark.slow  # race-detected interpreter: about 18 s of CPU each
+@pytest.mark.parametrize("forward", PINGPONG_FORWARDS, ids=lambda tiles: f"step{tiles.step}_stages{tiles.stages}")
+def test_mosaic_pingpong_forward_has_no_race_and_equals_dense(forward):
+    """The two compute warpgroups taking turns (one more barrier, the next keys waited for
+    during PV): no shared-memory race, no deadlock, and the output and log-sum-exp (through
+    the gradients, which read it) within the bf16 bounds of the default schedule."""
+    cases = [("crossing_block_edges", 2), ("crossing_block_edges", 0)]
+    q, k, v, ids = _inputs(cases)
+    lists = _lists(cases, ids)
+    compat.reset_gpu_interpreter()
+    mosaic = lambda q, k, v: mosaic_attention(q, k, v, ids, 0, max_window_blocks=CAP, lists=lists,
+                                              tiles=MosaicTiles(forward=forward),
+                                              interpret=compat.gpu_interpret_params(detect_races=True))
+    got = _value_and_grads(mosaic, q, k, v)
+    assert not compat.gpu_interpreter_races_found()
+    _assert_bf16_close(got, _value_and_grads(_dense(cases, ids), q, k, v), cases)
+
+
 @pytest.mark.slow  # one interpreted forward
 def test_mosaic_is_the_attention_backend():
     cases = [("starts_with_eot", 2)]
@@ -149,6 +173,8 @@ def test_mosaic_bad_input_gets_a_clear_error():
         mosaic_attention(q, k, v, ids, 1, block_size=64)
     with pytest.raises(ValueError, match="mosaic dkdv.step=32 must be 64 or 128"):
         mosaic_attention(q, k, v, ids, 1, tiles=MosaicTiles(dkdv=MosaicKernelTiles(step=32)))
+    with pytest.raises(ValueError, match=r"mosaic dq\.pingpong: only the forward kernel takes turns"):
+        mosaic_attention(q, k, v, ids, 1, tiles=MosaicTiles(dq=MosaicKernelTiles(64, 2, pingpong=True)))
     with pytest.raises(ValueError, match="mosaic forward.stages=1 must be >= 2"):
         mosaic_attention(q, k, v, ids, 1, tiles=MosaicTiles(forward=MosaicKernelTiles(stages=1)))
     other = jax.eval_shape(lambda: kernel_block_lists(jnp.zeros((3, 1024), jnp.int32), 1))  # only shapes are read
@@ -182,6 +208,31 @@ def test_mosaic_kernels_lower_to_mosaic_gpu_for_a_gpu_on_this_cpu():
     fwd_bwd, args = _record_shaped_fwd_bwd(1024, 2)
     text = compat.lower_for_gpu(jax.jit(fwd_bwd), *args).as_text()
     assert text.count("@mosaic_gpu_v2(") == 3
+
+
+def test_mosaic_pingpong_forward_lowers_with_one_more_barrier_for_a_gpu_on_this_cpu():
+    """The pingpong forward lowers to Mosaic GPU for an H100 (its turn barrier and the
+    waits inside the wgmma's scope lower), beside the default backward kernels."""
+    fwd_bwd, args = _record_shaped_fwd_bwd(1024, 2, tiles=MosaicTiles(forward=PINGPONG_FORWARDS[0]))
+    text = compat.lower_for_gpu(jax.jit(fwd_bwd), *args).as_text()
+    assert text.count("@mosaic_gpu_v2(") == 3
+
+
+@needs_plugin
+@pytest.mark.slow  # the forward through ptxas for sm_90a: about 6-10 s each on this CPU
+@pytest.mark.parametrize("forward", PINGPONG_FORWARDS, ids=lambda tiles: f"step{tiles.step}_stages{tiles.stages}")
+def test_mosaic_pingpong_forward_compiles_for_an_h100_at_the_record_shapes(forward):
+    """T 65,536, 6 heads of 128: the pingpong forward passes ptxas for sm_90a and the shared
+    memory check (its ring as the default schedule's, plus one barrier)."""
+    from jax.sharding import SingleDeviceSharding
+
+    device = SingleDeviceSharding(gpu_plan.compile_only_mesh("h100", 1, "x").devices.flat[0])
+    spec = lambda shape, dtype: jax.ShapeDtypeStruct(shape, dtype, sharding=device)
+    qkv = spec((1, 65536, 6, 128), jnp.bfloat16)
+    forward_only = lambda q, k, v, ids, window: mosaic_attention(
+        q, k, v, ids, window, tiles=MosaicTiles(forward=forward), interpret=False)
+    hlo = jax.jit(forward_only).lower(qkv, qkv, qkv, spec((1, 65536), jnp.int32), spec((), jnp.int32)).compile()
+    assert hlo.as_text().count('custom_call_target="mosaic_gpu_v2"') == 1
 
 
 @needs_plugin

@@ -24,6 +24,42 @@ Shapes: q, k, v (B, T, H, D) with D in SUPPORTED_HEAD_DIMS, bf16 or fp16; doc_id
 non-decreasing along T; output (B, T, H, D) in q's dtype. The saved statistic is the base-2
 log-sum-exp of the scaled scores, (B, H, T) fp32: lse2 = log2 sum_k 2^(c s_k), c = scale log2(e).
 
+Where the forward loses time (a study on the CPU: compile-only PTX and ptxas reports, the list
+statistics, the H200 lease's one timing; the cycle counts are estimates, not timings). The H200
+timed the forward at 276 TFLOP/s (visited blocks' FLOPs) at W 14 and the backward at about 385.
+At the bench's shape (T 65,536, 47 documents) a query block lists 8.9 key blocks on average at
+W 14 (26% of them partial), 3.7 at W 4 (39%), 1 at W 1 (all partial).
+  1. Softmax not overlapped with wgmma. Both compute warpgroups wait on the same `ready`
+     barrier, so they issue QK^T together and then both run their softmax while the tensor
+     cores idle; each wgmma is waited for right after its issue. Per warpgroup and 128-token
+     step the two wgmmas are 4.2 MFLOP (about 1,000 tensor-core cycles of one SM) and the
+     softmax is 8,192 exp2 on the SM's 16 MUFU lanes (about 500 cycles) plus about 5 FP32
+     operations per score. dQ runs 3 wgmmas and dK/dV 4 per tile of exp2 (the forward 2), so
+     the same serialisation costs the backward less: consistent with 385 against 276.
+     Variant `pingpong` (FA3's inter-warpgroup schedule, as in tokamax's and jax's own Mosaic
+     GPU attention): the warpgroups meet at a `turn` barrier after each QK^T issue and after
+     each softmax, warpgroup 1 one meeting ahead, so one's softmax runs during the other's
+     wgmmas; the next step's key tile is waited for while PV's wgmma runs (PTX: the turn and
+     key waits sit between `wgmma.commit_group` and `wgmma.wait_group`). ptxas for sm_90a: 24 B
+     spilled at step 128 (the default 16 B), none at step 64 (docs/BENCHMARKS.md).
+  2. Short walks, one CTA per SM. 8.9 steps per CTA at W 14, and one CTA per SM (2 stages of
+     128-token K and V tiles plus Q take 160 KB of shared memory, and 2 x 128 threads at 240
+     registers plus 128 at 24 take the SM's 64K registers at any step), so each CTA's Q load,
+     its first list reads and K/V copies (dependent global loads) and its epilogue (divide,
+     store) are not hidden behind another CTA's work. Not a variant yet: a persistent kernel
+     (one CTA per SM walking several query blocks, the memory warpgroup fetching the next
+     block's Q and first tiles during the epilogue, FA3's tile scheduler) is the next step;
+     the walk and the barriers' phases would then span query blocks.
+  3. Masking costs only the partial blocks already: `consume` runs the masked steps (iotas,
+     two compares and a select per score) and then the full blocks without a mask; under
+     `pingpong` the mask hides behind the other warpgroup's wgmmas like the rest of the softmax.
+  4. Rescaling the accumulator every step (64 multiplies per thread) even when no row's
+     maximum moved; skipping it needs a warpgroup-uniform branch on register values. Not a
+     variant.
+  5. Tiles: step 128 halves the barrier round trips per listed block against 64; 3 stages fit
+     at step 128. The sweep (`scripts/tile_sweep.py --implementation mosaic --kernels forward`)
+     times (step, stages, pingpong); the default stays (128, 2, free-running) until it has run.
+
 Without a GPU the kernels run in Mosaic GPU's interpreter (shared memory, barriers and TMA
 copies simulated, optionally with race detection). jax 0.10's interpreter cannot run wgmma on a
 transposed or register operand, nor the register layouts (`layout_cast`, `load(layout=)`,
@@ -85,6 +121,10 @@ class MosaicKernelTiles:
 
     step: int = 128
     stages: int = 2
+    # Forward only: the two compute warpgroups take turns on the tensor cores (one's softmax
+    # runs while the other's wgmma does), and the next key tile is waited for while the PV
+    # wgmma runs; see the module docstring's study.
+    pingpong: bool = False
 
     def check(self, kernel: str) -> None:
         if self.step not in (64, 128):
@@ -92,6 +132,8 @@ class MosaicKernelTiles:
                              "mask block that wgmma takes as N)")
         if self.stages < 2:
             raise ValueError(f"mosaic {kernel}.stages={self.stages} must be >= 2")
+        if self.pingpong and kernel != "forward":
+            raise ValueError(f"mosaic {kernel}.pingpong: only the forward kernel takes turns")
 
 
 @dataclass(frozen=True)
@@ -130,12 +172,24 @@ class _Static:
 
 def _forward_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, start_ref, o_ref, lse_ref,
                     q_smem, start_smem, lse_smem, k_smem, v_smem, own_bars, k_ready, v_ready, k_free, v_free,
-                    *, static: _Static):
+                    *turn, static: _Static):
+    """`turn` (pingpong only): one barrier both compute warpgroups arrive at, twice a step."""
     ops, launch = static.ops, static.tiles.forward
     batch, head = lax.axis_index("batch"), lax.axis_index("heads")
     walk = Walk((pc_ref, pi_ref, fc_ref, fi_ref), batch, lax.axis_index("blocks"), launch.step)
     c = static.scale * LOG2E  # scores to base-2 exponents
     shape = (WARPGROUP_ROWS, launch.step)
+
+    def pass_turn():
+        """Both warpgroups meet here; warpgroup 1 runs one meeting ahead, so each one's wgmma
+        issue pairs with the other's end of softmax and the tensor cores alternate between them."""
+        plgpu.barrier_arrive(turn[0])
+        plgpu.barrier_wait(turn[0])
+
+    def wait_keys(i):
+        @pl.when(i < walk.total_steps)
+        def _wait():
+            plgpu.barrier_wait(k_ready.at[lax.rem(i, launch.stages)])
 
     def compute(warpgroup, first):
         rows = pl.ds(first, WARPGROUP_ROWS)
@@ -147,8 +201,10 @@ def _forward_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, start_r
         def step(masked, i, carry):
             acc, m, row_sum = carry
             slot = lax.rem(i, launch.stages)
-            plgpu.barrier_wait(k_ready.at[slot])
-            s = ops.mma(None, q_tile, k_smem.at[slot], transpose_b=True)
+            if not launch.pingpong:  # pingpong waited for these keys during the previous step's PV
+                plgpu.barrier_wait(k_ready.at[slot])
+            s = ops.mma(None, q_tile, k_smem.at[slot], transpose_b=True,
+                        issued=pass_turn if launch.pingpong else None)
             ops.release(k_free.at[slot], loaded=False)
             if masked:
                 s = jnp.where(query_side_mask(ops, shape, first, walk.start(i), doc_start), s, -jnp.inf)
@@ -158,14 +214,27 @@ def _forward_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, start_r
             p = jnp.exp2(s * c - lax.broadcast_in_dim(shift, shape, [0]))
             row_sum = row_sum * alpha + p.sum(axis=1)
             acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
-            plgpu.barrier_wait(v_ready.at[slot])
-            acc = ops.mma(acc, p.astype(v_ref.dtype), v_smem.at[slot])
+            if launch.pingpong:
+                # The softmax is finished before the turn passes (not moved past the barrier).
+                acc, m_new, row_sum, p = lax.optimization_barrier((acc, m_new, row_sum, p.astype(v_ref.dtype)))
+                plgpu.barrier_arrive(turn[0])
+                plgpu.barrier_wait(v_ready.at[slot])
+                plgpu.barrier_wait(turn[0])
+            else:
+                plgpu.barrier_wait(v_ready.at[slot])  # converting p after this wait spills less (16 B, not 60)
+            acc = ops.mma(acc, p.astype(v_ref.dtype), v_smem.at[slot],
+                          issued=functools.partial(wait_keys, i + 1) if launch.pingpong else None)
             ops.release(v_free.at[slot], loaded=False)
             return acc, m_new, row_sum
 
         carry = (ops.zeros((WARPGROUP_ROWS, v_ref.shape[-1])), ops.row_vector(-jnp.inf, WARPGROUP_ROWS),
                  ops.row_vector(0.0, WARPGROUP_ROWS))
+        if launch.pingpong:
+            wait_keys(jnp.int32(0))
+            pl.when(warpgroup == 1)(pass_turn)
         acc, m, row_sum = consume(walk, step, carry)
+        if launch.pingpong:  # warpgroup 0's last meeting, so both meet equally often
+            pl.when(warpgroup == 0)(pass_turn)
         # Every query sees itself, so row_sum > 0. Q's buffer is free once the last QK^T has been read.
         q_tile[...] = (acc / lax.broadcast_in_dim(row_sum, acc.shape, [0])).astype(o_ref.dtype)
         lse_tile[...] = m + jnp.log(row_sum) * LOG2E
@@ -297,6 +366,8 @@ def _forward(static: _Static, q, k, v, bounds, lists: KernelBlockLists):
         tiled((launch.stages, launch.step, dim), k.dtype), tiled((launch.stages, launch.step, dim), v.dtype),
         plgpu.Barrier(num_arrivals=1, num_barriers=2 * COMPUTE_WARPGROUPS), *ring_barriers(launch.stages, 2),
     ]
+    if launch.pingpong:
+        scratch.append(plgpu.Barrier(num_arrivals=COMPUTE_WARPGROUPS, num_barriers=1))
     out_type = (jax.ShapeDtypeStruct(q.shape, q.dtype), jax.ShapeDtypeStruct((batch, heads, seq_len), jnp.float32))
     call = _launch(_forward_kernel, static, out_type, scratch, q, "mosaic_block_sparse_attention_fwd")
     return call(*lists.kv, q, k, v, bounds.start)

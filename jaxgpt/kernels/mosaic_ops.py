@@ -5,6 +5,7 @@ interpreter (`Interpreted`), so that the same kernel bodies run in both."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -20,20 +21,26 @@ class Compiled:
     """wgmma with fp32 register accumulators; register layouts of wgmma's fragments."""
 
     @staticmethod
-    def mma(acc: jax.Array | None, a: Any, b: Any, transpose_b: bool = False) -> jax.Array:
+    def mma(acc: jax.Array | None, a: Any, b: Any, transpose_b: bool = False,
+            issued: Callable[[], None] | None = None) -> jax.Array:
         """acc + a @ b (b^T with transpose_b) in fp32. a: SMEM ref or (M, K) registers; b: SMEM ref.
-        acc None: a fresh zero accumulator."""
+        acc None: a fresh zero accumulator. `issued`: run after the wgmma is issued and before
+        its result is waited for, so that its waits overlap the tensor cores' work."""
         # The ref viewed transposed: jax 0.10 and 0.11 both have it (0.11 deprecates plgpu.transpose_ref).
         b = b.transpose((1, 0)) if transpose_b else b
         if acc is None:
             def scoped(acc_ref):
                 plgpu.wgmma(acc_ref, a, b)
+                if issued is not None:
+                    issued()
                 return acc_ref[...]
 
             return pl.run_scoped(scoped, plgpu.ACC((a.shape[0], b.shape[1]), jnp.float32))
 
         def accumulate(acc_ref):
             plgpu.wgmma(acc_ref, a, b)
+            if issued is not None:
+                issued()
 
         return pl.run_state(accumulate)(plgpu.ACC.init(acc))
 
@@ -78,10 +85,13 @@ class Interpreted(Compiled):
     same bf16 operands with fp32 accumulation, loads and iotas without register layouts."""
 
     @staticmethod
-    def mma(acc: jax.Array | None, a: Any, b: Any, transpose_b: bool = False) -> jax.Array:
+    def mma(acc: jax.Array | None, a: Any, b: Any, transpose_b: bool = False,
+            issued: Callable[[], None] | None = None) -> jax.Array:
         a, b = a[...], b[...]  # `[...]` reads a ref and leaves a register value as it is
         b = b.T if transpose_b else b
         product = jnp.dot(a, b, preferred_element_type=jnp.float32)
+        if issued is not None:  # after the operands are read, as after a wgmma's issue
+            issued()
         return product if acc is None else acc + product
 
     @staticmethod

@@ -3,7 +3,8 @@
 
 Sweeps each kernel's settings on its own, the other two kernels at their defaults: for the Triton
 kernels (`pallas`) a `KernelTiles` (block_q, block_k, num_warps, num_stages), for the Mosaic GPU
-kernels (`mosaic`) a `MosaicKernelTiles` (step, stages). At the record's shapes (B 1, T 65,536,
+kernels (`mosaic`) a `MosaicKernelTiles` (step, stages; the forward also pingpong, its two
+compute warpgroups taking turns on the tensor cores). At the record's shapes (B 1, T 65,536,
 H 6, Dh 128, bf16; documents from jaxgpt_tools.bench.attention_gpu.document_tokens with mean
 1,000 tokens) for windows 4 and 14:
   forward  the forward alone (median ms);
@@ -32,14 +33,28 @@ TILE_PAIRS = ((64, 64), (128, 64), (64, 128), (128, 128))  # (block_q, block_k)
 WARPS = (4, 8)
 STAGES = (1, 2, 3)
 MOSAIC_STEPS, MOSAIC_STAGES = (64, 128), (2, 3, 4)
+# The forward's own variants first: the settings a spent budget leaves untried are the
+# known ones (the free-running schedule's compile-only spills: docs/BENCHMARKS.md).
+MOSAIC_FORWARD_PINGPONG = (True, False)
 
 
-def candidates(implementation: str = "pallas") -> list[tuple[int, ...]]:
-    """Every setting tried for each kernel: (block_q, block_k, num_warps, num_stages) for
-    `pallas`, (step, stages) for `mosaic`."""
+def candidates(implementation: str = "pallas", kernel: str = "forward") -> list[tuple[Any, ...]]:
+    """Every setting tried for `kernel`: (block_q, block_k, num_warps, num_stages) for `pallas`
+    (the same for each kernel), (step, stages) for `mosaic`'s dq and dkdv and (step, stages,
+    pingpong) for its forward, in the order tried."""
     if implementation == "mosaic":
+        if kernel == "forward":
+            return [(step, stages, pingpong) for pingpong, step, stages
+                    in itertools.product(MOSAIC_FORWARD_PINGPONG, MOSAIC_STEPS, MOSAIC_STAGES)]
         return list(itertools.product(MOSAIC_STEPS, MOSAIC_STAGES))
     return [(bq, bk, w, s) for (bq, bk), w, s in itertools.product(TILE_PAIRS, WARPS, STAGES)]
+
+
+def _turns(implementation: str, kernels: list[str], limit: int | None) -> list[tuple[tuple[Any, ...], str]]:
+    """(setting, kernel) in the order tried: the kernels take turns, so that a spent budget
+    leaves each with as many settings tried; `limit`: the first N settings of each kernel."""
+    lists = [[(setting, kernel) for setting in candidates(implementation, kernel)[:limit]] for kernel in kernels]
+    return [turn for turns in itertools.zip_longest(*lists) for turn in turns if turn is not None]
 
 
 def _kernel_api(implementation: str) -> tuple[Any, Any, Callable[..., Any]]:
@@ -155,8 +170,7 @@ def _best_settings(implementation: str, kernels: list[str], limit: int | None, m
     {kernel: the launch with the least time summed over `windows`} (empty when compile-only)."""
     launch_type, tiles_type, _ = _kernel_api(implementation)
     best: dict[str, tuple[float, Any]] = {}
-    # Kernels take turns, so that a spent budget leaves each with as many settings tried.
-    for setting, kernel in itertools.product(candidates(implementation)[: limit], kernels):
+    for setting, kernel in _turns(implementation, kernels, limit):
         if time.perf_counter() - started > budget_s:
             report({"stopped": f"budget of {budget_s} s spent", "next": [kernel, setting]})
             break
