@@ -3,8 +3,8 @@
 On a GPU (the sweep stops after --budget-s = 210 s; then the combination and the exit, within 5 minutes):
     JAX_PLATFORMS=cuda PYTHONPATH=. python3 scripts/tile_sweep.py --out $OUT/tile_sweep.jsonl
     JAX_PLATFORMS=cuda PYTHONPATH=. python3 scripts/tile_sweep.py --implementation mosaic --out $OUT/mosaic_sweep.jsonl
-The Mosaic forward's 12 variants (step, stages, pingpong) alone, then the best against the default
-(budgeted for 3 minutes, not yet run on a GPU; compile-only, all 12 took 50 s on this 2-core CPU):
+The Mosaic forward's 16 variants (step, stages, pingpong, query_blocks) alone, then the best against the default
+(budgeted for 3 minutes, not yet run on a GPU; compile-only, 4 to 6 s a setting on this 2-core CPU):
     PYTHONPATH=. timeout 240 python3 scripts/tile_sweep.py --implementation mosaic --kernels forward \
         --budget-s 120 --out $OUT/mosaic_forward_sweep.jsonl
 With no GPU, on a CPU with the jax CUDA plugin (which settings the compiler accepts for an H100;

@@ -122,18 +122,21 @@ def test_mosaic_pipeline_has_no_data_race_and_128_token_backward_steps_agree():
     _assert_bf16_close(got, _value_and_grads(_dense(cases, ids), q, k, v), cases)
 
 
-# The forward's pingpong schedule at both step sizes: a 128-token step (one per listed block)
-# and a 64-token one with 3 stages (two steps per block, so a block's mask spans two steps and
-# the ring wraps mid-block).
-PINGPONG_FORWARDS = [MosaicKernelTiles(128, 2, pingpong=True), MosaicKernelTiles(64, 3, pingpong=True)]
+# The forward's variants: the pingpong schedule at a 128-token step (one per listed block) and
+# at a 64-token one with 3 stages (two steps per block, so a block's mask spans two steps and the
+# ring wraps mid-block) walking all 4 query blocks in one CTA; 2 blocks per CTA free-running.
+FORWARD_VARIANTS = [MosaicKernelTiles(128, 2, pingpong=True), MosaicKernelTiles(64, 3, pingpong=True, query_blocks=4),
+                    MosaicKernelTiles(128, 2, query_blocks=2)]
+_variant_id = lambda tiles: f"step{tiles.step}_stages{tiles.stages}_pingpong{tiles.pingpong:d}_blocks{tiles.query_blocks}"
 
 
-@pytest.mark.slow  # race-detected interpreter: about 18 s of CPU each
-@pytest.mark.parametrize("forward", PINGPONG_FORWARDS, ids=lambda tiles: f"step{tiles.step}_stages{tiles.stages}")
-def test_mosaic_pingpong_forward_has_no_race_and_equals_dense(forward):
-    """The two compute warpgroups taking turns (one more barrier, the next keys waited for
-    during PV): no shared-memory race, no deadlock, and the output and log-sum-exp (through
-    the gradients, which read it) within the bf16 bounds of the default schedule."""
+@pytest.mark.slow  # race-detected interpreter: about 20-30 s of CPU each
+@pytest.mark.parametrize("forward", FORWARD_VARIANTS, ids=_variant_id)
+def test_mosaic_forward_variants_have_no_race_and_equal_dense(forward):
+    """Taking turns (one more barrier, the next keys waited for during PV) and walking several
+    query blocks per CTA (one ring across them, the tiles refilled after each block's store):
+    no shared-memory race, no deadlock, and the output and log-sum-exp (through the
+    gradients, which read it) within the bf16 bounds of the default forward."""
     cases = [("crossing_block_edges", 2), ("crossing_block_edges", 0)]
     q, k, v, ids = _inputs(cases)
     lists = _lists(cases, ids)
@@ -175,6 +178,10 @@ def test_mosaic_bad_input_gets_a_clear_error():
         mosaic_attention(q, k, v, ids, 1, tiles=MosaicTiles(dkdv=MosaicKernelTiles(step=32)))
     with pytest.raises(ValueError, match=r"mosaic dq\.pingpong: only the forward kernel takes turns"):
         mosaic_attention(q, k, v, ids, 1, tiles=MosaicTiles(dq=MosaicKernelTiles(64, 2, pingpong=True)))
+    with pytest.raises(ValueError, match=r"mosaic dkdv\.query_blocks=2: only the forward kernel walks"):
+        mosaic_attention(q, k, v, ids, 1, tiles=MosaicTiles(dkdv=MosaicKernelTiles(64, 2, query_blocks=2)))
+    with pytest.raises(ValueError, match=r"mosaic forward\.query_blocks=3 must divide the 4 mask blocks of T=512"):
+        mosaic_attention(q, k, v, ids, 1, tiles=MosaicTiles(forward=MosaicKernelTiles(query_blocks=3)))
     with pytest.raises(ValueError, match="mosaic forward.stages=1 must be >= 2"):
         mosaic_attention(q, k, v, ids, 1, tiles=MosaicTiles(forward=MosaicKernelTiles(stages=1)))
     other = jax.eval_shape(lambda: kernel_block_lists(jnp.zeros((3, 1024), jnp.int32), 1))  # only shapes are read
@@ -210,20 +217,21 @@ def test_mosaic_kernels_lower_to_mosaic_gpu_for_a_gpu_on_this_cpu():
     assert text.count("@mosaic_gpu_v2(") == 3
 
 
-def test_mosaic_pingpong_forward_lowers_with_one_more_barrier_for_a_gpu_on_this_cpu():
-    """The pingpong forward lowers to Mosaic GPU for an H100 (its turn barrier and the
-    waits inside the wgmma's scope lower), beside the default backward kernels."""
-    fwd_bwd, args = _record_shaped_fwd_bwd(1024, 2, tiles=MosaicTiles(forward=PINGPONG_FORWARDS[0]))
+@pytest.mark.parametrize("forward", FORWARD_VARIANTS, ids=_variant_id)
+def test_mosaic_forward_variants_lower_for_a_gpu_on_this_cpu(forward):
+    """Each forward variant lowers to Mosaic GPU for an H100 (the turn barrier, the waits
+    inside a wgmma's scope, the loop over query blocks), beside the default backward kernels."""
+    fwd_bwd, args = _record_shaped_fwd_bwd(1024, 2, tiles=MosaicTiles(forward=forward))
     text = compat.lower_for_gpu(jax.jit(fwd_bwd), *args).as_text()
     assert text.count("@mosaic_gpu_v2(") == 3
 
 
 @needs_plugin
-@pytest.mark.slow  # the forward through ptxas for sm_90a: about 6-10 s each on this CPU
-@pytest.mark.parametrize("forward", PINGPONG_FORWARDS, ids=lambda tiles: f"step{tiles.step}_stages{tiles.stages}")
-def test_mosaic_pingpong_forward_compiles_for_an_h100_at_the_record_shapes(forward):
-    """T 65,536, 6 heads of 128: the pingpong forward passes ptxas for sm_90a and the shared
-    memory check (its ring as the default schedule's, plus one barrier)."""
+@pytest.mark.slow  # the forward through ptxas for sm_90a: about 5-10 s each on this CPU
+@pytest.mark.parametrize("forward", FORWARD_VARIANTS, ids=_variant_id)
+def test_mosaic_forward_variants_compile_for_an_h100_at_the_record_shapes(forward):
+    """T 65,536, 6 heads of 128: each forward variant passes ptxas for sm_90a and the shared
+    memory check (the default's ring and tiles, plus the pingpong's one barrier)."""
     from jax.sharding import SingleDeviceSharding
 
     device = SingleDeviceSharding(gpu_plan.compile_only_mesh("h100", 1, "x").devices.flat[0])

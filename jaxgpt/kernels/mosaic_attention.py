@@ -46,10 +46,13 @@ W 14 (26% of them partial), 3.7 at W 4 (39%), 1 at W 1 (all partial).
      128-token K and V tiles plus Q take 160 KB of shared memory, and 2 x 128 threads at 240
      registers plus 128 at 24 take the SM's 64K registers at any step), so each CTA's Q load,
      its first list reads and K/V copies (dependent global loads) and its epilogue (divide,
-     store) are not hidden behind another CTA's work. Not a variant yet: a persistent kernel
-     (one CTA per SM walking several query blocks, the memory warpgroup fetching the next
-     block's Q and first tiles during the epilogue, FA3's tile scheduler) is the next step;
-     the walk and the barriers' phases would then span query blocks.
+     store) are not hidden behind another CTA's work. Variant `query_blocks` (a step towards
+     FA3's persistent kernel): a CTA walks that many consecutive query blocks, one ring across
+     them, so the memory warpgroup copies the next block's first key tiles while the compute
+     warpgroups finish the last one (their own Q copy still waits). ptxas: no spills at step
+     64, but 108-124 B at step 128 (the loop over blocks holds more live values), so step 64
+     is its natural pairing. Not done: a grid of one CTA per SM with a tile scheduler, and Q
+     double-buffered so that its copy overlaps too.
   3. Masking costs only the partial blocks already: `consume` runs the masked steps (iotas,
      two compares and a select per score) and then the full blocks without a mask; under
      `pingpong` the mask hides behind the other warpgroup's wgmmas like the rest of the softmax.
@@ -58,7 +61,8 @@ W 14 (26% of them partial), 3.7 at W 4 (39%), 1 at W 1 (all partial).
      variant.
   5. Tiles: step 128 halves the barrier round trips per listed block against 64; 3 stages fit
      at step 128. The sweep (`scripts/tile_sweep.py --implementation mosaic --kernels forward`)
-     times (step, stages, pingpong); the default stays (128, 2, free-running) until it has run.
+     times (step, stages, pingpong, query_blocks); the default stays (128, 2, free-running, 1)
+     until it has run on a GPU (docs/BENCHMARKS.md says which variant to read first).
 
 Without a GPU the kernels run in Mosaic GPU's interpreter (shared memory, barriers and TMA
 copies simulated, optionally with race detection). jax 0.10's interpreter cannot run wgmma on a
@@ -90,6 +94,7 @@ from jaxgpt.kernels.mosaic_pipeline import (
     COMPUTE_WARPGROUPS,
     MASK_BLOCK,
     WARPGROUP_ROWS,
+    Rows,
     Walk,
     consume,
     key_side_mask,
@@ -125,6 +130,9 @@ class MosaicKernelTiles:
     # runs while the other's wgmma does), and the next key tile is waited for while the PV
     # wgmma runs; see the module docstring's study.
     pingpong: bool = False
+    # Forward only: query blocks each CTA walks in turn (grid T / (128 x query_blocks)); the
+    # memory warpgroup fetches the next block's first key tiles during this one's epilogue.
+    query_blocks: int = 1
 
     def check(self, kernel: str) -> None:
         if self.step not in (64, 128):
@@ -134,6 +142,9 @@ class MosaicKernelTiles:
             raise ValueError(f"mosaic {kernel}.stages={self.stages} must be >= 2")
         if self.pingpong and kernel != "forward":
             raise ValueError(f"mosaic {kernel}.pingpong: only the forward kernel takes turns")
+        if self.query_blocks < 1 or (self.query_blocks > 1 and kernel != "forward"):
+            raise ValueError(f"mosaic {kernel}.query_blocks={self.query_blocks}: only the forward kernel walks "
+                             "more than one block per CTA (and at least one)")
 
 
 @dataclass(frozen=True)
@@ -173,10 +184,15 @@ class _Static:
 def _forward_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, start_ref, o_ref, lse_ref,
                     q_smem, start_smem, lse_smem, k_smem, v_smem, own_bars, k_ready, v_ready, k_free, v_free,
                     *turn, static: _Static):
-    """`turn` (pingpong only): one barrier both compute warpgroups arrive at, twice a step."""
+    """`turn` (pingpong only): one barrier both compute warpgroups arrive at, twice a step.
+    With `query_blocks` > 1 the CTA walks that many query blocks in turn, one ring across them."""
     ops, launch = static.ops, static.tiles.forward
     batch, head = lax.axis_index("batch"), lax.axis_index("heads")
-    walk = Walk((pc_ref, pi_ref, fc_ref, fi_ref), batch, lax.axis_index("blocks"), launch.step)
+    lists = (pc_ref, pi_ref, fc_ref, fi_ref)
+    if launch.query_blocks == 1:
+        walked: Walk | Rows = Walk(lists, batch, lax.axis_index("blocks"), launch.step)
+    else:
+        walked = Rows(lists, batch, lax.axis_index("blocks") * launch.query_blocks, launch.query_blocks, launch.step)
     c = static.scale * LOG2E  # scores to base-2 exponents
     shape = (WARPGROUP_ROWS, launch.step)
 
@@ -186,21 +202,24 @@ def _forward_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, start_r
         plgpu.barrier_arrive(turn[0])
         plgpu.barrier_wait(turn[0])
 
-    def wait_keys(i):
-        @pl.when(i < walk.total_steps)
-        def _wait():
-            plgpu.barrier_wait(k_ready.at[lax.rem(i, launch.stages)])
-
-    def compute(warpgroup, first):
+    def one_block(warpgroup, first, walk: Walk, ring_offset):
+        """One query block's 64 rows from `first`; its steps are ring steps ring_offset + i
+        (ring_offset None: 0, the one block of a CTA)."""
+        ring = (lambda i: i) if ring_offset is None else (lambda i: ring_offset + i)
         rows = pl.ds(first, WARPGROUP_ROWS)
         q_tile, start_tile, lse_tile = q_smem.at[warpgroup], start_smem.at[warpgroup], lse_smem.at[warpgroup]
         load_own([(q_ref.at[batch, rows, head], q_tile), (start_ref.at[batch, rows], start_tile)],
                   own_bars, 2 * warpgroup)
         doc_start = ops.load_rows(start_tile)
 
+        def wait_keys(i):
+            @pl.when(i < walk.total_steps)
+            def _wait():
+                plgpu.barrier_wait(k_ready.at[lax.rem(ring(i), launch.stages)])
+
         def step(masked, i, carry):
             acc, m, row_sum = carry
-            slot = lax.rem(i, launch.stages)
+            slot = lax.rem(ring(i), launch.stages)
             if not launch.pingpong:  # pingpong waited for these keys during the previous step's PV
                 plgpu.barrier_wait(k_ready.at[slot])
             s = ops.mma(None, q_tile, k_smem.at[slot], transpose_b=True,
@@ -238,11 +257,24 @@ def _forward_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, start_r
         # Every query sees itself, so row_sum > 0. Q's buffer is free once the last QK^T has been read.
         q_tile[...] = (acc / lax.broadcast_in_dim(row_sum, acc.shape, [0])).astype(o_ref.dtype)
         lse_tile[...] = m + jnp.log(row_sum) * LOG2E
+        # The TMA stores have read the tiles when this returns, so the next block may refill them.
         store_own([(q_tile, o_ref.at[batch, rows, head]), (lse_tile, lse_ref.at[batch, head, rows])])
+
+    def compute(warpgroup, first):
+        if isinstance(walked, Walk):
+            one_block(warpgroup, first, walked, None)
+            return
+
+        def next_block(index, ring_offset):
+            walk = walked.walk(index)
+            one_block(warpgroup, first + index * MASK_BLOCK, walk, ring_offset)
+            return ring_offset + walk.total_steps
+
+        lax.fori_loop(0, walked.count, next_block, jnp.int32(0))
 
     streams = [token_stream(k_ref, batch, head, launch.step, k_smem, k_ready, k_free),
                token_stream(v_ref, batch, head, launch.step, v_smem, v_ready, v_free)]
-    specialise(ops, walk, launch.stages, streams, compute)
+    specialise(ops, walked, launch.stages, streams, compute)
 
 
 def _dq_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, start_ref,
@@ -345,12 +377,13 @@ def _dkdv_kernel(pc_ref, pi_ref, fc_ref, fi_ref, q_ref, k_ref, v_ref, do_ref, ls
 # plgpu.kernel plumbing
 
 
-def _launch(kernel, static: _Static, out_type, scratch, q: jax.Array, name: str):
-    """The kernel as a function of its GMEM operands: one CTA per (head, mask block, sequence) of q."""
+def _launch(kernel, static: _Static, out_type, scratch, q: jax.Array, name: str, blocks_per_cta: int = 1):
+    """The kernel as a function of its GMEM operands: one CTA per (head, `blocks_per_cta` mask
+    blocks, sequence) of q."""
     batch, seq_len, heads, _ = q.shape
     call = plgpu.kernel(
         functools.partial(kernel, static=static), out_type=out_type, scratch_types=scratch,
-        grid=(heads, seq_len // MASK_BLOCK, batch), grid_names=("heads", "blocks", "batch"),
+        grid=(heads, seq_len // (MASK_BLOCK * blocks_per_cta), batch), grid_names=("heads", "blocks", "batch"),
         num_threads=COMPUTE_WARPGROUPS + 1, thread_name="wg", kernel_name=name,
         # Row reductions stay within warps: no shared-memory scratch for cross-warp ones.
         compiler_params=plgpu.CompilerParams(approx_math=True, reduction_scratch_bytes=0), interpret=static.interpret,
@@ -369,7 +402,8 @@ def _forward(static: _Static, q, k, v, bounds, lists: KernelBlockLists):
     if launch.pingpong:
         scratch.append(plgpu.Barrier(num_arrivals=COMPUTE_WARPGROUPS, num_barriers=1))
     out_type = (jax.ShapeDtypeStruct(q.shape, q.dtype), jax.ShapeDtypeStruct((batch, heads, seq_len), jnp.float32))
-    call = _launch(_forward_kernel, static, out_type, scratch, q, "mosaic_block_sparse_attention_fwd")
+    call = _launch(_forward_kernel, static, out_type, scratch, q, "mosaic_block_sparse_attention_fwd",
+                   blocks_per_cta=launch.query_blocks)
     return call(*lists.kv, q, k, v, bounds.start)
 
 
@@ -433,6 +467,9 @@ def _check_kernel_limits(q, v, block_size: int, tiles: MosaicTiles) -> None:
             raise ValueError(f"the mosaic attention kernel takes bfloat16 or float16 (wgmma operands), got {name} "
                              f"in {array.dtype}; use the pallas backend for float32")
     tiles.check()
+    if (q.shape[1] // MASK_BLOCK) % tiles.forward.query_blocks:
+        raise ValueError(f"mosaic forward.query_blocks={tiles.forward.query_blocks} must divide the "
+                         f"{q.shape[1] // MASK_BLOCK} mask blocks of T={q.shape[1]}")
 
 
 def check_hopper(compute_capability: str | None) -> None:

@@ -48,6 +48,18 @@ class Walk:
         return block * MASK_BLOCK + sub * self._step
 
 
+class Rows:
+    """`count` consecutive rows (mask blocks) from `first` that one CTA walks in turn, their
+    ring steps numbered on from one row to the next (the forward's `query_blocks`)."""
+
+    def __init__(self, lists, batch, first, count: int, step: int):
+        self._lists, self._batch, self._step = lists, batch, step
+        self.first, self.count = first, count
+
+    def walk(self, index: jax.Array) -> Walk:
+        return Walk(self._lists, self._batch, self.first + index, self._step)
+
+
 @dataclass(frozen=True)
 class Stream:
     """One operand the memory warpgroup streams: `source(start)` is the GMEM view of the tile at
@@ -83,6 +95,38 @@ def produce(walk: Walk, stages: int, streams: list[Stream]) -> None:
 
     lax.fori_loop(0, walk.total_steps, issue, None)
     lax.fori_loop(jnp.maximum(walk.total_steps - stages, 0), walk.total_steps, observe_release, None)
+
+
+def produce_rows(rows: Rows, stages: int, streams: list[Stream]) -> None:
+    """`produce` over each row of `rows` in turn, one ring across them: a row's first tiles are
+    copied as soon as the previous row's last ones free their slots (during its epilogue)."""
+
+    def one_row(row, done):
+        walk = rows.walk(row)
+
+        def issue(step, carry):
+            ring_step = done + step
+            slot = lax.rem(ring_step, stages)
+            start = walk.start(step)
+            for stream in streams:
+                @pl.when(ring_step >= stages)
+                def _wait_free():
+                    plgpu.barrier_wait(stream.free.at[slot])
+
+                plgpu.copy_gmem_to_smem(stream.source(start), stream.buffers.at[slot], stream.ready.at[slot])
+            return carry
+
+        lax.fori_loop(0, walk.total_steps, issue, None)
+        return done + walk.total_steps
+
+    total = lax.fori_loop(0, rows.count, one_row, jnp.int32(0))
+
+    def observe_release(ring_step, carry):
+        for stream in streams:
+            plgpu.barrier_wait(stream.free.at[lax.rem(ring_step, stages)])
+        return carry
+
+    lax.fori_loop(jnp.maximum(total - stages, 0), total, observe_release, None)
 
 
 def consume(walk: Walk, step_fn: Callable, carry):
@@ -133,20 +177,25 @@ def row_stream(ref, batch, head, step: int, buffers, ready, free) -> Stream:
     return Stream(lambda start: ref.at[batch, head, pl.ds(start, step)], buffers, ready, free)
 
 
-def specialise(ops, walk: Walk, stages: int, streams: list[Stream], compute: Callable) -> None:
-    """Warp specialisation: the memory warpgroup streams `streams` along `walk`; each compute
-    warpgroup runs compute(warpgroup, first), `first` the first of its 64 rows (tokens)."""
+def specialise(ops, walk: Walk | Rows, stages: int, streams: list[Stream], compute: Callable) -> None:
+    """Warp specialisation: the memory warpgroup streams `streams` along `walk` (one row, or
+    each of `Rows` in turn); each compute warpgroup runs compute(warpgroup, first), `first`
+    the first of its 64 rows (tokens) in the CTA's (first) mask block."""
     warpgroup = lax.axis_index("wg")
 
     @pl.when(warpgroup == MEMORY_WARPGROUP)
     def _memory():
         ops.set_registers(MEMORY_REGISTERS, increase=False)
-        produce(walk, stages, streams)
+        if isinstance(walk, Rows):
+            produce_rows(walk, stages, streams)
+        else:
+            produce(walk, stages, streams)
 
     @pl.when(warpgroup < COMPUTE_WARPGROUPS)
     def _compute():
         ops.set_registers(COMPUTE_REGISTERS, increase=True)
-        compute(warpgroup, lax.axis_index("blocks") * MASK_BLOCK + warpgroup * WARPGROUP_ROWS)
+        first_block = walk.first if isinstance(walk, Rows) else lax.axis_index("blocks")
+        compute(warpgroup, first_block * MASK_BLOCK + warpgroup * WARPGROUP_ROWS)
 
 
 def tiled(shape: tuple[int, ...], dtype) -> Any:

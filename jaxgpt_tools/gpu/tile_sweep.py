@@ -4,9 +4,9 @@
 Sweeps each kernel's settings on its own, the other two kernels at their defaults: for the Triton
 kernels (`pallas`) a `KernelTiles` (block_q, block_k, num_warps, num_stages), for the Mosaic GPU
 kernels (`mosaic`) a `MosaicKernelTiles` (step, stages; the forward also pingpong, its two
-compute warpgroups taking turns on the tensor cores). At the record's shapes (B 1, T 65,536,
-H 6, Dh 128, bf16; documents from jaxgpt_tools.bench.attention_gpu.document_tokens with mean
-1,000 tokens) for windows 4 and 14:
+compute warpgroups taking turns on the tensor cores, and query_blocks, blocks walked per CTA).
+At the record's shapes (B 1, T 65,536, H 6, Dh 128, bf16; documents from
+jaxgpt_tools.bench.attention_gpu.document_tokens with mean 1,000 tokens) for windows 4 and 14:
   forward  the forward alone (median ms);
   dq       forward + backward with the default forward and dK/dV (only dQ's setting changes);
   dkdv     forward + backward with the default forward and dQ (only dK/dV's setting changes);
@@ -33,19 +33,21 @@ TILE_PAIRS = ((64, 64), (128, 64), (64, 128), (128, 128))  # (block_q, block_k)
 WARPS = (4, 8)
 STAGES = (1, 2, 3)
 MOSAIC_STEPS, MOSAIC_STAGES = (64, 128), (2, 3, 4)
-# The forward's own variants first: the settings a spent budget leaves untried are the
-# known ones (the free-running schedule's compile-only spills: docs/BENCHMARKS.md).
-MOSAIC_FORWARD_PINGPONG = (True, False)
+# The forward's variants: 4 stages fit only at step 64 and the compile-only spills rise with
+# stages (docs/BENCHMARKS.md), so 2 and 3; the new schedules first, so that a spent budget
+# leaves the known free-running one-block settings untried.
+MOSAIC_FORWARD_STAGES, MOSAIC_FORWARD_PINGPONG, MOSAIC_FORWARD_QUERY_BLOCKS = (2, 3), (True, False), (2, 1)
 
 
 def candidates(implementation: str = "pallas", kernel: str = "forward") -> list[tuple[Any, ...]]:
     """Every setting tried for `kernel`: (block_q, block_k, num_warps, num_stages) for `pallas`
     (the same for each kernel), (step, stages) for `mosaic`'s dq and dkdv and (step, stages,
-    pingpong) for its forward, in the order tried."""
+    pingpong, query_blocks) for its forward, in the order tried."""
     if implementation == "mosaic":
         if kernel == "forward":
-            return [(step, stages, pingpong) for pingpong, step, stages
-                    in itertools.product(MOSAIC_FORWARD_PINGPONG, MOSAIC_STEPS, MOSAIC_STAGES)]
+            return [(step, stages, pingpong, query_blocks) for pingpong, query_blocks, step, stages
+                    in itertools.product(MOSAIC_FORWARD_PINGPONG, MOSAIC_FORWARD_QUERY_BLOCKS, MOSAIC_STEPS,
+                                         MOSAIC_FORWARD_STAGES)]
         return list(itertools.product(MOSAIC_STEPS, MOSAIC_STAGES))
     return [(bq, bk, w, s) for (bq, bk), w, s in itertools.product(TILE_PAIRS, WARPS, STAGES)]
 

@@ -29,12 +29,12 @@ def test_a_spent_budget_stops_the_sweep_and_says_where(tmp_path, capsys):
 def test_mosaic_settings_are_distinct_pipelines_and_the_sweep_names_its_implementation(tmp_path):
     from jaxgpt.kernels.mosaic_attention import MosaicKernelTiles
 
-    for kernel, count in (("forward", 2 * 3 * 2), ("dq", 2 * 3), ("dkdv", 2 * 3)):
+    for kernel, count in (("forward", 2 * 2 * 2 * 2), ("dq", 2 * 3), ("dkdv", 2 * 3)):
         settings = tile_sweep.candidates("mosaic", kernel)
         assert len(settings) == len(set(settings)) == count, kernel
         for setting in settings:
             MosaicKernelTiles(*setting).check(kernel)  # each is a setting that kernel accepts
-    assert tile_sweep.candidates("mosaic", "forward")[0] == (64, 2, True)  # the new schedule first
+    assert tile_sweep.candidates("mosaic", "forward")[0] == (64, 2, True, 2)  # the new schedules first
     out = tmp_path / "sweep.jsonl"
     tile_sweep.sweep(kernels=["dq"], windows=[1], seq_len=256, repeats=1, limit=1, budget_s=-1.0,
                      compile_only=False, out_path=out, implementation="mosaic")
@@ -46,5 +46,5 @@ def test_mosaic_settings_are_distinct_pipelines_and_the_sweep_names_its_implemen
 def test_kernels_take_turns_and_a_limit_cuts_each_kernels_own_list():
     turns = tile_sweep._turns("mosaic", ["forward", "dq"], limit=None)
     assert [kernel for _, kernel in turns[:4]] == ["forward", "dq", "forward", "dq"]
-    assert len(turns) == 12 + 6 and [kernel for _, kernel in turns[12:]] == ["forward"] * 6  # forward has more
-    assert tile_sweep._turns("mosaic", ["forward", "dkdv"], limit=1) == [((64, 2, True), "forward"), ((64, 2), "dkdv")]
+    assert len(turns) == 16 + 6 and [kernel for _, kernel in turns[12:]] == ["forward"] * 10  # forward has more
+    assert tile_sweep._turns("mosaic", ["forward", "dkdv"], limit=1) == [((64, 2, True, 2), "forward"), ((64, 2), "dkdv")]
