@@ -1,9 +1,10 @@
 """Block-sparse flash attention for Hopper in Pallas Mosaic GPU: the record's attention, FA3-style.
 
 Same allowed set, lists and numerics as `jaxgpt.kernels.flash_attention` (the Triton kernel), on
-Hopper's own instructions. Each kernel runs one CTA per (head, 128-token block, sequence) with
-three warpgroups: two compute warpgroups of 64 rows each (the CTA's 128 rows are one mask block)
-and one memory warpgroup that walks the block's lists and streams the walked operand through a
+Hopper's own instructions. Each kernel runs one CTA per (head, 128-token block, sequence) (the
+forward optionally `query_blocks` consecutive blocks per CTA, in turn) with three warpgroups:
+two compute warpgroups of 64 rows each (the CTA's 128 rows are one mask block) and one memory
+warpgroup that walks the block's lists and streams the walked operand through a
 ring of `stages` shared-memory buffers with TMA copies, signalled by barriers (warp
 specialisation). Matmuls are wgmma (bf16 or fp16 operands, fp32 accumulators in registers;
 probabilities and dS stay in registers as the A operand). The walk, the ring, the warpgroups' own

@@ -1,8 +1,9 @@
 """The warp-specialised pipeline the Mosaic GPU attention kernels (jaxgpt.kernels.mosaic_attention)
 share: the CTA's threads (two compute warpgroups of 64 rows, one memory warpgroup), the walk of
-one row's block lists, the memory warpgroup's ring of TMA copies into shared memory with its
-barriers, the compute warpgroups' own tiles in and out, and the document-causal mask inside a
-partial block. Each kernel supplies only its compute warpgroups' step."""
+one row's block lists (or of consecutive rows in turn, `Rows`: the forward's query_blocks), the
+memory warpgroup's ring of TMA copies into shared memory with its barriers, the compute
+warpgroups' own tiles in and out, and the document-causal mask inside a partial block. Each
+kernel supplies only its compute warpgroups' step."""
 
 from __future__ import annotations
 
