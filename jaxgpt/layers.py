@@ -1,6 +1,7 @@
 """The record's numerics, layer by layer (RECORD.md 2.2, 2.4, 2.8, 11): which dtype each
 policy computes and stores in, the parameter-free RMSNorm, the linear layer that casts its fp32
-weight at use, the embedding lookup whose gradient is summed in fp32, relu^2, the linear init.
+weight at use, the embedding lookup and the scalar scaling whose gradients are summed in fp32,
+relu^2, the linear init.
 Shape suffixes follow jaxgpt.model's legend (`x_BTD` is (B, T, D))."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from jaxgpt import compat
 from jaxgpt.config import ModelConfig
 
 # torch's F.rms_norm default eps for fp32 and bf16 inputs alike (fp32 machine epsilon).
@@ -140,6 +142,47 @@ def _embedding_lookup_bwd(residuals, g: jax.Array):
 
 
 embedding_lookup.defvjp(_embedding_lookup_fwd, _embedding_lookup_bwd)
+
+
+def scale_by_scalar(scalar: jax.Array, x: jax.Array) -> jax.Array:
+    """`scalar` () rounded to x's dtype, times `x` (any shape) -> x's shape and dtype: the
+    record's mixing weights (lambdas, skip weights) applied as torch applies a 0-dim tensor.
+
+    The gradient of x is autodiff's (g times the rounded scalar). The scalar's gradient is
+    torch autograd's: g x rounded to x's dtype per element, summed in fp32, rounded once to x's
+    dtype, then cast to the scalar's dtype. Autodiff's own is a reduce in x's dtype, which XLA's
+    CPU accumulates in bf16 for bf16 x (3-7x the record's own floor on the bf16 rows,
+    docs/NUMERICS.md). In fp32 both are one fp32 sum. Under shard_map (or vmap over x alone)
+    each shard's (example's) sum is rounded to x's dtype before they are added in the scalar's,
+    as each rank's gradient is before the record's all-reduce.
+    """
+    if jnp.ndim(scalar) != 0:
+        raise ValueError(f"scale_by_scalar takes a 0-dim scalar, got shape {jnp.shape(scalar)}")
+    # Under shard_map an invariant scalar times a varying x: the scalar is marked varying here,
+    # so its gradient is a per-device one whose cross-device sum is the pcast's transpose (the
+    # custom_vjp's backward cannot return a varying gradient for an invariant input).
+    return _scale_by_scalar(compat.vary_like(scalar, x), compat.vary_like(x, scalar))
+
+
+@jax.custom_vjp
+def _scale_by_scalar(scalar: jax.Array, x: jax.Array) -> jax.Array:
+    return scalar.astype(x.dtype) * x
+
+
+def _scale_by_scalar_fwd(scalar: jax.Array, x: jax.Array):
+    return _scale_by_scalar(scalar, x), (scalar, x)
+
+
+def _scale_by_scalar_bwd(residuals, g: jax.Array):
+    scalar, x = residuals
+    # The fp32 product of two bf16 values is exact, so rounding it is the bf16 multiply;
+    # reduce_precision keeps that rounding where XLA would drop a convert pair.
+    product = round_to(g.astype(jnp.float32) * x.astype(jnp.float32), x.dtype)
+    grad_scalar = jnp.sum(product, dtype=jnp.float32).astype(x.dtype).astype(scalar.dtype)
+    return grad_scalar, scalar.astype(x.dtype) * g
+
+
+_scale_by_scalar.defvjp(_scale_by_scalar_fwd, _scale_by_scalar_bwd)
 
 
 class Embedding(nnx.Module):

@@ -54,6 +54,7 @@ from jaxgpt.layers import (
     norm,
     relu_squared,
     scalar_dtype,
+    scale_by_scalar,
     stream_dtype,
     uniform_init,
 )
@@ -316,7 +317,7 @@ class GPT(nnx.Module):
         run_block = _block_runner(config.remat)
         for layer, (block, skip) in enumerate(zip(self.blocks, self.skips, strict=True)):
             if skip.add_weight is not None:  # decoder layer j adds the (L/2 - 1 - j)th encoder output
-                x = x + self.skip_weights[...][skip.add_weight].astype(x.dtype) * stored.pop()
+                x = x + scale_by_scalar(self.skip_weights[...][skip.add_weight], stored.pop())
             slot = config.value_embed_slots[layer]
             kind = "long" if config.uses_long_window(layer) else "short"
             x, v_first = run_block(block, x, None if slot is None else value_embeds[slot], x0, doc_ids, windows[kind],

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from jaxgpt.config import ModelConfig
+from jaxgpt.layers import scale_by_scalar
 
 
 def record_lambdas(block: Any, dtype: Any) -> None:
@@ -23,9 +24,10 @@ def no_lambdas(block: Any, dtype: Any) -> None:
 
 
 def mix_block_input(block: Any, x: jax.Array, x0: jax.Array) -> jax.Array:
-    """The record's x <- l0 x + l1 x0 before each block (#9 on)."""
-    lam = block.lambdas[...].astype(x.dtype)
-    return lam[0] * x + lam[1] * x0
+    """The record's x <- l0 x + l1 x0 before each block (#9 on; the scalars' gradients summed
+    in fp32, as torch's: jaxgpt.layers.scale_by_scalar)."""
+    lam = block.lambdas[...]
+    return scale_by_scalar(lam[0], x) + scale_by_scalar(lam[1], x0)
 
 
 def block_input_as_is(block: Any, x: jax.Array, x0: jax.Array) -> jax.Array:

@@ -8,7 +8,7 @@ under the record's names.
 first attention layer, passed through by the rest (None in the other variants);
 `mix(attn, v, ve, v_first) -> v`: v, ve (the layer's value embedding or None) and v_first
 (B, T, H, Dh) in the matmul dtype. Scalars are rounded to the activation dtype first, as torch
-does for a 0-dim tensor.
+does for a 0-dim tensor, and their gradients summed in fp32 (jaxgpt.layers.scale_by_scalar).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from jaxgpt.config import ModelConfig
+from jaxgpt.layers import scale_by_scalar
 
 
 def record_lambdas(attn: Any, dtype: Any) -> None:
@@ -46,9 +47,9 @@ def layer0_value(attn: Any, h: jax.Array, v_first: jax.Array | None) -> jax.Arra
 
 def mix_value_embedding(attn: Any, v: jax.Array, ve: jax.Array | None, v_first: jax.Array | None) -> jax.Array:
     """The record's (#15 on): v = l0 v (+ l1 ve where the layer has a value embedding)."""
-    lam = attn.lambdas[...].astype(v.dtype)
-    v = lam[0] * v
-    return v if ve is None else v + lam[1] * ve.astype(v.dtype).reshape(v.shape)
+    lam = attn.lambdas[...]
+    v = scale_by_scalar(lam[0], v)
+    return v if ve is None else v + scale_by_scalar(lam[1], ve.astype(v.dtype).reshape(v.shape))
 
 
 def mix_value_residual(attn: Any, v: jax.Array, ve: jax.Array | None, v_first: jax.Array | None) -> jax.Array:
@@ -56,7 +57,7 @@ def mix_value_residual(attn: Any, v: jax.Array, ve: jax.Array | None, v_first: j
     record's (1 - self.lamb))."""
     lamb = attn.lamb[...]
     v_first = v if v_first is None else v_first
-    return (1 - lamb).astype(v.dtype) * v + lamb.astype(v.dtype) * v_first
+    return scale_by_scalar(1 - lamb, v) + scale_by_scalar(lamb, v_first)
 
 
 def no_value_mixing(attn: Any, v: jax.Array, ve: jax.Array | None, v_first: jax.Array | None) -> jax.Array:
