@@ -42,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--gpu-aot", action=argparse.BooleanOptionalAction, default=None,
                         help="XLA's and Inductor's H100 code, compiled without a GPU (default: on unless --quick)")
     parser.add_argument("--sweep", action=argparse.BooleanOptionalAction, default=True, help="XLA's dot-merger sweep")
+    parser.add_argument("--gpu-compilers", default="xla,inductor", help="the H100 legs to compile (xla and/or inductor)")
     parser.add_argument("--gpu-python", default=DEFAULT_GPU_PYTHON, help="python of the venv with the jax CUDA plugin")
     parser.add_argument("--torch-cuda-python", default=DEFAULT_TORCH_CUDA_PYTHON, help="python of the CUDA-torch venv")
     parser.add_argument("--gpu-shapes", default="small,record_gpu", help="shapes for the H100 compiles (the ablation: the last)")
@@ -89,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
                 timing=Timing(target_s=time_s, idle_wait_s=wait) if time_s > 0 else None, threads=args.threads,
                 cores=cores, gpu=args.gpu_aot if args.gpu_aot is not None else not args.quick,
                 gpu_python=args.gpu_python, torch_cuda_python=args.torch_cuda_python, gpu_shapes=gpu_shapes,
+                gpu_compilers=tuple(args.gpu_compilers.split(",")),
                 ablation=not args.quick, sweep=args.sweep and not args.quick, profile_shapes=profile, out=args.out,
                 write_docs=args.write_docs, docs_dir=args.docs_dir, artifacts_dir=args.artifacts_dir,
                 command=command_line)))

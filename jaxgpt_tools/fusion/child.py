@@ -10,6 +10,8 @@ torch is imported. The same legs by hand, from this command line:
     python -m jaxgpt_tools.fusion.child xla --shapes small,record_gpu --out DIR        # jax CUDA plugin venv
     python -m jaxgpt_tools.fusion.child inductor --shapes small,record_gpu --out DIR   # CUDA-torch venv
     python -m jaxgpt_tools.fusion.child sweep --out DIR                                # XLA's dot-merger sweep
+    python -m jaxgpt_tools.fusion.child width_sweep --out DIR                          # ... across D and head dims
+    python -m jaxgpt_tools.fusion.child debug_options --out DIR                        # XLA's DebugOptions, dumped
 """
 
 from __future__ import annotations
@@ -25,13 +27,20 @@ from typing import Any
 def run_leg(leg: str, out: str, *, shapes: Sequence[str] = ("small",), parts: Sequence[str] = ("qkv", "block"),
             modes: Sequence[str] = ("fwd", "fwdbwd"), variant: str = "default", options: dict[str, Any] | None = None,
             layouts: Sequence[str] = ("merged", "separate"), flat: bool = False,
-            seq_lens: Sequence[int] | None = None) -> list[dict[str, Any]]:
+            seq_lens: Sequence[int] | None = None, widths: Sequence[int] | None = None,
+            head_dims: Sequence[int] | None = None) -> list[dict[str, Any]]:
     """One leg's records: "xla" (the programs at `shapes` (names of fusion_xla.SHAPES), `parts`,
     `modes`), "inductor" (the same with `layouts`, `flat`: the QKV input flattened to (T, D)) or
-    "sweep" (XLA's dot-merger sweep at `seq_lens`, default fusion_sweep.SEQ_LENS); `options`: XLA
+    "sweep" (XLA's dot-merger sweep at `seq_lens`, default fusion_sweep.SEQ_LENS), "width_sweep"
+    (the same decision across `widths` and `head_dims`, default fusion_sweep's) or "debug_options" (XLA's DebugOptions read from a
+    compile dump: one record); `options`: XLA
     compiler options or Inductor config entries; written under the folder `out`."""
     log = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
-    if leg in ("xla", "sweep"):
+    if leg == "debug_options":  # XLA dumps the DebugOptions each module is compiled with
+        import os
+
+        os.environ["XLA_FLAGS"] = f"--xla_dump_to={Path(out) / 'dump'}"
+    if leg in ("xla", "sweep", "width_sweep", "debug_options"):
         from jaxgpt_tools.gpu import compile_plan as gpu_plan
 
         gpu_plan.compile_only_environment()  # before jax is imported
@@ -54,6 +63,11 @@ def run_leg(leg: str, out: str, *, shapes: Sequence[str] = ("small",), parts: Se
                                        variant=variant, log=log, layouts=list(layouts), flat=flat)
     from jaxgpt_tools.fusion import sweep as fusion_sweep
 
+    if leg == "width_sweep":
+        return fusion_sweep.width_sweep(out_dir=Path(out), log=log, widths=tuple(widths or fusion_sweep.WIDTHS),
+                                        head_dims=tuple(head_dims or fusion_sweep.HEAD_DIMS))
+    if leg == "debug_options":
+        return [fusion_sweep.debug_options(Path(out), log=log)]
     return fusion_sweep.sweep(list(seq_lens or fusion_sweep.SEQ_LENS), out_dir=Path(out), modes=modes, log=log)
 
 
@@ -70,7 +84,7 @@ def option(text: str) -> tuple[str, object]:
 
 def parser() -> argparse.ArgumentParser:
     made = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    made.add_argument("leg", choices=("xla", "inductor", "sweep"))
+    made.add_argument("leg", choices=("xla", "inductor", "sweep", "width_sweep", "debug_options"))
     made.add_argument("--shapes", default="small", help="comma-separated names of fusion_xla.SHAPES")
     made.add_argument("--parts", default="qkv,block")
     made.add_argument("--modes", default="fwd,fwdbwd")

@@ -114,11 +114,18 @@ def _bytes_answer(programs) -> Claim:
     more = all(p[f"{m}_separate"]["kernel_traffic_bytes"] > p[f"{m}_merged"]["kernel_traffic_bytes"]
                for p in programs.values() for m in MODE_NAMES)
     text = (f"Separate moves {'more bytes than merged on every target' if more else 'more or fewer bytes than merged'} "
-            f"(every kernel reading its operands and writing its results once), forward / forward+backward: "
-            + "; ".join(parts) + (" (Inductor's counts take a buffer argument whole: its reasons below say where that "
-                                  "overstates merged)" if any(t[0] == "inductor" for t in programs) else "") + ".")
-    return Claim("answer.bytes", text, lambda: all(abs(bytes_moved(p[k]) - p[k]["kernel_traffic_bytes"]) < 1
-                                                   for p in programs.values() for k in p))
+            f"(one byte model for all four columns: each kernel reads every distinct buffer it takes and writes every "
+            f"buffer it produces, whole), forward / forward+backward: " + "; ".join(parts)
+            + " (whole buffers overstate merged, whose kernels after its GEMM each take the whole (T, 3D) result: the "
+              "reasons below say by how much).")
+
+    def check() -> bool:
+        from jaxgpt_tools.fusion import byte_model
+
+        return all(p[k].get("byte_model") == byte_model.MODEL and abs(byte_model.program_bytes(p[k]) - p[k]["kernel_traffic_bytes"]) < 1
+                   and abs(bytes_moved(p[k]) - p[k]["kernel_traffic_bytes"]) < 1 for p in programs.values() for k in p)
+
+    return Claim("answer.bytes", text, check)
 
 
 def _signed(new: dict[str, Any], old: dict[str, Any]) -> str:
@@ -238,24 +245,70 @@ def ablation_claims(records: list[dict[str, Any]], runs: list[dict[str, Any]]) -
     return made
 
 
-PROGRAMS_TEXT = (
+PROGRAMS_HEAD = (
     "Programs (jaxgpt_tools/fusion/xla.py, fusion/inductor.py): the **QKV path** (jaxgpt's and torch_ref's "
     "`CausalSelfAttention.project` on a normed bf16 input and a value embedding, returning q, k, v as the attention kernel "
-    "takes them) and, as context, one whole **block**, each forward and forward+backward (gradients of the parameters and "
-    "inputs for fixed random cotangents), with the **merged** (3D, D) QKV weight or **separate** (D, D) weights; bf16 "
-    "activations, fp32 weights cast at use, one document. *Kernels*: launches per call (XLA: instructions that do work in "
-    "the entry computation and loop bodies, once per trip; Inductor: generated kernels, extern calls and aten fallbacks in "
-    "its output code, forward and backward graphs summed). *Bytes moved*: every kernel reads its operands and writes its "
-    "results once (XLA: a sliced operand as its slices; Inductor: a buffer argument whole, whatever part of it the kernel "
-    "indexes). *Minimum*: the program's arguments read once and results written once "
-    "(XLA's memory_analysis of the same program).")
+    "takes them) and, as context, one whole **block**, each forward and forward+backward, with the **merged** (3D, D) QKV "
+    "weight or **separate** (D, D) weights; bf16 activations, fp32 weights cast at use, one document. ")
+BYTES_TEXT = (
+    "*Bytes moved*, one model for all four columns (fusion/byte_model.py): a kernel reads every distinct buffer it takes "
+    "and writes every buffer it produces, each whole and once, in bytes of its dtype (XLA: a kernel's distinct operands "
+    "and its result in the optimized HLO; Inductor: the buffer arguments of a launch in its output code, by their in_ptr / "
+    "out_ptr / in_out_ptr roles, an extern call's out=); a buffer a kernel reads only part of counts whole in both "
+    "compilers (merged's (T, 3D) GEMM result, which the kernels after it split into q, k and v), one updated in place "
+    "counts read and written; the block's totals, which have no per-kernel table, are each compiler's own count. "
+    "*Minimum*: the program's arguments read once and results written once (XLA's memory_analysis of the same program).")
+KERNELS_TEXT = (
+    "*Kernels*: launches per call (XLA: instructions that do work in the entry computation and loop bodies, once per "
+    "trip; Inductor: generated kernels, extern calls and aten fallbacks in its output code, forward and backward graphs "
+    "summed). ")
+
+
+def returns(record: dict[str, Any]) -> str:
+    """What a forward+backward program returns; a record made before `returns` was kept: Inductor's
+    always returned the outputs (its forward graph's) and the gradients, XLA's the gradients only."""
+    from jaxgpt_tools.fusion.xla import FWDBWD_RETURNS
+
+    return record.get("returns", FWDBWD_RETURNS if record["compiler"] == "inductor" else "gradients")
+
+
+def fwdbwd_returns_text(records: list[dict[str, Any]]) -> str:
+    """What the forward+backward programs return, from their records' `returns` (a record made
+    before both compilers returned the same values has none: named)."""
+    from jaxgpt_tools.fusion.xla import FWDBWD_RETURNS
+
+    fwdbwd = [r for r in records if r["mode"] == "fwdbwd"]
+    other = sorted({label(r["compiler"], r["device"]) for r in fwdbwd if returns(r) != FWDBWD_RETURNS})
+    same = ("*Forward+backward* returns, in both compilers, what a training step keeps of the program: its outputs (q, k, "
+            "v, which attention reads; the block's output, which the next layer reads) and the gradients of its parameters "
+            "(the QKV weights and the value-mix lambdas; the block's every weight) and inputs (h and ve; x0), for fixed "
+            "random output cotangents; Inductor's forward graph also writes the activations its backward graph reads, "
+            "where XLA's one program keeps them inside. ")
+    return same if not other else same.replace("in both compilers", "in every column but " + ", ".join(other)) + (
+        f"{', '.join(other)}: the gradients only (those records were made before the outputs were returned). ")
+
+
+def programs_text(records: list[dict[str, Any]]) -> str:
+    return PROGRAMS_HEAD + fwdbwd_returns_text(records) + KERNELS_TEXT + BYTES_TEXT
+
+
+def fwdbwd_outputs_written(record: dict[str, Any]) -> bool:
+    """Second path for an XLA QKV forward+backward: its results (memory_analysis output bytes)
+    hold q, k and v (3 T D bf16) beside the gradients of h and ve (2 T D bf16) and of the weights
+    (3 D^2 fp32) and lambdas (2 fp32), and an 8-byte pointer per returned array (7 merged, 9
+    separate: XLA's tuple index table)."""
+    dim, seq_len = record["shape"]["model_dim"], record["shape"]["seq_len"]
+    arrays = 7 if record["layout"] == "merged" else 9
+    return record.get("output_bytes") == 2 * 5 * seq_len * dim + 4 * (3 * dim * dim + 2) + 8 * arrays
 
 
 def _cpu_run_text(run: dict[str, Any], mine: list[dict[str, Any]]) -> str:
     env = run.get("environment") or {}
     versions = ", ".join(f"{k} {v}" for k, v in sorted(env.get("versions", {}).items()))
     flags = env.get("compiler_flags", {})
-    text = (f"{DEVICE_NAMES.get(run['device'], run['device'])} programs: `{run['command']}` at commit "
+    compilers = run.get("compilers", ["xla", "inductor"])
+    whose = "" if len(compilers) != 1 else f" of {COMPILER_NAMES[compilers[0]]}"
+    text = (f"{DEVICE_NAMES.get(run['device'], run['device'])} programs{whose}: `{run['command']}` at commit "
             f"{env.get('commit', 'unknown')} with {versions}, on {env.get('cpu_model', 'an unnamed CPU')} "
             f"({env.get('cpu_count')} cores; vector ISA {' '.join(env.get('isa', [])) or 'unknown'}; torch's CPU capability "
             f"{flags.get('torch_cpu_capability', 'unknown')}); non-default compiler settings: XLA_FLAGS "
@@ -295,16 +348,28 @@ def _gpu_run_text(run: dict[str, Any]) -> str:
 
 
 def method_claims(records: list[dict[str, Any]], runs: list[dict[str, Any]], equality: list[dict[str, Any]]) -> list[Claim]:
-    made = [Claim("method.programs", PROGRAMS_TEXT, lambda: all(
-        r["part"] in PART_NAMES and r["mode"] in MODE_NAMES and r["layout"] in ("merged", "separate") for r in records))]
+    def programs_hold() -> bool:
+        from jaxgpt_tools.fusion import byte_model
+        from jaxgpt_tools.fusion.xla import FWDBWD_RETURNS
+
+        known = all(r["part"] in PART_NAMES and r["mode"] in MODE_NAMES and r["layout"] in ("merged", "separate")
+                    for r in records)
+        returned = all(fwdbwd_outputs_written(r) for r in records if r["compiler"] == "xla" and r["part"] == "qkv"
+                       and r["mode"] == "fwdbwd" and r.get("returns") == FWDBWD_RETURNS)
+        modeled = all(r.get("byte_model") == byte_model.MODEL and abs(byte_model.program_bytes(r) - r["kernel_traffic_bytes"]) < 1
+                      for r in records if r.get("kernel_table"))
+        return known and returned and modeled
+
+    made = [Claim("method.programs", programs_text(records), programs_hold)]
     for run in runs:
-        key = f"method.run_{run['device']}_{run.get('compiler', 'both')}"
+        compilers = [run["compiler"]] if run.get("compiler") else run.get("compilers", ["xla", "inductor"])
+        key = f"method.run_{run['device']}_{compilers[0] if len(compilers) == 1 else 'both'}"
         if run.get("skipped"):
             made.append(Claim(key, f"{COMPILER_NAMES.get(str(run.get('compiler')), '')} {DEVICE_NAMES.get(run['device'], run['device'])}: "
                               f"not compiled ({run['skipped']}).", lambda run=run: not any(
                                   r["device"] == run["device"] and r["compiler"] == run.get("compiler") for r in records)))
             continue
-        mine = [r for r in records if r["device"] == run["device"]]
+        mine = [r for r in records if r["device"] == run["device"] and r["compiler"] in compilers]
         text = _gpu_run_text(run) if run["device"] == "h100-compile-only" else _cpu_run_text(run, mine)
         made.append(Claim(key, text, lambda mine=mine: all(
             t["min_ms"] <= t["p25_ms"] <= t["median_ms"] <= t["p75_ms"] <= t["max_ms"] and t["repeats"] >= 1

@@ -3,8 +3,9 @@
 the reason where that venv is absent.
 
   XLA:      the jax CUDA plugin's venv (`make gpu-aot`, .venv-gpu-aot): the programs at
-            `shapes`, the separate QKV path with the dot merger's threshold at 256 MiB, and the
-            dot-merger sweep (fusion_sweep);
+            `shapes`, the separate QKV path with the dot merger's threshold at 256 MiB, the
+            dot-merger sweep over T and over D and head dims (fusion_sweep), and the DebugOptions
+            XLA compiled with, read from its dump;
   Inductor: the CUDA-torch venv (`make torch-cuda`, .venv-torch-cuda): the QKV path at `shapes`
             and Inductor's own merge passes (INDUCTOR_GPU_ABLATIONS).
 """
@@ -91,8 +92,17 @@ def xla_leg(python: str, shapes: list[str], parts: list[str], modes: list[str], 
                             kwargs={"shapes": [shapes[-1]], "parts": ["qkv"], "modes": modes, "variant": variant,
                                     "options": options})
         records += ablated.get("records", [])
-    swept = run_child(python, "sweep", out / "sweep", kwargs={}, timeout_s=timeout_s, log=log, needs=needs) if sweep else {}
+    swept: dict[str, Any] = {}
+    widths: dict[str, Any] = {}
+    dumped: dict[str, Any] = {}
+    if sweep:
+        swept = run_child(python, "sweep", out / "sweep", kwargs={}, timeout_s=timeout_s, log=log, needs=needs)
+        widths = run_child(python, "width_sweep", out / "width_sweep", kwargs={}, timeout_s=timeout_s, log=log, needs=needs)
+        dumped = run_child(python, "debug_options", out / "debug_options", kwargs={}, timeout_s=timeout_s, log=log,
+                           needs=needs)
     return {"records": records, "sweep": swept.get("records", []), "sweep_skipped": swept.get("skipped"),
+            "width_sweep": widths.get("records", []), "width_sweep_skipped": widths.get("skipped"),
+            "debug_options": (dumped.get("records") or [{}])[0], "debug_options_skipped": dumped.get("skipped"),
             "versions": versions(python, ("jax", "jaxlib", "jax-cuda13-plugin", "flax", "numpy"))}
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from jaxgpt_tools.common.artifacts import REPO_ROOT, generated_header
 from jaxgpt_tools.fusion import claims as claims_lib
-from jaxgpt_tools.fusion import provenance, related, roofline_claims
+from jaxgpt_tools.fusion import provenance, related, roofline_claims, width_claims
 from jaxgpt_tools.fusion import reasons as reasons_lib
 from jaxgpt_tools.fusion import records as records_lib
 from jaxgpt_tools.fusion.records import MODE_NAMES, PART_NAMES, find, label, need, rows
@@ -27,9 +27,10 @@ def page_claims(study: dict[str, Any]) -> list[claims_lib.Claim]:
     records, runs = study["records"], study["runs"]
     sweep = study.get("sweep", [])
     return (claims_lib.answer_claims(records, sweep) + claims_lib.method_claims(records, runs, study.get("equality", []))
-            + provenance.provenance_claim(runs)
+            + provenance.provenance_claim(runs, records, sweep + study.get("width_sweep", []))
             + reasons_lib.reasons(records) + claims_lib.gap_claims(records, "qkv") + reasons_lib.sweep_claims(sweep)
-            + reasons_lib.sweep_backward(sweep) + roofline_claims.roofline_claims(records, sweep)
+            + reasons_lib.sweep_backward(sweep) + width_claims.threshold_claims(sweep, study.get("debug_options") or {})
+            + width_claims.width_claims(study.get("width_sweep", []), sweep) + roofline_claims.roofline_claims(records, sweep)
             + claims_lib.ablation_claims(records, runs) + claims_lib.block_claims(records)
             + [related.related_claim(records, sweep)])
 
@@ -243,7 +244,12 @@ def page(study: dict[str, Any], *, command: str, artifacts_dir: Path, docs_dir: 
     if study.get("sweep"):
         out += ["## The merge decision swept: XLA's dot merger on the H100 (compiled without a GPU, no autotuning)", "",
                 f"![GEMMs and MB moved against T, separate under each threshold and merged]({artifacts}/sweep.png)", ""]
-        out += bullets(made, ("sweep",)) + [""] + sweep_table(study["sweep"])
+        out += bullets(made, ("sweep.rule", "sweep.backward", "sweep.threshold")) + [""] + sweep_table(study["sweep"])
+    if study.get("width_sweep"):
+        out += ["### Across widths and head dims", "",
+                f"![The rule's switch T against D, merged or not per swept program; separate's byte change against merged]"
+                f"({artifacts}/width_sweep.png)", ""]
+        out += bullets(made, ("sweep.widths",)) + [""] + width_claims.width_table(study["width_sweep"], study["sweep"])
     out += roofline_section(study, made)
     if any(r["variant"] != "default" for r in table) or any(c.key.startswith("ablation") for c in made):
         out += ["## The passes and flags that decide the merge", ""] + bullets(made, ("ablation",)) + [""] + ablation_table(table)

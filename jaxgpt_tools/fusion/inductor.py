@@ -29,10 +29,18 @@ from typing import Any
 
 from jaxgpt_tools.common.timing import timed
 from jaxgpt_tools.fusion.artifacts import stored
-from jaxgpt_tools.fusion.xla import LAYOUTS, MODES, PARTS, Compiled, Shape, Timing, program_name, run_programs
-
-TORCH_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "bool": 1, "int64": 8, "int32": 4, "uint8": 1,
-               "float8_e4m3fn": 1, "float8_e5m2": 1}
+from jaxgpt_tools.fusion.byte_model import TORCH_BYTES
+from jaxgpt_tools.fusion.xla import (
+    FWDBWD_RETURNS,
+    LAYOUTS,
+    MODES,
+    PARTS,
+    Compiled,
+    Shape,
+    Timing,
+    program_name,
+    run_programs,
+)
 
 
 def _numel(dims: str) -> int:
@@ -272,7 +280,8 @@ def inductor_record(part: str, mode: str, layout: str, shape: Shape, *, variant:
         "compiler": "inductor", "device": device, "part": part, "mode": mode, "layout": layout,
         "shape": asdict(shape), "variant": variant, "inductor_options": options or {},
         "attention": None if part == "qkv" else ("sdpa" if device == "cpu" else "flex"),
-        "compile_s": compile_s, "flops": flops, **_merge_counts(graphs),
+        "returns": FWDBWD_RETURNS if mode == "fwdbwd" else "outputs", "compile_s": compile_s, "flops": flops,
+        **_merge_counts(graphs),
         "graphs": [{key: g[key] for key in ("graph", "kernels", "generated_kernels", "gemm_kernels", "output_code")}
                    for g in graphs],
     }

@@ -18,7 +18,9 @@ def _environments(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def cpu_text(envs: list[dict[str, Any]]) -> str:
     """The CPU as the runs record it: its name, its identity and flags where recorded, or that they are not."""
-    hosts = sorted({f"{e.get('host')}, {e.get('cpu_count')} cores" for e in envs})
+    # A host is its name, cores and widest vector ISA: VMs of one name may sit on different CPUs.
+    hosts = sorted({f"{e.get('host')}, {e.get('cpu_count')} cores, "
+                    f"{'AVX-512' if any(f.startswith('avx512') for f in e.get('isa', [])) else 'no AVX-512'}" for e in envs})
     names = sorted({str(e.get("cpu_model")) for e in envs})
     identities = [e["cpu_identity"] for e in envs if e.get("cpu_identity")]
     flags = [e["cpu_flags"] for e in envs if e.get("cpu_flags")]
@@ -73,16 +75,50 @@ def versions_text(runs: list[dict[str, Any]]) -> str:
     return "; ".join(parts) + "." if parts else ""
 
 
-def provenance_claim(runs: list[dict[str, Any]]) -> list[Claim]:
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min"
+
+
+def times_text(runs: list[dict[str, Any]]) -> str:
+    """The measured wall time of each leg whose run records one (`wall_s`), with its command."""
+    timed = [run for run in runs if run.get("wall_s")]
+    if not timed:
+        return ""
+    def what(run: dict[str, Any]) -> str:
+        if run.get("compiler"):
+            return f" {run['compiler']} leg"
+        made = sorted(set(run.get("compilers", ["xla", "inductor"])) | set(run.get("superseded", [])))
+        timing = run.get("timing")
+        return (f" legs ({' and '.join(made)}; " + (f"timed, a pair waiting up to {timing['idle_wait_s']:.0f} s for an idle "
+                                                      "machine" if timing else "not timed")
+                + (f"; its {', '.join(run['superseded'])} programs since made again by the run after it"
+                   if run.get("superseded") else "") + ")")
+
+    parts = [f"{DEVICE_NAMES.get(run['device'], run['device'])}{what(run)} {_minutes(run['wall_s'])} (`{run['command']}`)"
+             for run in timed]
+    return ("Measured wall time of the legs on this machine (2 cores shared with other jobs): " + "; ".join(parts) + ".")
+
+
+def wall_covers_compiles(run: dict[str, Any], records: list[dict[str, Any]], sweeps: list[dict[str, Any]]) -> bool:
+    """Second path for a leg's wall time: at least the compile seconds of the programs it made."""
+    made = [run["compiler"]] if run.get("compiler") else run.get("compilers", ["xla", "inductor"])
+    mine = [r for r in records if r["device"] == run["device"] and r["compiler"] in made]
+    swept = sweeps if run.get("compiler") == "xla" else []
+    return run["wall_s"] >= sum(r.get("compile_s", 0) for r in mine + swept)
+
+
+def provenance_claim(runs: list[dict[str, Any]], records: list[dict[str, Any]] | None = None,
+                     sweeps: list[dict[str, Any]] | None = None) -> list[Claim]:
     """One sentence (none without recorded environments): the CPU and the compiler versions."""
     envs = _environments(runs)
     if not envs:
         return []
-    text = "Provenance, as the stored runs record it: " + cpu_text(envs) + " " + versions_text(runs)
+    text = "Provenance, as the stored runs record it: " + cpu_text(envs) + " " + versions_text(runs) + " " + times_text(runs)
 
     def check() -> bool:  # another field: describe()'s own torch and jax against the package versions of the same process
         local = [run for run in runs if run.get("environment") and not run.get("compiler")]
         return all(run["environment"].get("torch") == run["environment"]["versions"].get("torch")
                    and run["environment"].get("jax") == run["environment"]["versions"].get("jax") for run in local) \
-            and all(set(e.get("isa", [])) <= set(e.get("cpu_flags") or e.get("isa", [])) for e in envs)
+            and all(set(e.get("isa", [])) <= set(e.get("cpu_flags") or e.get("isa", [])) for e in envs) \
+            and all(wall_covers_compiles(run, records or [], sweeps or []) for run in runs if run.get("wall_s"))
     return [Claim("method.provenance", text.strip(), check)]

@@ -350,7 +350,7 @@ def inductor_reasons(records: list[dict[str, Any]], device: str) -> list[Claim]:
     if len(whole) > 1:
         size = 2 * 3 * merged["shape"]["seq_len"] * merged["shape"]["model_dim"]
         text += (f" Merged's {len(whole)} kernels after its GEMM each take the whole (T, 3D) result as an argument "
-                 f"({names(whole)}), which this count reads whole, {_mb(size)} each, though between them they produce q, k "
+                 f"({names(whole)}), which the byte model reads whole, {_mb(size)} each, though between them they produce q, k "
                  f"and v once (bf16 (T, D) outputs: {', '.join(str(len(t_by_d(merged, k))) for k in whole)}): read by the "
                  f"parts they use, merged would move up to {_mb((len(whole) - 1) * size)} less.")
 

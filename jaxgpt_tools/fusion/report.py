@@ -28,6 +28,7 @@ from typing import Any
 from jaxgpt_tools.common import machine
 from jaxgpt_tools.common.artifacts import REPO_ROOT, repo_relative_paths
 from jaxgpt_tools.common.machine import cpu_flags, torch_threads
+from jaxgpt_tools.common.timing import timed
 from jaxgpt_tools.fusion.compile_only import FREEZING_ON_GPU, INDUCTOR_CPU_ABLATIONS, inductor_leg, xla_leg
 from jaxgpt_tools.fusion.xla import COMPILE_ONLY, MODES, PARTS, SHAPES, Timing
 from jaxgpt_tools.gpu.compile_plan import CAVEAT
@@ -180,7 +181,8 @@ def local_extras(device: str, compilers: list[str], largest: str, out: Path, mod
 
 
 def write_results(out: Path, study: dict[str, Any]) -> Path:
-    """OUT/results.json: {"runs": how the records were made, "records", "sweep", "equality"}."""
+    """OUT/results.json: {"runs": how the records were made, "records", "sweep", "width_sweep",
+    "debug_options", "equality"}."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / "results.json"
     path.write_text(json.dumps(study, indent=1))
@@ -188,7 +190,7 @@ def write_results(out: Path, study: dict[str, Any]) -> Path:
 
 
 def empty_study() -> dict[str, Any]:
-    return {"runs": [], "records": [], "sweep": [], "equality": []}
+    return {"runs": [], "records": [], "sweep": [], "width_sweep": [], "debug_options": {}, "equality": []}
 
 
 def load_results(roots: list[Path]) -> dict[str, Any]:
@@ -208,11 +210,35 @@ def load_results(roots: list[Path]) -> dict[str, Any]:
                 if record.get("files"):  # a curated set: its program texts lie beside it
                     record["files_from"] = str(path.parent)
                 programs[record_key(record)] = record
-            for key in ("sweep", "equality"):
+            for key in ("sweep", "width_sweep", "debug_options"):
                 if result.get(key):
                     study[key] = result[key]
+            later = {check["compiler"] for check in result.get("equality", [])}
+            study["equality"] = [c for c in study["equality"] if c["compiler"] not in later] + result.get("equality", [])
     study["records"] = list(programs.values())
+    study["runs"] = merge_runs(study["runs"])
     return study
+
+
+def run_compilers(run: dict[str, Any]) -> list[str]:
+    """The compilers whose programs a run made (a compile-only leg's one; a local run's list)."""
+    return [run["compiler"]] if run.get("compiler") else list(run.get("compilers", ["xla", "inductor"]))
+
+
+def merge_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Runs in order, a later run on the same device superseding an earlier one's compilers: the
+    earlier keeps those it alone made (`compilers`, the rest named in `superseded`), or goes."""
+    out = []
+    for i, run in enumerate(runs):
+        covered = {c for later in runs[i + 1:] if later["device"] == run["device"] for c in run_compilers(later)}
+        kept = [c for c in run_compilers(run) if c not in covered]
+        if not kept:
+            continue
+        if len(kept) < len(run_compilers(run)):
+            run = {**run, "compilers": kept,
+                   "superseded": sorted(set(run.get("superseded", [])) | (set(run_compilers(run)) - set(kept)))}
+        out.append(run)
+    return out
 
 
 def record_key(record: dict[str, Any]) -> tuple:
@@ -223,13 +249,18 @@ def record_key(record: dict[str, Any]) -> tuple:
 def write_outputs(study: dict[str, Any], *, docs_dir: Path, artifacts_dir: Path, command: str, plot: bool = True) -> Path:
     """artifacts/fusion/ (curated programs, results.json, plots) and docs/FUSION.md."""
     from jaxgpt_tools.fusion import artifacts as fusion_artifacts
+    from jaxgpt_tools.fusion import byte_model
     from jaxgpt_tools.fusion import docs as fusion_docs
 
-    study = fusion_artifacts.curate(study, artifacts_dir, command)
+    study = fusion_artifacts.curate(byte_model.apply(study), artifacts_dir, command)
     if plot:
         fusion_docs.plot(study["records"], artifacts_dir / "fusion.png")
         if study["sweep"]:
             fusion_docs.plot_sweep(study["sweep"], artifacts_dir / "sweep.png")
+        if study.get("width_sweep") and study["sweep"]:
+            from jaxgpt_tools.fusion.width_claims import plot_widths
+
+            plot_widths(study["width_sweep"], study["sweep"], artifacts_dir / "width_sweep.png")
     page = fusion_docs.page(study, command=command, artifacts_dir=artifacts_dir, docs_dir=docs_dir)
     docs_dir.mkdir(parents=True, exist_ok=True)
     path = docs_dir / "FUSION.md"
@@ -239,16 +270,20 @@ def write_outputs(study: dict[str, Any], *, docs_dir: Path, artifacts_dir: Path,
 
 
 def compile_only(*, gpu_python: str, torch_cuda_python: str, shapes: list[str], parts: list[str], modes: list[str],
-                 out: Path, ablation: bool, sweep: bool, command: str) -> dict[str, Any]:
+                 out: Path, ablation: bool, sweep: bool, command: str,
+                 compilers: tuple[str, ...] = ("xla", "inductor")) -> dict[str, Any]:
     """The H100 legs, compiled without a GPU (fusion_compile_only), as a study of their own: a
     run per compiler (its versions and command, or why it was skipped), records and the sweep."""
     study = empty_study()
     legs = (("xla", lambda: xla_leg(gpu_python, shapes, parts, modes, out, sweep=sweep, log=log)),
             ("inductor", lambda: inductor_leg(torch_cuda_python, shapes, modes, out, ablation=ablation, log=log)))
     for compiler, leg in legs:
+        if compiler not in compilers:
+            continue
         log(f"{compiler} h100 (compiled without a GPU): {', '.join(shapes)}")
-        done = leg()
-        run: dict[str, Any] = {"device": COMPILE_ONLY, "compiler": compiler, "command": command, "caveat": CAVEAT}
+        leg_s, done = timed(leg)
+        run: dict[str, Any] = {"device": COMPILE_ONLY, "compiler": compiler, "command": command, "caveat": CAVEAT,
+                               "wall_s": leg_s}
         if "skipped" in done:
             log(f"{compiler} h100 skipped: {done['skipped']}")
             study["runs"].append({**run, "skipped": done["skipped"]})
@@ -262,14 +297,18 @@ def compile_only(*, gpu_python: str, torch_cuda_python: str, shapes: list[str], 
         study["runs"].append(run)
         study["records"] += done["records"]
         study["sweep"] += done.get("sweep", [])
-        if done.get("sweep_skipped"):
-            run["sweep_skipped"] = done["sweep_skipped"]
+        study["width_sweep"] += done.get("width_sweep", [])
+        study["debug_options"] = done.get("debug_options") or study["debug_options"]
+        for key in ("sweep_skipped", "width_sweep_skipped", "debug_options_skipped"):
+            if done.get(key):
+                run[key] = done[key]
     return study
 
 
 def run_study(*, device: str, shapes: list[str], compilers: list[str], parts: list[str], modes: list[str],
               timing: Timing | None, threads: int, cores: list[int], gpu: bool, gpu_python: str, torch_cuda_python: str,
               gpu_shapes: list[str], ablation: bool, sweep: bool, profile_shapes: tuple[str, ...], out: Path,
+              gpu_compilers: tuple[str, ...] = ("xla", "inductor"),
               write_docs: bool, docs_dir: Path, artifacts_dir: Path, command: str) -> dict[str, Any]:
     """Compile (and on this machine time) every program, write OUT/<device>/results.json per
     device and, with `write_docs`, the artifacts and docs; returns a summary."""
@@ -285,16 +324,20 @@ def run_study(*, device: str, shapes: list[str], compilers: list[str], parts: li
         local += extra
     if local:
         label = local[0]["device"]
-        study["runs"].append({"device": label, "command": command, "environment": environment(), "threads": threads,
-                              "cores": cores, "timing": asdict(timing) if timing else None})
+        study["runs"].append({"device": label, "compilers": compilers, "command": command, "environment": environment(),
+                              "threads": threads,
+                              "cores": cores, "timing": asdict(timing) if timing else None,
+                              "wall_s": time.perf_counter() - start})
         study["records"] += local
         log(f"{label} results: {write_results(out / label, {**study, 'records': local})}")
     if gpu:
         aot = compile_only(gpu_python=gpu_python, torch_cuda_python=torch_cuda_python, shapes=gpu_shapes, parts=parts,
-                           modes=modes, out=out / COMPILE_ONLY, ablation=ablation, sweep=sweep, command=command)
+                           modes=modes, out=out / COMPILE_ONLY, ablation=ablation, sweep=sweep, command=command,
+                           compilers=gpu_compilers)
         log(f"h100 results: {write_results(out / COMPILE_ONLY, aot)}")
-        for key in ("runs", "records", "sweep"):
+        for key in ("runs", "records", "sweep", "width_sweep"):
             study[key] += aot[key]
+        study["debug_options"] = aot["debug_options"]
     if write_docs:
         write_outputs(study, docs_dir=docs_dir, artifacts_dir=artifacts_dir, command=command)
     log(f"done in {time.perf_counter() - start:.0f} s")

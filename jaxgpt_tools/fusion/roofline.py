@@ -4,8 +4,8 @@ study's records (results.json's per-kernel tables), and the least time an H100 c
 An estimate, never a timing: a kernel's bound is max(FLOPs / peak FLOP/s, bytes / peak bytes/s),
 the time it could not beat on an H100 running at its datasheet peaks; a program's bound is the sum
 of its kernels' (they run one after another; launch gaps, caches and overlap left out). The bytes
-are the study's byte model as it is (every kernel reads its operands and writes its results once;
-Inductor's count takes a buffer argument whole). Pure functions over the records; the page's
+are the study's one byte model (fusion/byte_model.py: every distinct buffer a kernel takes or
+produces, whole and once, the same for both compilers). Pure functions over the records; the page's
 sentences and tables are fusion/roofline_claims.py.
 """
 

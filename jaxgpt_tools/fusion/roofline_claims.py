@@ -67,7 +67,8 @@ def method_claim(records: list[dict[str, Any]]) -> Claim:
             "one pass forward, three forward+backward); another kernel's one per arithmetic operation per element of its "
             f"largest array, an estimate on the high side whose largest intensity, {nongemm:.1f} FLOP/byte, is under the "
             f"{H100.vector_ridge:.0f} of the vector units, so those kernels are bound by their bytes whatever their exact "
-            "count. Bytes: the study's count above, Inductor's buffer arguments whole. The CPU programs' FLOPs and bytes "
+            "count. Bytes: the study's one byte model above (each distinct buffer a kernel takes or produces, whole). "
+            "The CPU programs' FLOPs and bytes "
             "are in the table, without a bound: the H100's peaks are not a CPU's.")
 
     def check() -> bool:
@@ -102,8 +103,7 @@ def record_claim(records: list[dict[str, Any]]) -> Claim | None:
             "the GEMMs, where the layouts differ most in bytes, are bound by their FLOPs, which merging does not change"
             + (f"; not in {', '.join(exceptions)}, where separate's GEMMs add bytes under their FLOPs while its other "
                "kernels move fewer" if exceptions else "")
-            + ("; Inductor's merged count takes the (T, 3D) result whole in both kernels after its GEMM (its reasons "
-               "above)" if any(k[0] == "inductor" for k in found) else "") + ".")
+            + "; merged's count takes the (T, 3D) result whole in each kernel after its GEMM, in both compilers.")
     by_record = {(r["compiler"], r["mode"], r["layout"]): r for r in records
                  if r["part"] == "qkv" and r["device"] == GPU and r["shape"]["seq_len"] == shape[2]
                  and r.get("variant", "default") == "default"}

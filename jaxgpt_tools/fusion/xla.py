@@ -10,8 +10,9 @@ Programs (jaxgpt_tools/fusion/inductor.py builds the same ones from torch_ref):
   part "block": one whole block (x0 mix, norms, attention, MLP, residuals), the context row;
                 its attention is the backend "auto" picks where it is compiled (the Pallas kernel
                 for a GPU, compile-only included; the blocked kernel on a CPU);
-  mode "fwd":   the forward; "fwdbwd": forward and the gradients w.r.t. the program's
-                parameters and inputs for a fixed output cotangent (jax.vjp);
+  mode "fwd":   the forward; "fwdbwd": forward and backward, returning the outputs and the
+                gradients w.r.t. the program's parameters and inputs for a fixed output
+                cotangent (jax.vjp), what a training step keeps, as Inductor's graphs do;
   layout "merged" (the record's one (3D, D) GEMM) or "separate" (three (D, D) GEMMs).
 Activations are bf16 and weights fp32 cast at use (the record's policy); one document; the
 window is min(14, T / 128) blocks. Imports no torch, so it runs in the GPU compile-only venv.
@@ -40,6 +41,9 @@ PARTS = ("qkv", "block")
 MODES = ("fwd", "fwdbwd")
 LAYOUTS = ("merged", "separate")
 COMPILE_ONLY = "h100-compile-only"  # the device label of XLA's compile-only H100
+# What a forward+backward program returns in both compilers (a record's `returns`): what a training
+# step keeps of the path (Inductor's forward graph returns the outputs, its backward the gradients).
+FWDBWD_RETURNS = "outputs and gradients"
 
 
 @dataclass(frozen=True)
@@ -143,7 +147,7 @@ def kernel_rows(hlo: str) -> list[dict[str, Any]]:
 def build_program(part: str, mode: str, layout: str, shape: Shape):
     """(function, example args as ShapeDtypeStructs, concrete-args maker, attention backend or
     None). The function takes (params, h, ve[, x0][, cotangent]) and returns the output (fwd) or
-    the gradients of params and inputs (fwdbwd)."""
+    (the output, the gradients of params and inputs) (fwdbwd: FWDBWD_RETURNS)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -191,9 +195,12 @@ def build_program(part: str, mode: str, layout: str, shape: Shape):
         fn, args = forward, [abstract_params, *inputs]
     else:
         def fn(params, *rest):
+            # What a training step keeps: the outputs (attention's q, k, v, or the block's output,
+            # which the next layer reads) and the gradients of the parameters and inputs; without
+            # the outputs XLA would drop their last kernels' writes, which Inductor's forward makes.
             *acts, cotangent = rest
-            _, pull = jax.vjp(forward, params, *acts)
-            return pull(cotangent)
+            outputs, pull = jax.vjp(forward, params, *acts)
+            return outputs, pull(cotangent)
 
         args = [abstract_params, *inputs, cotangent]
 
@@ -266,6 +273,7 @@ def compile_program(part: str, mode: str, layout: str, shape: Shape, *, device: 
     record: dict[str, Any] = {
         "compiler": "xla", "device": device_label(device), "part": part, "mode": mode, "layout": layout,
         "shape": asdict(shape), "variant": variant, "compiler_options": compiler_options or {}, "attention": backend,
+        "returns": FWDBWD_RETURNS if mode == "fwdbwd" else "outputs",
         "compile_s": compile_s, **cost(compiled), **memory(compiled), **hlo_counts(hlo),
         "hlo": stored(out_dir / f"{name}.hlo.txt"),
     }

@@ -69,17 +69,17 @@ extern "C"  void  kernel(at::BFloat16* in_out_ptr0,
             #pragma GCC ivdep
             for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(6L); x1+=static_cast<int64_t>(1L))
             {
-                for(int64_t x2=static_cast<int64_t>(0L); x2<static_cast<int64_t>(64L); x2+=static_cast<int64_t>(32L))
+                for(int64_t x2=static_cast<int64_t>(0L); x2<static_cast<int64_t>(64L); x2+=static_cast<int64_t>(16L))
                 {
                     {
                         if(C10_LIKELY(x2 >= static_cast<int64_t>(0) && x2 < static_cast<int64_t>(64L)))
                         {
-                            auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(64L + x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(32));
-                            auto tmp3 = at::vec::VectorizedN<float,2>::loadu(in_ptr1 + static_cast<int64_t>(x2 + 64L*x0), static_cast<int64_t>(32));
-                            auto tmp5 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(32));
-                            auto tmp7 = at::vec::VectorizedN<float,2>::loadu(in_ptr2 + static_cast<int64_t>(x2 + 64L*x0), static_cast<int64_t>(32));
-                            auto tmp13 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr3 + static_cast<int64_t>(64L + x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(32));
-                            auto tmp17 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr3 + static_cast<int64_t>(x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(32));
+                            auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(64L + x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(16));
+                            auto tmp3 = at::vec::VectorizedN<float,2>::loadu(in_ptr1 + static_cast<int64_t>(x2 + 64L*x0), static_cast<int64_t>(16));
+                            auto tmp5 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(16));
+                            auto tmp7 = at::vec::VectorizedN<float,2>::loadu(in_ptr2 + static_cast<int64_t>(x2 + 64L*x0), static_cast<int64_t>(16));
+                            auto tmp13 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr3 + static_cast<int64_t>(64L + x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(16));
+                            auto tmp17 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr3 + static_cast<int64_t>(x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(16));
                             auto tmp1 = at::vec::convert<float,2,at::BFloat16,1>(tmp0);
                             auto tmp2 = tmp1.neg();
                             auto tmp4 = tmp2 * tmp3;
@@ -115,13 +115,13 @@ extern "C"  void  kernel(at::BFloat16* in_out_ptr0,
             {
                 float tmp_acc0 = 0;
                 at::vec::VectorizedN<float,2> tmp_acc0_vec = at::vec::VectorizedN<float,2>(0);
-                for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(128L); x1+=static_cast<int64_t>(32L))
+                for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(128L); x1+=static_cast<int64_t>(16L))
                 {
                     {
                         if(C10_LIKELY(x1 >= static_cast<int64_t>(0) && x1 < static_cast<int64_t>(128L)))
                         {
-                            auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr4 + static_cast<int64_t>(x1 + 128L*x0), static_cast<int64_t>(32));
-                            auto tmp2 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr5 + static_cast<int64_t>(x1 + 128L*x0), static_cast<int64_t>(32));
+                            auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr4 + static_cast<int64_t>(x1 + 128L*x0), static_cast<int64_t>(16));
+                            auto tmp2 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr5 + static_cast<int64_t>(x1 + 128L*x0), static_cast<int64_t>(16));
                             auto tmp1 = at::vec::convert<at::BFloat16,1,float,2>(tmp0);
                             auto tmp3 = at::vec::convert<float,2,at::BFloat16,1>(tmp2);
                             auto tmp4 = tmp0 * tmp3;
@@ -132,15 +132,15 @@ extern "C"  void  kernel(at::BFloat16* in_out_ptr0,
                 tmp_acc0 = tmp_acc0 + at::vec::vec_reduce_all<float, 2>([](at::vec::Vectorized<float>& x, at::vec::Vectorized<float>& y) { return x + y; }, tmp_acc0_vec);
                 out_ptr4[static_cast<int64_t>(x0)] = static_cast<float>(tmp_acc0);
             }
-            for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(128L); x1+=static_cast<int64_t>(32L))
+            for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(128L); x1+=static_cast<int64_t>(16L))
             {
                 {
                     if(C10_LIKELY(x1 >= static_cast<int64_t>(0) && x1 < static_cast<int64_t>(128L)))
                     {
-                        auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr4 + static_cast<int64_t>(x1 + 128L*x0), static_cast<int64_t>(32));
+                        auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr4 + static_cast<int64_t>(x1 + 128L*x0), static_cast<int64_t>(16));
                         auto tmp2 = in_ptr6[static_cast<int64_t>(x0)];
                         auto tmp5 = out_ptr4[static_cast<int64_t>(x0)];
-                        auto tmp13 = at::vec::Vectorized<at::BFloat16>::loadu(in_out_ptr0 + static_cast<int64_t>(x1 + 128L*x0), static_cast<int64_t>(32));
+                        auto tmp13 = at::vec::Vectorized<at::BFloat16>::loadu(in_out_ptr0 + static_cast<int64_t>(x1 + 128L*x0), static_cast<int64_t>(16));
                         auto tmp1 = at::vec::convert<at::BFloat16,1,float,2>(tmp0);
                         auto tmp3 = at::vec::VectorizedN<float,2>(tmp2);
                         auto tmp4 = tmp0 * tmp3;
@@ -159,7 +159,7 @@ extern "C"  void  kernel(at::BFloat16* in_out_ptr0,
                         auto tmp19 = tmp18 * tmp17;
                         auto tmp20 = tmp4 + tmp19;
                         auto tmp21 = at::vec::convert<at::BFloat16,1,float,2>(tmp20);
-                        tmp21.store(in_out_ptr0 + static_cast<int64_t>(x1 + 128L*x0), static_cast<int64_t>(32));
+                        tmp21.store(in_out_ptr0 + static_cast<int64_t>(x1 + 128L*x0), static_cast<int64_t>(16));
                     }
                 }
             }
@@ -172,13 +172,13 @@ extern "C"  void  kernel(at::BFloat16* in_out_ptr0,
             {
                 float tmp_acc0 = 0;
                 at::vec::VectorizedN<float,2> tmp_acc0_vec = at::vec::VectorizedN<float,2>(0);
-                for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(128L); x1+=static_cast<int64_t>(32L))
+                for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(128L); x1+=static_cast<int64_t>(16L))
                 {
                     {
                         if(C10_LIKELY(x1 >= static_cast<int64_t>(0) && x1 < static_cast<int64_t>(128L)))
                         {
-                            auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr7 + static_cast<int64_t>(x1 + 128L*x0), static_cast<int64_t>(32));
-                            auto tmp2 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr8 + static_cast<int64_t>(x1 + 128L*x0), static_cast<int64_t>(32));
+                            auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr7 + static_cast<int64_t>(x1 + 128L*x0), static_cast<int64_t>(16));
+                            auto tmp2 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr8 + static_cast<int64_t>(x1 + 128L*x0), static_cast<int64_t>(16));
                             auto tmp1 = at::vec::convert<at::BFloat16,1,float,2>(tmp0);
                             auto tmp3 = at::vec::convert<float,2,at::BFloat16,1>(tmp2);
                             auto tmp4 = tmp0 * tmp3;
@@ -189,15 +189,15 @@ extern "C"  void  kernel(at::BFloat16* in_out_ptr0,
                 tmp_acc0 = tmp_acc0 + at::vec::vec_reduce_all<float, 2>([](at::vec::Vectorized<float>& x, at::vec::Vectorized<float>& y) { return x + y; }, tmp_acc0_vec);
                 out_ptr5[static_cast<int64_t>(x0)] = static_cast<float>(tmp_acc0);
             }
-            for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(128L); x1+=static_cast<int64_t>(32L))
+            for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(128L); x1+=static_cast<int64_t>(16L))
             {
                 {
                     if(C10_LIKELY(x1 >= static_cast<int64_t>(0) && x1 < static_cast<int64_t>(128L)))
                     {
-                        auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr7 + static_cast<int64_t>(x1 + 128L*x0), static_cast<int64_t>(32));
+                        auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr7 + static_cast<int64_t>(x1 + 128L*x0), static_cast<int64_t>(16));
                         auto tmp2 = in_ptr9[static_cast<int64_t>(x0)];
                         auto tmp5 = out_ptr5[static_cast<int64_t>(x0)];
-                        auto tmp13 = at::vec::Vectorized<at::BFloat16>::loadu(in_out_ptr1 + static_cast<int64_t>(x1 + 128L*x0), static_cast<int64_t>(32));
+                        auto tmp13 = at::vec::Vectorized<at::BFloat16>::loadu(in_out_ptr1 + static_cast<int64_t>(x1 + 128L*x0), static_cast<int64_t>(16));
                         auto tmp1 = at::vec::convert<at::BFloat16,1,float,2>(tmp0);
                         auto tmp3 = at::vec::VectorizedN<float,2>(tmp2);
                         auto tmp4 = tmp0 * tmp3;
@@ -216,7 +216,7 @@ extern "C"  void  kernel(at::BFloat16* in_out_ptr0,
                         auto tmp19 = tmp18 * tmp17;
                         auto tmp20 = tmp4 + tmp19;
                         auto tmp21 = at::vec::convert<at::BFloat16,1,float,2>(tmp20);
-                        tmp21.store(in_out_ptr1 + static_cast<int64_t>(x1 + 128L*x0), static_cast<int64_t>(32));
+                        tmp21.store(in_out_ptr1 + static_cast<int64_t>(x1 + 128L*x0), static_cast<int64_t>(16));
                     }
                 }
             }
@@ -231,21 +231,21 @@ extern "C"  void  kernel(at::BFloat16* in_out_ptr0,
             at::vec::VectorizedN<float,2> tmp_acc1_vec = at::vec::VectorizedN<float,2>(0);
             at::vec::VectorizedN<float,2> masked_tmp_acc1_vec = at::vec::VectorizedN<float,2>(0);
             CascadeSumHelper<float, 4096> scalar_cascade_helper0(static_cast<int64_t>(1572864L));
-            CascadeSumHelper<at::vec::VectorizedN<float,2>, 4096> cascade_helper0(static_cast<int64_t>(49152L));
+            CascadeSumHelper<at::vec::VectorizedN<float,2>, 4096> cascade_helper0(static_cast<int64_t>(98304L));
             CascadeSumHelper<at::vec::VectorizedN<float,2>, 4096> masked_cascade_helper0(static_cast<int64_t>(0L));
             CascadeSumHelper<float, 4096> scalar_cascade_helper1(static_cast<int64_t>(1572864L));
-            CascadeSumHelper<at::vec::VectorizedN<float,2>, 4096> cascade_helper1(static_cast<int64_t>(49152L));
+            CascadeSumHelper<at::vec::VectorizedN<float,2>, 4096> cascade_helper1(static_cast<int64_t>(98304L));
             CascadeSumHelper<at::vec::VectorizedN<float,2>, 4096> masked_cascade_helper1(static_cast<int64_t>(0L));
-            for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(1572864L); x0+=static_cast<int64_t>(32L))
+            for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(1572864L); x0+=static_cast<int64_t>(16L))
             {
                 {
                     if(C10_LIKELY(x0 >= static_cast<int64_t>(0) && x0 < static_cast<int64_t>(1572864L)))
                     {
-                        auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr10 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
+                        auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr10 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
                         auto tmp2 = in_ptr11[static_cast<int64_t>(1L)];
                         auto tmp7 = in_ptr11[static_cast<int64_t>(0L)];
-                        auto tmp12 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr12 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
-                        auto tmp15 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr13 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
+                        auto tmp12 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr12 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
+                        auto tmp15 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr13 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
                         auto tmp1 = at::vec::convert<float,2,at::BFloat16,1>(tmp0);
                         auto tmp3 = c10::convert<float>(tmp2);
                         auto tmp4 = at::vec::VectorizedN<float,2>(tmp3);
@@ -259,8 +259,8 @@ extern "C"  void  kernel(at::BFloat16* in_out_ptr0,
                         auto tmp14 = tmp1 * tmp13;
                         auto tmp16 = at::vec::convert<float,2,at::BFloat16,1>(tmp15);
                         auto tmp17 = tmp1 * tmp16;
-                        tmp6.store(out_ptr6 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
-                        tmp11.store(out_ptr7 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
+                        tmp6.store(out_ptr6 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
+                        tmp11.store(out_ptr7 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
                         tmp_acc0_vec = cascade_sum_combine(tmp14, &cascade_helper0);
                         tmp_acc1_vec = cascade_sum_combine(tmp17, &cascade_helper1);
                     }
@@ -279,7 +279,7 @@ extern "C"  void  kernel(at::BFloat16* in_out_ptr0,
         }
     }
     {
-        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(2L); x0+=static_cast<int64_t>(16L))
+        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(2L); x0+=static_cast<int64_t>(8L))
         {
             {
                 if(C10_LIKELY(x0 >= static_cast<int64_t>(0L) && x0 < static_cast<int64_t>(2L)))
@@ -320,12 +320,12 @@ extern "C"  void  kernel(const at::BFloat16* in_ptr0,
     std::atomic<int> inductor_cpu_integer_div_error{0};
     inductor_cpu_integer_div_error_flag = &inductor_cpu_integer_div_error;
     {
-        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(589824L); x0+=static_cast<int64_t>(32L))
+        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(589824L); x0+=static_cast<int64_t>(16L))
         {
             {
                 if(C10_LIKELY(x0 >= static_cast<int64_t>(0) && x0 < static_cast<int64_t>(589824L)))
                 {
-                    auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
+                    auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
                     auto tmp1 = at::vec::convert<float,2,at::BFloat16,1>(tmp0);
                     tmp1.store(out_ptr0 + static_cast<int64_t>(x0));
                 }
@@ -349,32 +349,32 @@ extern "C"  void  kernel(at::BFloat16* in_out_ptr0,
     std::atomic<int> inductor_cpu_integer_div_error{0};
     inductor_cpu_integer_div_error_flag = &inductor_cpu_integer_div_error;
     {
-        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(1572864L); x0+=static_cast<int64_t>(32L))
+        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(1572864L); x0+=static_cast<int64_t>(16L))
         {
             {
                 if(C10_LIKELY(x0 >= static_cast<int64_t>(0) && x0 < static_cast<int64_t>(1572864L)))
                 {
-                    auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_out_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
-                    auto tmp2 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
-                    auto tmp5 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr1 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
+                    auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_out_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
+                    auto tmp2 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
+                    auto tmp5 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr1 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
                     auto tmp1 = at::vec::convert<float,2,at::BFloat16,1>(tmp0);
                     auto tmp3 = at::vec::convert<float,2,at::BFloat16,1>(tmp2);
                     auto tmp4 = tmp1 + tmp3;
                     auto tmp6 = at::vec::convert<float,2,at::BFloat16,1>(tmp5);
                     auto tmp7 = tmp4 + tmp6;
                     auto tmp8 = at::vec::convert<at::BFloat16,1,float,2>(tmp7);
-                    tmp8.store(in_out_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
+                    tmp8.store(in_out_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
                 }
             }
         }
     }
     {
-        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(589824L); x0+=static_cast<int64_t>(32L))
+        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(589824L); x0+=static_cast<int64_t>(16L))
         {
             {
                 if(C10_LIKELY(x0 >= static_cast<int64_t>(0) && x0 < static_cast<int64_t>(589824L)))
                 {
-                    auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr2 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
+                    auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr2 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
                     auto tmp1 = at::vec::convert<float,2,at::BFloat16,1>(tmp0);
                     tmp1.store(out_ptr0 + static_cast<int64_t>(x0));
                 }

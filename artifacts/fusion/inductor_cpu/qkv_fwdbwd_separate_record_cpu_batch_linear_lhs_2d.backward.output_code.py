@@ -69,17 +69,17 @@ extern "C"  void  kernel(const at::BFloat16* in_ptr0,
             #pragma GCC ivdep
             for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(6L); x1+=static_cast<int64_t>(1L))
             {
-                for(int64_t x2=static_cast<int64_t>(0L); x2<static_cast<int64_t>(64L); x2+=static_cast<int64_t>(32L))
+                for(int64_t x2=static_cast<int64_t>(0L); x2<static_cast<int64_t>(64L); x2+=static_cast<int64_t>(16L))
                 {
                     {
                         if(C10_LIKELY(x2 >= static_cast<int64_t>(0) && x2 < static_cast<int64_t>(64L)))
                         {
-                            auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(64L + x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(32));
-                            auto tmp3 = at::vec::VectorizedN<float,2>::loadu(in_ptr1 + static_cast<int64_t>(x2 + 64L*x0), static_cast<int64_t>(32));
-                            auto tmp5 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(32));
-                            auto tmp7 = at::vec::VectorizedN<float,2>::loadu(in_ptr2 + static_cast<int64_t>(x2 + 64L*x0), static_cast<int64_t>(32));
-                            auto tmp13 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr3 + static_cast<int64_t>(64L + x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(32));
-                            auto tmp17 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr3 + static_cast<int64_t>(x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(32));
+                            auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(64L + x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(16));
+                            auto tmp3 = at::vec::VectorizedN<float,2>::loadu(in_ptr1 + static_cast<int64_t>(x2 + 64L*x0), static_cast<int64_t>(16));
+                            auto tmp5 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(16));
+                            auto tmp7 = at::vec::VectorizedN<float,2>::loadu(in_ptr2 + static_cast<int64_t>(x2 + 64L*x0), static_cast<int64_t>(16));
+                            auto tmp13 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr3 + static_cast<int64_t>(64L + x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(16));
+                            auto tmp17 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr3 + static_cast<int64_t>(x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(16));
                             auto tmp1 = at::vec::convert<float,2,at::BFloat16,1>(tmp0);
                             auto tmp2 = tmp1.neg();
                             auto tmp4 = tmp2 * tmp3;
@@ -118,13 +118,13 @@ extern "C"  void  kernel(const at::BFloat16* in_ptr0,
                 {
                     float tmp_acc0 = 0;
                     at::vec::VectorizedN<float,2> tmp_acc0_vec = at::vec::VectorizedN<float,2>(0);
-                    for(int64_t x2=static_cast<int64_t>(0L); x2<static_cast<int64_t>(128L); x2+=static_cast<int64_t>(32L))
+                    for(int64_t x2=static_cast<int64_t>(0L); x2<static_cast<int64_t>(128L); x2+=static_cast<int64_t>(16L))
                     {
                         {
                             if(C10_LIKELY(x2 >= static_cast<int64_t>(0) && x2 < static_cast<int64_t>(128L)))
                             {
-                                auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr4 + static_cast<int64_t>(x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(32));
-                                auto tmp2 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr5 + static_cast<int64_t>(x2 + 128L*x1 + 2304L*x0), static_cast<int64_t>(32));
+                                auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr4 + static_cast<int64_t>(x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(16));
+                                auto tmp2 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr5 + static_cast<int64_t>(x2 + 128L*x1 + 2304L*x0), static_cast<int64_t>(16));
                                 auto tmp1 = at::vec::convert<at::BFloat16,1,float,2>(tmp0);
                                 auto tmp3 = at::vec::convert<float,2,at::BFloat16,1>(tmp2);
                                 auto tmp4 = tmp0 * tmp3;
@@ -148,13 +148,13 @@ extern "C"  void  kernel(const at::BFloat16* in_ptr0,
                 {
                     float tmp_acc0 = 0;
                     at::vec::VectorizedN<float,2> tmp_acc0_vec = at::vec::VectorizedN<float,2>(0);
-                    for(int64_t x2=static_cast<int64_t>(0L); x2<static_cast<int64_t>(128L); x2+=static_cast<int64_t>(32L))
+                    for(int64_t x2=static_cast<int64_t>(0L); x2<static_cast<int64_t>(128L); x2+=static_cast<int64_t>(16L))
                     {
                         {
                             if(C10_LIKELY(x2 >= static_cast<int64_t>(0) && x2 < static_cast<int64_t>(128L)))
                             {
-                                auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr6 + static_cast<int64_t>(x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(32));
-                                auto tmp2 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr7 + static_cast<int64_t>(x2 + 128L*x1 + 2304L*x0), static_cast<int64_t>(32));
+                                auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr6 + static_cast<int64_t>(x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(16));
+                                auto tmp2 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr7 + static_cast<int64_t>(x2 + 128L*x1 + 2304L*x0), static_cast<int64_t>(16));
                                 auto tmp1 = at::vec::convert<at::BFloat16,1,float,2>(tmp0);
                                 auto tmp3 = at::vec::convert<float,2,at::BFloat16,1>(tmp2);
                                 auto tmp4 = tmp0 * tmp3;
@@ -174,15 +174,15 @@ extern "C"  void  kernel(const at::BFloat16* in_ptr0,
             at::vec::VectorizedN<float,2> tmp_acc0_vec = at::vec::VectorizedN<float,2>(0);
             at::vec::VectorizedN<float,2> masked_tmp_acc0_vec = at::vec::VectorizedN<float,2>(0);
             CascadeSumHelper<float, 4096> scalar_cascade_helper0(static_cast<int64_t>(1572864L));
-            CascadeSumHelper<at::vec::VectorizedN<float,2>, 4096> cascade_helper0(static_cast<int64_t>(49152L));
+            CascadeSumHelper<at::vec::VectorizedN<float,2>, 4096> cascade_helper0(static_cast<int64_t>(98304L));
             CascadeSumHelper<at::vec::VectorizedN<float,2>, 4096> masked_cascade_helper0(static_cast<int64_t>(0L));
-            for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(1572864L); x0+=static_cast<int64_t>(32L))
+            for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(1572864L); x0+=static_cast<int64_t>(16L))
             {
                 {
                     if(C10_LIKELY(x0 >= static_cast<int64_t>(0) && x0 < static_cast<int64_t>(1572864L)))
                     {
-                        auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr8 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
-                        auto tmp2 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr9 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
+                        auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr8 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
+                        auto tmp2 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr9 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
                         auto tmp1 = at::vec::convert<float,2,at::BFloat16,1>(tmp0);
                         auto tmp3 = at::vec::convert<float,2,at::BFloat16,1>(tmp2);
                         auto tmp4 = tmp1 * tmp3;
@@ -198,19 +198,19 @@ extern "C"  void  kernel(const at::BFloat16* in_ptr0,
         }
     }
     {
-        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(1572864L); x0+=static_cast<int64_t>(32L))
+        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(1572864L); x0+=static_cast<int64_t>(16L))
         {
             {
                 if(C10_LIKELY(x0 >= static_cast<int64_t>(0) && x0 < static_cast<int64_t>(1572864L)))
                 {
-                    auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr8 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
+                    auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr8 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
                     auto tmp2 = in_ptr10[static_cast<int64_t>(1L)];
                     auto tmp1 = at::vec::convert<float,2,at::BFloat16,1>(tmp0);
                     auto tmp3 = c10::convert<float>(tmp2);
                     auto tmp4 = at::vec::VectorizedN<float,2>(tmp3);
                     auto tmp5 = tmp1 * tmp4;
                     auto tmp6 = at::vec::convert<at::BFloat16,1,float,2>(tmp5);
-                    tmp6.store(out_ptr7 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
+                    tmp6.store(out_ptr7 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
                 }
             }
         }
@@ -221,17 +221,17 @@ extern "C"  void  kernel(const at::BFloat16* in_ptr0,
             at::vec::VectorizedN<float,2> tmp_acc0_vec = at::vec::VectorizedN<float,2>(0);
             at::vec::VectorizedN<float,2> masked_tmp_acc0_vec = at::vec::VectorizedN<float,2>(0);
             CascadeSumHelper<float, 4096> scalar_cascade_helper0(static_cast<int64_t>(1572864L));
-            CascadeSumHelper<at::vec::VectorizedN<float,2>, 4096> cascade_helper0(static_cast<int64_t>(49152L));
+            CascadeSumHelper<at::vec::VectorizedN<float,2>, 4096> cascade_helper0(static_cast<int64_t>(98304L));
             CascadeSumHelper<at::vec::VectorizedN<float,2>, 4096> masked_cascade_helper0(static_cast<int64_t>(0L));
             for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(2048L); x0+=static_cast<int64_t>(1L))
             {
-                for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(768L); x1+=static_cast<int64_t>(32L))
+                for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(768L); x1+=static_cast<int64_t>(16L))
                 {
                     {
                         if(C10_LIKELY(x1 >= static_cast<int64_t>(0) && x1 < static_cast<int64_t>(768L)))
                         {
-                            auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr8 + static_cast<int64_t>(x1 + 768L*x0), static_cast<int64_t>(32));
-                            auto tmp2 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr11 + static_cast<int64_t>(x1 + 2304L*x0), static_cast<int64_t>(32));
+                            auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr8 + static_cast<int64_t>(x1 + 768L*x0), static_cast<int64_t>(16));
+                            auto tmp2 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr11 + static_cast<int64_t>(x1 + 2304L*x0), static_cast<int64_t>(16));
                             auto tmp1 = at::vec::convert<float,2,at::BFloat16,1>(tmp0);
                             auto tmp3 = at::vec::convert<float,2,at::BFloat16,1>(tmp2);
                             auto tmp4 = tmp1 * tmp3;
@@ -248,7 +248,7 @@ extern "C"  void  kernel(const at::BFloat16* in_ptr0,
         }
     }
     {
-        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(2L); x0+=static_cast<int64_t>(16L))
+        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(2L); x0+=static_cast<int64_t>(8L))
         {
             {
                 if(C10_LIKELY(x0 >= static_cast<int64_t>(0L) && x0 < static_cast<int64_t>(2L)))
@@ -282,15 +282,15 @@ extern "C"  void  kernel(const at::BFloat16* in_ptr0,
             #pragma GCC ivdep
             for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(6L); x1+=static_cast<int64_t>(1L))
             {
-                for(int64_t x2=static_cast<int64_t>(0L); x2<static_cast<int64_t>(128L); x2+=static_cast<int64_t>(32L))
+                for(int64_t x2=static_cast<int64_t>(0L); x2<static_cast<int64_t>(128L); x2+=static_cast<int64_t>(16L))
                 {
                     {
                         if(C10_LIKELY(x2 >= static_cast<int64_t>(0) && x2 < static_cast<int64_t>(128L)))
                         {
-                            auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr6 + static_cast<int64_t>(x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(32));
+                            auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr6 + static_cast<int64_t>(x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(16));
                             auto tmp2 = in_ptr12[static_cast<int64_t>(x1 + 6L*x0)];
                             auto tmp5 = out_ptr5[static_cast<int64_t>(x1 + 6L*x0)];
-                            auto tmp13 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr7 + static_cast<int64_t>(x2 + 128L*x1 + 2304L*x0), static_cast<int64_t>(32));
+                            auto tmp13 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr7 + static_cast<int64_t>(x2 + 128L*x1 + 2304L*x0), static_cast<int64_t>(16));
                             auto tmp1 = at::vec::convert<at::BFloat16,1,float,2>(tmp0);
                             auto tmp3 = at::vec::VectorizedN<float,2>(tmp2);
                             auto tmp4 = tmp0 * tmp3;
@@ -309,7 +309,7 @@ extern "C"  void  kernel(const at::BFloat16* in_ptr0,
                             auto tmp19 = tmp18 * tmp17;
                             auto tmp20 = tmp4 + tmp19;
                             auto tmp21 = at::vec::convert<at::BFloat16,1,float,2>(tmp20);
-                            tmp21.store(out_ptr10 + static_cast<int64_t>(x2 + 128L*x1 + 2304L*x0), static_cast<int64_t>(32));
+                            tmp21.store(out_ptr10 + static_cast<int64_t>(x2 + 128L*x1 + 2304L*x0), static_cast<int64_t>(16));
                         }
                     }
                 }
@@ -323,15 +323,15 @@ extern "C"  void  kernel(const at::BFloat16* in_ptr0,
             #pragma GCC ivdep
             for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(6L); x1+=static_cast<int64_t>(1L))
             {
-                for(int64_t x2=static_cast<int64_t>(0L); x2<static_cast<int64_t>(128L); x2+=static_cast<int64_t>(32L))
+                for(int64_t x2=static_cast<int64_t>(0L); x2<static_cast<int64_t>(128L); x2+=static_cast<int64_t>(16L))
                 {
                     {
                         if(C10_LIKELY(x2 >= static_cast<int64_t>(0) && x2 < static_cast<int64_t>(128L)))
                         {
-                            auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr4 + static_cast<int64_t>(x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(32));
+                            auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr4 + static_cast<int64_t>(x2 + 128L*x1 + 768L*x0), static_cast<int64_t>(16));
                             auto tmp2 = in_ptr13[static_cast<int64_t>(x1 + 6L*x0)];
                             auto tmp5 = out_ptr4[static_cast<int64_t>(x1 + 6L*x0)];
-                            auto tmp13 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr5 + static_cast<int64_t>(x2 + 128L*x1 + 2304L*x0), static_cast<int64_t>(32));
+                            auto tmp13 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr5 + static_cast<int64_t>(x2 + 128L*x1 + 2304L*x0), static_cast<int64_t>(16));
                             auto tmp1 = at::vec::convert<at::BFloat16,1,float,2>(tmp0);
                             auto tmp3 = at::vec::VectorizedN<float,2>(tmp2);
                             auto tmp4 = tmp0 * tmp3;
@@ -350,7 +350,7 @@ extern "C"  void  kernel(const at::BFloat16* in_ptr0,
                             auto tmp19 = tmp18 * tmp17;
                             auto tmp20 = tmp4 + tmp19;
                             auto tmp21 = at::vec::convert<at::BFloat16,1,float,2>(tmp20);
-                            tmp21.store(out_ptr11 + static_cast<int64_t>(x2 + 128L*x1 + 2304L*x0), static_cast<int64_t>(32));
+                            tmp21.store(out_ptr11 + static_cast<int64_t>(x2 + 128L*x1 + 2304L*x0), static_cast<int64_t>(16));
                         }
                     }
                 }
@@ -361,19 +361,19 @@ extern "C"  void  kernel(const at::BFloat16* in_ptr0,
         #pragma GCC ivdep
         for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(2048L); x0+=static_cast<int64_t>(1L))
         {
-            for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(768L); x1+=static_cast<int64_t>(32L))
+            for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(768L); x1+=static_cast<int64_t>(16L))
             {
                 {
                     if(C10_LIKELY(x1 >= static_cast<int64_t>(0) && x1 < static_cast<int64_t>(768L)))
                     {
-                        auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr8 + static_cast<int64_t>(x1 + 768L*x0), static_cast<int64_t>(32));
+                        auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr8 + static_cast<int64_t>(x1 + 768L*x0), static_cast<int64_t>(16));
                         auto tmp2 = in_ptr10[static_cast<int64_t>(0L)];
                         auto tmp1 = at::vec::convert<float,2,at::BFloat16,1>(tmp0);
                         auto tmp3 = c10::convert<float>(tmp2);
                         auto tmp4 = at::vec::VectorizedN<float,2>(tmp3);
                         auto tmp5 = tmp1 * tmp4;
                         auto tmp6 = at::vec::convert<at::BFloat16,1,float,2>(tmp5);
-                        tmp6.store(out_ptr12 + static_cast<int64_t>(x1 + 2304L*x0), static_cast<int64_t>(32));
+                        tmp6.store(out_ptr12 + static_cast<int64_t>(x1 + 2304L*x0), static_cast<int64_t>(16));
                     }
                 }
             }
@@ -395,12 +395,12 @@ extern "C"  void  kernel(const at::BFloat16* in_ptr0,
     std::atomic<int> inductor_cpu_integer_div_error{0};
     inductor_cpu_integer_div_error_flag = &inductor_cpu_integer_div_error;
     {
-        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(589824L); x0+=static_cast<int64_t>(32L))
+        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(589824L); x0+=static_cast<int64_t>(16L))
         {
             {
                 if(C10_LIKELY(x0 >= static_cast<int64_t>(0) && x0 < static_cast<int64_t>(589824L)))
                 {
-                    auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(1179648L + x0), static_cast<int64_t>(32));
+                    auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(1179648L + x0), static_cast<int64_t>(16));
                     auto tmp1 = at::vec::convert<float,2,at::BFloat16,1>(tmp0);
                     tmp1.store(out_ptr0 + static_cast<int64_t>(x0));
                 }
@@ -408,12 +408,12 @@ extern "C"  void  kernel(const at::BFloat16* in_ptr0,
         }
     }
     {
-        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(589824L); x0+=static_cast<int64_t>(32L))
+        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(589824L); x0+=static_cast<int64_t>(16L))
         {
             {
                 if(C10_LIKELY(x0 >= static_cast<int64_t>(0) && x0 < static_cast<int64_t>(589824L)))
                 {
-                    auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(589824L + x0), static_cast<int64_t>(32));
+                    auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(589824L + x0), static_cast<int64_t>(16));
                     auto tmp1 = at::vec::convert<float,2,at::BFloat16,1>(tmp0);
                     tmp1.store(out_ptr1 + static_cast<int64_t>(x0));
                 }
@@ -421,12 +421,12 @@ extern "C"  void  kernel(const at::BFloat16* in_ptr0,
         }
     }
     {
-        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(589824L); x0+=static_cast<int64_t>(32L))
+        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(589824L); x0+=static_cast<int64_t>(16L))
         {
             {
                 if(C10_LIKELY(x0 >= static_cast<int64_t>(0) && x0 < static_cast<int64_t>(589824L)))
                 {
-                    auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
+                    auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
                     auto tmp1 = at::vec::convert<float,2,at::BFloat16,1>(tmp0);
                     tmp1.store(out_ptr2 + static_cast<int64_t>(x0));
                 }

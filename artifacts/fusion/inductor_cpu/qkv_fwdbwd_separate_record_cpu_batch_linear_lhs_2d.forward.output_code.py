@@ -42,40 +42,40 @@ extern "C"  void  kernel(const float* in_ptr0,
     std::atomic<int> inductor_cpu_integer_div_error{0};
     inductor_cpu_integer_div_error_flag = &inductor_cpu_integer_div_error;
     {
-        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(589824L); x0+=static_cast<int64_t>(32L))
+        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(589824L); x0+=static_cast<int64_t>(16L))
         {
             {
                 if(C10_LIKELY(x0 >= static_cast<int64_t>(0) && x0 < static_cast<int64_t>(589824L)))
                 {
-                    auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
+                    auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
                     auto tmp1 = at::vec::convert<at::BFloat16,1,float,2>(tmp0);
-                    tmp1.store(out_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
+                    tmp1.store(out_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
                 }
             }
         }
     }
     {
-        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(589824L); x0+=static_cast<int64_t>(32L))
+        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(589824L); x0+=static_cast<int64_t>(16L))
         {
             {
                 if(C10_LIKELY(x0 >= static_cast<int64_t>(0) && x0 < static_cast<int64_t>(589824L)))
                 {
-                    auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr1 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
+                    auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr1 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
                     auto tmp1 = at::vec::convert<at::BFloat16,1,float,2>(tmp0);
-                    tmp1.store(out_ptr1 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
+                    tmp1.store(out_ptr1 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
                 }
             }
         }
     }
     {
-        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(589824L); x0+=static_cast<int64_t>(32L))
+        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(589824L); x0+=static_cast<int64_t>(16L))
         {
             {
                 if(C10_LIKELY(x0 >= static_cast<int64_t>(0) && x0 < static_cast<int64_t>(589824L)))
                 {
-                    auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr2 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
+                    auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr2 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
                     auto tmp1 = at::vec::convert<at::BFloat16,1,float,2>(tmp0);
-                    tmp1.store(out_ptr2 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
+                    tmp1.store(out_ptr2 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
                 }
             }
         }
@@ -119,12 +119,12 @@ extern "C"  void  kernel(float* in_out_ptr0,
                 {
                     float tmp_acc0 = 0;
                     at::vec::VectorizedN<float,2> tmp_acc0_vec = at::vec::VectorizedN<float,2>(0);
-                    for(int64_t x2=static_cast<int64_t>(0L); x2<static_cast<int64_t>(128L); x2+=static_cast<int64_t>(32L))
+                    for(int64_t x2=static_cast<int64_t>(0L); x2<static_cast<int64_t>(128L); x2+=static_cast<int64_t>(16L))
                     {
                         {
                             if(C10_LIKELY(x2 >= static_cast<int64_t>(0) && x2 < static_cast<int64_t>(128L)))
                             {
-                                auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(x2 + 128L*x1 + 2304L*x0), static_cast<int64_t>(32));
+                                auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(x2 + 128L*x1 + 2304L*x0), static_cast<int64_t>(16));
                                 auto tmp1 = at::vec::convert<float,2,at::BFloat16,1>(tmp0);
                                 auto tmp2 = tmp1 * tmp1;
                                 tmp_acc0_vec = tmp_acc0_vec + tmp2;
@@ -138,12 +138,12 @@ extern "C"  void  kernel(float* in_out_ptr0,
         }
     }
     {
-        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(12288L); x0+=static_cast<int64_t>(16L))
+        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(12288L); x0+=static_cast<int64_t>(8L))
         {
             {
                 if(C10_LIKELY(x0 >= static_cast<int64_t>(0) && x0 < static_cast<int64_t>(12288L)))
                 {
-                    auto tmp0 = at::vec::Vectorized<float>::loadu(out_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
+                    auto tmp0 = at::vec::Vectorized<float>::loadu(out_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(8));
                     auto tmp1 = static_cast<float>(128.0);
                     auto tmp2 = at::vec::Vectorized<float>(tmp1);
                     auto tmp3 = tmp0 / tmp2;
@@ -166,12 +166,12 @@ extern "C"  void  kernel(float* in_out_ptr0,
                 {
                     float tmp_acc0 = 0;
                     at::vec::VectorizedN<float,2> tmp_acc0_vec = at::vec::VectorizedN<float,2>(0);
-                    for(int64_t x2=static_cast<int64_t>(0L); x2<static_cast<int64_t>(128L); x2+=static_cast<int64_t>(32L))
+                    for(int64_t x2=static_cast<int64_t>(0L); x2<static_cast<int64_t>(128L); x2+=static_cast<int64_t>(16L))
                     {
                         {
                             if(C10_LIKELY(x2 >= static_cast<int64_t>(0) && x2 < static_cast<int64_t>(128L)))
                             {
-                                auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(768L + x2 + 128L*x1 + 2304L*x0), static_cast<int64_t>(32));
+                                auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(768L + x2 + 128L*x1 + 2304L*x0), static_cast<int64_t>(16));
                                 auto tmp1 = at::vec::convert<float,2,at::BFloat16,1>(tmp0);
                                 auto tmp2 = tmp1 * tmp1;
                                 tmp_acc0_vec = tmp_acc0_vec + tmp2;
@@ -185,12 +185,12 @@ extern "C"  void  kernel(float* in_out_ptr0,
         }
     }
     {
-        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(12288L); x0+=static_cast<int64_t>(16L))
+        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(12288L); x0+=static_cast<int64_t>(8L))
         {
             {
                 if(C10_LIKELY(x0 >= static_cast<int64_t>(0) && x0 < static_cast<int64_t>(12288L)))
                 {
-                    auto tmp0 = at::vec::Vectorized<float>::loadu(out_ptr1 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
+                    auto tmp0 = at::vec::Vectorized<float>::loadu(out_ptr1 + static_cast<int64_t>(x0), static_cast<int64_t>(8));
                     auto tmp1 = static_cast<float>(128.0);
                     auto tmp2 = at::vec::Vectorized<float>(tmp1);
                     auto tmp3 = tmp0 / tmp2;
@@ -210,19 +210,19 @@ extern "C"  void  kernel(float* in_out_ptr0,
             #pragma GCC ivdep
             for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(6L); x1+=static_cast<int64_t>(1L))
             {
-                for(int64_t x2=static_cast<int64_t>(0L); x2<static_cast<int64_t>(64L); x2+=static_cast<int64_t>(32L))
+                for(int64_t x2=static_cast<int64_t>(0L); x2<static_cast<int64_t>(64L); x2+=static_cast<int64_t>(16L))
                 {
                     {
                         if(C10_LIKELY(x2 >= static_cast<int64_t>(0) && x2 < static_cast<int64_t>(64L)))
                         {
-                            auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(x2 + 128L*x1 + 2304L*x0), static_cast<int64_t>(32));
+                            auto tmp0 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(x2 + 128L*x1 + 2304L*x0), static_cast<int64_t>(16));
                             auto tmp2 = in_out_ptr0[static_cast<int64_t>(x1 + 6L*x0)];
-                            auto tmp6 = at::vec::VectorizedN<float,2>::loadu(in_ptr1 + static_cast<int64_t>(x2 + 64L*x0), static_cast<int64_t>(32));
-                            auto tmp8 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(64L + x2 + 128L*x1 + 2304L*x0), static_cast<int64_t>(32));
-                            auto tmp12 = at::vec::VectorizedN<float,2>::loadu(in_ptr2 + static_cast<int64_t>(x2 + 64L*x0), static_cast<int64_t>(32));
-                            auto tmp18 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(768L + x2 + 128L*x1 + 2304L*x0), static_cast<int64_t>(32));
+                            auto tmp6 = at::vec::VectorizedN<float,2>::loadu(in_ptr1 + static_cast<int64_t>(x2 + 64L*x0), static_cast<int64_t>(16));
+                            auto tmp8 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(64L + x2 + 128L*x1 + 2304L*x0), static_cast<int64_t>(16));
+                            auto tmp12 = at::vec::VectorizedN<float,2>::loadu(in_ptr2 + static_cast<int64_t>(x2 + 64L*x0), static_cast<int64_t>(16));
+                            auto tmp18 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(768L + x2 + 128L*x1 + 2304L*x0), static_cast<int64_t>(16));
                             auto tmp20 = in_out_ptr1[static_cast<int64_t>(x1 + 6L*x0)];
-                            auto tmp25 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(832L + x2 + 128L*x1 + 2304L*x0), static_cast<int64_t>(32));
+                            auto tmp25 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(832L + x2 + 128L*x1 + 2304L*x0), static_cast<int64_t>(16));
                             auto tmp1 = at::vec::convert<float,2,at::BFloat16,1>(tmp0);
                             auto tmp3 = at::vec::VectorizedN<float,2>(tmp2);
                             auto tmp4 = tmp1 * tmp3;
@@ -260,27 +260,27 @@ extern "C"  void  kernel(float* in_out_ptr0,
         }
     }
     {
-        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(1572864L); x0+=static_cast<int64_t>(32L))
+        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(1572864L); x0+=static_cast<int64_t>(16L))
         {
             {
                 if(C10_LIKELY(x0 >= static_cast<int64_t>(0) && x0 < static_cast<int64_t>(1572864L)))
                 {
-                    auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr3 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
+                    auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr3 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
                     auto tmp1 = at::vec::convert<at::BFloat16,1,float,2>(tmp0);
-                    tmp1.store(out_ptr6 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
+                    tmp1.store(out_ptr6 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
                 }
             }
         }
     }
     {
-        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(1572864L); x0+=static_cast<int64_t>(32L))
+        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(1572864L); x0+=static_cast<int64_t>(16L))
         {
             {
                 if(C10_LIKELY(x0 >= static_cast<int64_t>(0) && x0 < static_cast<int64_t>(1572864L)))
                 {
-                    auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr4 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
+                    auto tmp0 = at::vec::VectorizedN<float,2>::loadu(in_ptr4 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
                     auto tmp1 = at::vec::convert<at::BFloat16,1,float,2>(tmp0);
-                    tmp1.store(out_ptr7 + static_cast<int64_t>(x0), static_cast<int64_t>(32));
+                    tmp1.store(out_ptr7 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
                 }
             }
         }
@@ -289,15 +289,15 @@ extern "C"  void  kernel(float* in_out_ptr0,
         #pragma GCC ivdep
         for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(2048L); x0+=static_cast<int64_t>(1L))
         {
-            for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(768L); x1+=static_cast<int64_t>(32L))
+            for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(768L); x1+=static_cast<int64_t>(16L))
             {
                 {
                     if(C10_LIKELY(x1 >= static_cast<int64_t>(0) && x1 < static_cast<int64_t>(768L)))
                     {
                         auto tmp0 = in_ptr5[static_cast<int64_t>(0L)];
-                        auto tmp2 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(1536L + x1 + 2304L*x0), static_cast<int64_t>(32));
+                        auto tmp2 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr0 + static_cast<int64_t>(1536L + x1 + 2304L*x0), static_cast<int64_t>(16));
                         auto tmp6 = in_ptr5[static_cast<int64_t>(1L)];
-                        auto tmp8 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr6 + static_cast<int64_t>(x1 + 768L*x0), static_cast<int64_t>(32));
+                        auto tmp8 = at::vec::Vectorized<at::BFloat16>::loadu(in_ptr6 + static_cast<int64_t>(x1 + 768L*x0), static_cast<int64_t>(16));
                         auto tmp1 = c10::convert<float>(tmp0);
                         auto tmp3 = at::vec::convert<float,2,at::BFloat16,1>(tmp2);
                         auto tmp4 = at::vec::VectorizedN<float,2>(tmp1);
@@ -308,7 +308,7 @@ extern "C"  void  kernel(float* in_out_ptr0,
                         auto tmp11 = tmp10 * tmp9;
                         auto tmp12 = tmp5 + tmp11;
                         auto tmp13 = at::vec::convert<at::BFloat16,1,float,2>(tmp12);
-                        tmp13.store(out_ptr8 + static_cast<int64_t>(x1 + 768L*x0), static_cast<int64_t>(32));
+                        tmp13.store(out_ptr8 + static_cast<int64_t>(x1 + 768L*x0), static_cast<int64_t>(16));
                     }
                 }
             }

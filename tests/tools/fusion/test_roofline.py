@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from jaxgpt_tools.fusion import roofline
+from jaxgpt_tools.fusion import byte_model, roofline
 from jaxgpt_tools.fusion.inductor import read_code
 from jaxgpt_tools.fusion.report import REPO_ROOT, load_results
 from jaxgpt_tools.fusion.xla import kernel_rows
@@ -135,7 +135,7 @@ def test_bytes_and_bounds_equal_the_reparsed_texts(committed):
             table = kernel_rows(texts[0])
         else:
             table = [row for text in texts for row in read_code(text)["launches"]]
-        reparsed = roofline.program_bound({**record, "kernel_table": table})
+        reparsed = roofline.program_bound(byte_model.apply_to_record({**record, "kernel_table": table}))
         stored = roofline.program_bound(record)
         assert len(reparsed.kernels) == len(stored.kernels), record["files"]
         assert reparsed.bytes == pytest.approx(stored.bytes, rel=1e-12)
