@@ -63,6 +63,11 @@ SHAPES = {
     "small": Shape("small", 128, 2, 256),
     "record_cpu": Shape("record_cpu", 768, 6, 2048),  # the record's width, a CPU-sized T
     "record_gpu": Shape("record_gpu", 768, 6, 65536),  # the record's per-device sequence
+    # The GPU leg's QKV path around the dot merger's switch at D 768 (T 21,461 by the 64 MiB rule,
+    # FUSION.md's sweep): well below it, either side of it.
+    "record_t16384": Shape("record_t16384", 768, 6, 16384),
+    "record_t21376": Shape("record_t21376", 768, 6, 21376),
+    "record_t21504": Shape("record_t21504", 768, 6, 21504),
 }
 
 
