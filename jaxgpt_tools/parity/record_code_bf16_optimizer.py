@@ -9,7 +9,6 @@ as the fp32 optimizer rows (jaxgpt_tools.parity.record_code_optimizer) take them
 from __future__ import annotations
 
 import functools
-import warnings
 
 import numpy as np
 
@@ -53,25 +52,6 @@ def initial_params(name: str) -> dict[str, np.ndarray]:
     return {project: state[record].numpy().copy() for project, record in rc.project_names(model).items()}
 
 
-def _advance(schedulers: list, steps: int) -> None:
-    """Place LR schedulers at `steps` (LambdaLR.step before any optimizer step warns; here it
-    only places the schedule)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)`")
-        for scheduler in schedulers:
-            for _ in range(steps):
-                scheduler.step()
-
-
-def _set_grads(model, grads: dict[str, np.ndarray], names: dict[str, str]) -> None:
-    """Fresh .grad tensors in each parameter's dtype (#15-#20's Muon lerps into p.grad in place)."""
-    import torch
-
-    params = dict(model.named_parameters())
-    for project, record in names.items():
-        params[record].grad = torch.from_numpy(grads[project].copy()).to(params[record].dtype)
-
-
 @functools.cache
 def record_updated(name: str) -> dict[str, np.ndarray]:
     """The record's own optimizers over its bf16 model after UPDATES updates: parameters by
@@ -84,10 +64,10 @@ def record_updated(name: str) -> dict[str, np.ndarray]:
     names = rc.project_names(model)
     with torch_threads(1):
         env = record_optim.own_optimizers(loaded, model, TOTAL_STEPS, fp32_rows.cooldown_steps(name))
-        _advance(env["schedulers"], FIRST_STEP)
+        fp32_rows.advance_schedulers(env["schedulers"], FIRST_STEP)
         for update, grads in enumerate(gradients(name)):
             env["step"] = FIRST_STEP + update
-            _set_grads(model, grads, names)
+            fp32_rows.set_grads(model, grads, names)
             with torchrun_env():
                 for key in ("momentum", "step"):
                     if key in loaded.snippets:
@@ -114,9 +94,9 @@ def torch_ref_updated(name: str) -> dict[str, np.ndarray]:
     schedulers = torch_optim.build_lr_schedulers(optimizers, TOTAL_STEPS, optim)
     names = {key: key for key, _ in gpt.named_parameters()}
     with torch_threads(1):
-        _advance(schedulers, FIRST_STEP)
+        fp32_rows.advance_schedulers(schedulers, FIRST_STEP)
         for update, grads in enumerate(gradients(name)):
-            _set_grads(gpt, grads, names)
+            fp32_rows.set_grads(gpt, grads, names)
             torch_optim.optimizer_step(gpt, optimizers, schedulers, FIRST_STEP + update, optim)
     return {key: p.detach().float().numpy().copy() for key, p in gpt.named_parameters()}
 

@@ -102,20 +102,22 @@ def _quiet_schedulers() -> Iterator[None]:
         yield
 
 
-def _advance(schedulers: list[Any], steps: int) -> None:
+def advance_schedulers(schedulers: list[Any], steps: int) -> None:
+    """Place LR schedulers at `steps` (each scheduler stepped `steps` times, no optimizer step)."""
     with _quiet_schedulers():
         for scheduler in schedulers:
             for _ in range(steps):
                 scheduler.step()
 
 
-def _set_grads(model, grads: dict[str, np.ndarray], names: dict[str, str]) -> None:
-    """Fresh .grad tensors (copies: #15-#20's Muon lerps into p.grad in place)."""
+def set_grads(model, grads: dict[str, np.ndarray], names: dict[str, str]) -> None:
+    """Fresh .grad tensors (copies: #15-#20's Muon lerps into p.grad in place) in each parameter's
+    dtype (the bf16 rows' bf16 tables and scalars)."""
     import torch
 
     params = dict(model.named_parameters())
     for project, record in names.items():
-        params[record].grad = torch.from_numpy(grads[project].copy())
+        params[record].grad = torch.from_numpy(grads[project].copy()).to(params[record].dtype)
 
 
 @functools.cache
@@ -128,10 +130,10 @@ def record_updated(name: str, ns_dtype: str) -> dict[str, np.ndarray]:
     names = rc.project_names(model)
     with record_optim.newton_schulz_dtype(loaded, ns_dtype), torch_threads(1):
         env = record_optim.own_optimizers(loaded, model, TOTAL_STEPS, cooldown_steps(name))
-        _advance(env["schedulers"], FIRST_STEP)
+        advance_schedulers(env["schedulers"], FIRST_STEP)
         for update, grads in enumerate(gradients(name)):
             env["step"] = FIRST_STEP + update
-            _set_grads(model, grads, names)
+            set_grads(model, grads, names)
             with torchrun_env():
                 for key in ("momentum", "step"):
                     if key in loaded.snippets:
@@ -171,9 +173,9 @@ def torch_ref_updated(name: str, ns_dtype: str) -> dict[str, np.ndarray]:
     schedulers = torch_optim.build_lr_schedulers(optimizers, TOTAL_STEPS, optim)
     names = {key: key for key, _ in gpt.named_parameters()}
     with torch_threads(1):
-        _advance(schedulers, FIRST_STEP)
+        advance_schedulers(schedulers, FIRST_STEP)
         for update, grads in enumerate(gradients(name)):
-            _set_grads(gpt, grads, names)
+            set_grads(gpt, grads, names)
             torch_optim.optimizer_step(gpt, optimizers, schedulers, FIRST_STEP + update, optim)
     return {key: p.detach().float().numpy().copy() for key, p in gpt.named_parameters()}
 
