@@ -15,10 +15,8 @@ import numpy as np
 from jaxgpt_tools.common.machine import torch_threads
 from jaxgpt_tools.parity import record_code as rc
 from jaxgpt_tools.parity import record_code_optimizer as fp32_rows
-from jaxgpt_tools.parity import record_optim
 from jaxgpt_tools.parity.record_code_bf16 import record_bf16
 from jaxgpt_tools.parity.record_code_checks import jax_params, label, torch_ref_model
-from jaxgpt_tools.parity.record_standins import torchrun_env
 
 FIRST_STEP, TOTAL_STEPS, UPDATES = fp32_rows.FIRST_STEP, fp32_rows.TOTAL_STEPS, fp32_rows.UPDATES
 MUON, TABLES, SCALARS = fp32_rows.MUON, fp32_rows.TABLES, fp32_rows.SCALARS
@@ -61,19 +59,7 @@ def record_updated(name: str) -> dict[str, np.ndarray]:
     loaded, shared, state = record_bf16(name)
     model = copy.deepcopy(shared)  # the column's forward rows keep theirs
     rc.load_state(model, state)
-    names = rc.project_names(model)
-    with torch_threads(1):
-        env = record_optim.own_optimizers(loaded, model, TOTAL_STEPS, fp32_rows.cooldown_steps(name))
-        fp32_rows.advance_schedulers(env["schedulers"], FIRST_STEP)
-        for update, grads in enumerate(gradients(name)):
-            env["step"] = FIRST_STEP + update
-            fp32_rows.set_grads(model, grads, names)
-            with torchrun_env():
-                for key in ("momentum", "step"):
-                    if key in loaded.snippets:
-                        exec(loaded.snippets[key], env)  # noqa: S102 - the record's loop statements
-    params = dict(model.named_parameters())
-    return {project: params[record].detach().float().numpy().copy() for project, record in names.items()}
+    return fp32_rows.step_own_optimizers(loaded, model, name, gradients(name))
 
 
 def _preset_optim(name: str):

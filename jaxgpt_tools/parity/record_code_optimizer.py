@@ -127,11 +127,19 @@ def record_updated(name: str, ns_dtype: str) -> dict[str, np.ndarray]:
     loaded = rc.load(name, EOT)
     model = rc.build_model(loaded, dims(name))
     rc.load_state(model, initial_state(name))
+    with record_optim.newton_schulz_dtype(loaded, ns_dtype):
+        return step_own_optimizers(loaded, model, name, gradients(name))
+
+
+def step_own_optimizers(loaded, model, name: str, updates: tuple[dict[str, np.ndarray], ...]) -> dict[str, np.ndarray]:
+    """The record's own optimizers, built by its own statements over `model`, its schedulers placed
+    at FIRST_STEP, stepped once per gradient dict of `updates` (by project name) with the record's
+    own loop statements: `model`'s parameters after them, by project name (fp32 numpy)."""
     names = rc.project_names(model)
-    with record_optim.newton_schulz_dtype(loaded, ns_dtype), torch_threads(1):
+    with torch_threads(1):
         env = record_optim.own_optimizers(loaded, model, TOTAL_STEPS, cooldown_steps(name))
         advance_schedulers(env["schedulers"], FIRST_STEP)
-        for update, grads in enumerate(gradients(name)):
+        for update, grads in enumerate(updates):
             env["step"] = FIRST_STEP + update
             set_grads(model, grads, names)
             with torchrun_env():
