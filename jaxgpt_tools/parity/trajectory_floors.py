@@ -1,5 +1,5 @@
 """The trajectory rows' noise floors (the record miniature's record-init and signal-init rows, each
-lineage preset's row), measured once from several samples and kept in
+lineage preset's row; the record-init row again with the record's bf16 Newton-Schulz), measured once from several samples and kept in
 artifacts/parity/trajectory_floors.json (scripts/trajectory_floors.py writes it; the rows read it):
 11 samples per row (12 from the record's init) take ~7 minutes over the six rows on a 2-core CPU,
 too long for every test run.
@@ -23,15 +23,17 @@ from jaxgpt_tools.parity import floors
 ARTIFACT = REPO_ROOT / "artifacts" / "parity" / "trajectory_floors.json"
 DEVICES_SAMPLE = "jaxgpt 1 vs 2 devices"
 NORM_SAMPLE = "torch_ref float64 norm"  # the record-init row's live sample (its RMSNorm more accurate)
-# checks_trajectory's record-init and signal-init rows; the others are lineage presets.
+# checks_trajectory's record-init rows (fp32 and the record's bf16 Newton-Schulz) and signal-init
+# row; the others are lineage presets.
 RECORD_INIT_ROW, SIGNAL_ROW = "record, record init", "record, signal init"
+BF16_NS_ROW = "record, record init, bf16 Newton-Schulz"
 
 
 def rows() -> tuple[str, ...]:
-    """Every row with a stored floor: RECORD_INIT_ROW, SIGNAL_ROW, then the lineage presets."""
+    """Every row with a stored floor: RECORD_INIT_ROW, SIGNAL_ROW, BF16_NS_ROW, then the lineage presets."""
     from jaxgpt_tools.parity.checks_forward import LINEAGE_CHECKED
 
-    return (RECORD_INIT_ROW, SIGNAL_ROW, *LINEAGE_CHECKED)
+    return (RECORD_INIT_ROW, SIGNAL_ROW, BF16_NS_ROW, *LINEAGE_CHECKED)
 
 
 def write(names: list[str], measure: Callable[[str], dict[str, list[float]]], out: Path = ARTIFACT) -> dict:
