@@ -73,29 +73,42 @@ class Stream:
     free: Any
 
 
-def produce(walk: Walk, stages: int, streams: list[Stream]) -> None:
-    """The memory warpgroup: for each step, wait until its stage's buffers are free (after the
-    first `stages` steps), then start the TMA copies into them. At the end it observes the last
-    releases too, so that every barrier phase is waited on exactly once."""
+def _issue(walk: Walk, first_ring_step, stages: int, streams: list[Stream]) -> None:
+    """The memory warpgroup's copies for one row's steps, numbered on the ring from
+    `first_ring_step` (0, or the steps of the rows before it): each waits until its stage's
+    buffers are free (after the ring's first `stages` steps), then starts the TMA copies."""
 
     def issue(step, carry):
-        slot = lax.rem(step, stages)
+        ring_step = first_ring_step + step
+        slot = lax.rem(ring_step, stages)
         start = walk.start(step)
         for stream in streams:
-            @pl.when(step >= stages)
+            @pl.when(ring_step >= stages)
             def _wait_free():
                 plgpu.barrier_wait(stream.free.at[slot])
 
             plgpu.copy_gmem_to_smem(stream.source(start), stream.buffers.at[slot], stream.ready.at[slot])
         return carry
 
-    def observe_release(step, carry):
+    lax.fori_loop(0, walk.total_steps, issue, None)
+
+
+def _observe_releases(total_steps, stages: int, streams: list[Stream]) -> None:
+    """Wait on the ring's last `stages` releases too, so every barrier phase is waited on exactly once."""
+
+    def observe_release(ring_step, carry):
         for stream in streams:
-            plgpu.barrier_wait(stream.free.at[lax.rem(step, stages)])
+            plgpu.barrier_wait(stream.free.at[lax.rem(ring_step, stages)])
         return carry
 
-    lax.fori_loop(0, walk.total_steps, issue, None)
-    lax.fori_loop(jnp.maximum(walk.total_steps - stages, 0), walk.total_steps, observe_release, None)
+    lax.fori_loop(jnp.maximum(total_steps - stages, 0), total_steps, observe_release, None)
+
+
+def produce(walk: Walk, stages: int, streams: list[Stream]) -> None:
+    """The memory warpgroup over one row's steps: each step's TMA copies into its stage once the
+    stage is free, then the last releases observed."""
+    _issue(walk, 0, stages, streams)
+    _observe_releases(walk.total_steps, stages, streams)
 
 
 def produce_rows(rows: Rows, stages: int, streams: list[Stream]) -> None:
@@ -104,30 +117,10 @@ def produce_rows(rows: Rows, stages: int, streams: list[Stream]) -> None:
 
     def one_row(row, done):
         walk = rows.walk(row)
-
-        def issue(step, carry):
-            ring_step = done + step
-            slot = lax.rem(ring_step, stages)
-            start = walk.start(step)
-            for stream in streams:
-                @pl.when(ring_step >= stages)
-                def _wait_free():
-                    plgpu.barrier_wait(stream.free.at[slot])
-
-                plgpu.copy_gmem_to_smem(stream.source(start), stream.buffers.at[slot], stream.ready.at[slot])
-            return carry
-
-        lax.fori_loop(0, walk.total_steps, issue, None)
+        _issue(walk, done, stages, streams)
         return done + walk.total_steps
 
-    total = lax.fori_loop(0, rows.count, one_row, jnp.int32(0))
-
-    def observe_release(ring_step, carry):
-        for stream in streams:
-            plgpu.barrier_wait(stream.free.at[lax.rem(ring_step, stages)])
-        return carry
-
-    lax.fori_loop(jnp.maximum(total - stages, 0), total, observe_release, None)
+    _observe_releases(lax.fori_loop(0, rows.count, one_row, jnp.int32(0)), stages, streams)
 
 
 def consume(walk: Walk, step_fn: Callable, carry):
