@@ -10,6 +10,12 @@ from jaxgpt_tools.fusion.claims import Claim
 from jaxgpt_tools.fusion.records import DEVICE_NAMES
 
 NUMBERS = {2: "two", 3: "three", 4: "four"}
+# Why the CPU column keeps CI's torch when the H100 column needs a CUDA build.
+ONE_TORCH_WHY_NOT = (
+    "One torch for both would have to be the CUDA build (the H100 leg needs its CUDA codegen and triton), and CI's "
+    "venv keeps the CPU-only wheel (the Makefile pins it so that no test pulls a CUDA build); on CI's torch the CPU "
+    "column is the one `make test` recompiles against the stored kernels (tests/tools/fusion/test_drift.py) and the "
+    "one `make fusion` times in one process beside XLA, so it stays there")
 
 
 def _environments(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -48,7 +54,8 @@ def _versions(runs: list[dict[str, Any]], compiler: str, package: str) -> dict[s
     out = {}
     for run in runs:
         versions = (run.get("environment") or {}).get("versions", {})
-        if compiler in ([run["compiler"]] if run.get("compiler") else ["xla", "inductor"]) and versions.get(package):
+        made = [run["compiler"]] if run.get("compiler") else run.get("compilers", ["xla", "inductor"])
+        if compiler in made and versions.get(package):
             out[DEVICE_NAMES.get(run["device"], run["device"]).split(" (")[0]] = versions
     return out
 
@@ -72,7 +79,8 @@ def versions_text(runs: list[dict[str, Any]]) -> str:
         plugins = sorted({f"{k} {x}" for v in jax.values() for k, x in v.items() if k.startswith("jax-cuda")})
         parts.append("XLA's by " + (f"one jax, {numbers[0]}" if len(numbers) == 1 else "jax " + " and ".join(numbers))
                      + (f" (with {', '.join(plugins)} for the H100)" if plugins else ""))
-    return "; ".join(parts) + "." if parts else ""
+    two_torches = len({v["torch"] for v in torch.values()}) > 1
+    return "; ".join(parts) + "." + (f" {ONE_TORCH_WHY_NOT}." if two_torches else "") if parts else ""
 
 
 def _minutes(seconds: float) -> str:

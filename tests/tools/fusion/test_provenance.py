@@ -20,6 +20,16 @@ def test_the_committed_runs_say_what_they_lack_and_name_both_torches():
     assert "'AMD EPYC'" in claim.text and "vendor AuthenticAMD, family 25" in claim.text and "min (`" in claim.text
     assert "two torch versions: " in claim.text and "2.13.0+cpu for its CPU column" in claim.text
     assert "2.14.1 with triton 3.8.0 for its H100 column" in claim.text
+    assert provenance.ONE_TORCH_WHY_NOT in claim.text
+
+
+def test_a_cpu_run_of_xla_alone_names_no_torch_for_inductor():
+    """A CPU run that compiled only XLA (`compilers`) has torch installed beside jax: its torch is
+    not the Inductor column's (the Inductor run on the same device is)."""
+    runs = [{"device": "cpu", "compilers": ["inductor"], "environment": {"versions": {"torch": "2.14.1"}}},
+            {"device": "cpu", "compilers": ["xla"], "environment": {"versions": {"jax": "0.10.2", "torch": "2.13.0+cpu"}}},
+            run("h100-compile-only", "inductor", versions={"torch": "2.14.1", "triton": "3.8.0"})]
+    assert provenance.versions_text(runs).startswith("Inductor's columns were compiled by one torch, 2.14.1")
 
 
 def test_a_run_that_records_the_cpu_and_one_torch():
