@@ -22,7 +22,15 @@ import sys
 from pathlib import Path
 
 from jaxgpt_tools.common import command
-from jaxgpt_tools.fusion.report import REPO_ROOT, check_request, load_results, run_study, study_threads, write_outputs
+from jaxgpt_tools.fusion.report import (
+    GPU_LEGS,
+    REPO_ROOT,
+    check_request,
+    load_results,
+    run_study,
+    study_threads,
+    write_outputs,
+)
 from jaxgpt_tools.fusion.xla import MODES, PARTS, SHAPES, Timing
 
 DEFAULT_GPU_PYTHON = os.environ.get("JAXGPT_GPU_PYTHON", str(REPO_ROOT / ".venv-gpu-aot" / "bin" / "python"))
@@ -42,7 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--gpu-aot", action=argparse.BooleanOptionalAction, default=None,
                         help="XLA's and Inductor's H100 code, compiled without a GPU (default: on unless --quick)")
     parser.add_argument("--sweep", action=argparse.BooleanOptionalAction, default=True, help="XLA's dot-merger sweep")
-    parser.add_argument("--gpu-compilers", default="xla,inductor", help="the H100 legs to compile (xla and/or inductor)")
+    parser.add_argument("--gpu-compilers", default=",".join(GPU_LEGS),
+                        help="the H100 legs to compile: xla, inductor (the columns), xla_gemm (XLA's QKV path with its "
+                             "GEMMs as cuBLAS calls), inductor_max_autotune (tried on the smallest shape)")
     parser.add_argument("--gpu-python", default=DEFAULT_GPU_PYTHON, help="python of the venv with the jax CUDA plugin")
     parser.add_argument("--torch-cuda-python", default=DEFAULT_TORCH_CUDA_PYTHON, help="python of the CUDA-torch venv")
     parser.add_argument("--gpu-shapes", default="small,record_gpu", help="shapes for the H100 compiles (the ablation: the last)")
@@ -72,8 +82,11 @@ def main(argv: list[str] | None = None) -> int:
         args.gpu_shapes.split(",")
     compilers = [] if args.compilers == "none" else [c.strip() for c in args.compilers.split(",") if c.strip()]
     parts, modes = args.parts.split(",") if args.parts else (["qkv"] if args.quick else list(PARTS)), args.modes.split(",")
+    gpu_legs = tuple(args.gpu_compilers.split(","))
     try:
         check_request(shapes + gpu_shapes, compilers, parts, modes, args.threads)
+        if set(gpu_legs) - set(GPU_LEGS):
+            raise ValueError(f"unknown H100 leg: {', '.join(sorted(set(gpu_legs) - set(GPU_LEGS)))}")
     except ValueError as err:
         command.usage_error(parser, err)
     if args.device == "cpu":
@@ -90,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                 timing=Timing(target_s=time_s, idle_wait_s=wait) if time_s > 0 else None, threads=args.threads,
                 cores=cores, gpu=args.gpu_aot if args.gpu_aot is not None else not args.quick,
                 gpu_python=args.gpu_python, torch_cuda_python=args.torch_cuda_python, gpu_shapes=gpu_shapes,
-                gpu_compilers=tuple(args.gpu_compilers.split(",")),
+                gpu_compilers=gpu_legs,
                 ablation=not args.quick, sweep=args.sweep and not args.quick, profile_shapes=profile, out=args.out,
                 write_docs=args.write_docs, docs_dir=args.docs_dir, artifacts_dir=args.artifacts_dir,
                 command=command_line)))

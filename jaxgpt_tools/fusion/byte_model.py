@@ -10,13 +10,16 @@ Per kernel of a QKV program's table (results.json's `kernel_table`):
             call's out=; a `reinterpret_tensor` view as its view).
 A buffer a kernel reads only part of (merged's (T, 3D) GEMM result, split into q, k and v by the
 kernels after it) counts whole in both compilers alike; a buffer updated in place counts read and
-written. XLA's own count (a fusion that only slices an operand reads its slices; a
-dynamic-update-slice writes its update) is kept beside it as `own_read` / `own_written`.
+written. A cuBLAS call's workspace (the s8 array its custom call returns beside its result) is
+scratch the library may use in part or not at all, not data the program moves: left out. XLA's
+own count (a fusion that only slices an operand reads its slices; a dynamic-update-slice writes
+its update) is kept beside it as `own_read` / `own_written`.
 `apply` rewrites a study's QKV records to this model (idempotent: it reads only the buffer lists).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from jaxgpt_tools.common.hlo import shape_bytes
@@ -25,12 +28,24 @@ from jaxgpt_tools.common.hlo import shape_bytes
 TORCH_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "bool": 1, "int64": 8, "int32": 4, "uint8": 1,
                "float8_e4m3fn": 1, "float8_e5m2": 1}
 MODEL = "distinct buffers whole"
+# XLA's custom-call targets of cuBLAS / cuBLASLt GEMMs ("__cublas$gemm", "__cublas$lt$matmul"),
+# whose result tuple ends in their workspace, an s8 array.
+CUBLAS_PREFIX = "__cublas"
+
+
+def result_arrays(kernel: dict[str, Any]) -> list[str]:
+    """The array types an XLA kernel writes: its result's (a tuple's each), less a cuBLAS call's
+    trailing s8 workspace."""
+    arrays = re.findall(r"\w+\[[\d,]*\]", kernel["result"])
+    if str(kernel.get("kind", "")).startswith(CUBLAS_PREFIX) and len(arrays) > 1 and arrays[-1].startswith("s8["):
+        arrays = arrays[:-1]
+    return arrays
 
 
 def kernel_read_written(compiler: str, kernel: dict[str, Any]) -> tuple[float, float]:
     """(bytes read, bytes written) of one kernel row under the one model (per run of the kernel)."""
     if compiler == "xla":
-        return float(sum(shape_bytes(t) for t in kernel["operands"])), float(shape_bytes(kernel["result"]))
+        return float(sum(shape_bytes(t) for t in kernel["operands"])), float(sum(shape_bytes(t) for t in result_arrays(kernel)))
     sized = lambda buffers: float(sum(n * TORCH_BYTES[dtype] for n, dtype in buffers))  # noqa: E731
     return sized(kernel["reads"]), sized(kernel["writes"])
 

@@ -8,12 +8,19 @@ the reason where that venv is absent.
             XLA compiled with, read from its dump;
   Inductor: the CUDA-torch venv (`make torch-cuda`, .venv-torch-cuda): the QKV path at `shapes`
             and Inductor's own merge passes (INDUCTOR_GPU_ABLATIONS).
+
+Two legs bound what compiling without a GPU cannot see, the GEMM choices an H100 makes by timing
+candidates: `xla_gemm_leg` compiles XLA's QKV path with its Triton GEMMs off (XLA_GEMM_CHOICES:
+every GEMM a cuBLAS call, the other extreme of what XLA's autotuner picks from), and
+`inductor_max_autotune_leg` tries Inductor's `max_autotune`, recording why it cannot compile
+without a GPU where it cannot (its measured error, `failure_line`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -39,6 +46,17 @@ INDUCTOR_GPU_ABLATIONS: dict[str, tuple[dict[str, Any], bool, tuple[str, ...]]] 
 INDUCTOR_CPU_ABLATIONS: dict[str, tuple[dict[str, Any], bool, tuple[str, ...]]] = {**INDUCTOR_GPU_ABLATIONS,
                           "freezing_concat_linear": ({"freezing": True, "cpp.enable_concat_linear": True}, False, ("fwd",))}
 FREEZING_ON_GPU = "freezing constant-folds the weights' values on the device: needs a GPU"
+# XLA's GEMM backends: Triton GEMM fusions (the default, with XLA's default tiles when nothing is
+# autotuned) or, with Triton GEMMs off, library calls. Whether cuBLASLt needs its own flag is
+# measured by the second variant (its programs equal the first's where the flag changes nothing).
+TRITON_GEMM_FLAG = "xla_gpu_enable_triton_gemm"
+CUBLASLT_FLAG = "xla_gpu_enable_cublaslt"
+XLA_GEMM_CHOICES: dict[str, dict[str, Any]] = {
+    "triton_gemm_off": {TRITON_GEMM_FLAG: False},
+    "triton_gemm_off_cublaslt_off": {TRITON_GEMM_FLAG: False, CUBLASLT_FLAG: False}}
+# Inductor's autotuned GEMM templates, tried without a GPU on the smallest shape's merged forward.
+MAX_AUTOTUNE = {"max_autotune": True}
+MAX_AUTOTUNE_VARIANT = "max_autotune"
 
 
 def shown(path: str) -> str:
@@ -122,3 +140,56 @@ def inductor_leg(python: str, shapes: list[str], modes: list[str], out: Path, *,
                                     "modes": [m for m in variant_modes if m in modes], "options": options, "flat": flat})
         records += ablated.get("records", [])
     return {"records": records, "versions": versions(python, ("torch", "triton", "numpy"))}
+
+
+def failure_line(stderr: str, frames: int = 5) -> str:
+    """One line of a child's failure: its last exception line and the innermost `frames` frames
+    of its traceback that raised it (file name and function), e.g. "InductorError: ... (in
+    select_algorithm.py benchmark_in_current_process > ... > testing.py rand_strided)"."""
+    lines = stderr.strip().splitlines()
+    errors = [i for i, line in enumerate(lines) if re.match(r"^[\w.]+(Error|Exception)\b.*", line)]
+    if not errors:
+        return lines[-1].strip() if lines else "no stderr"
+    last = errors[-1]
+    found = [re.search(r'File "([^"]+)", line \d+, in (\S+)', line) for line in lines[:last]]
+    chain = [f"{Path(m.group(1)).name} {m.group(2)}" for m in found if m][-frames:]
+    return lines[last].strip() + (f" (in {' > '.join(chain)})" if chain else "")
+
+
+def xla_gemm_leg(python: str, shape: str, modes: list[str], out: Path, *, log: Callable[[str], None],
+                 timeout_s: float = 3600) -> dict[str, Any]:
+    """XLA's QKV path at `shape`, both layouts, under each of XLA_GEMM_CHOICES: {"records",
+    "versions", "variants"} or {"skipped"}."""
+    needs = "jax[cuda13] with the CUDA plugin; make gpu-aot builds it"
+    records: list[dict[str, Any]] = []
+    for variant, options in XLA_GEMM_CHOICES.items():
+        done = run_child(python, "xla", out / "xla", log=log, needs=needs, timeout_s=timeout_s,
+                         kwargs={"shapes": [shape], "parts": ["qkv"], "modes": modes, "variant": variant, "options": options})
+        if "skipped" in done:
+            return done
+        records += done["records"]
+    return {"records": records, "variants": list(XLA_GEMM_CHOICES),
+            "versions": versions(python, ("jax", "jaxlib", "jax-cuda13-plugin", "flax", "numpy"))}
+
+
+def inductor_max_autotune_leg(python: str, shape: str, out: Path, *, log: Callable[[str], None],
+                              timeout_s: float = 3600) -> dict[str, Any]:
+    """Inductor's QKV forward, merged, at `shape` with MAX_AUTOTUNE: {"records", "versions",
+    "variants"} where it compiles, else {"records": [], "not_compiled": {variant: failure_line},
+    ...}; {"skipped"} without the venv."""
+    needs = "a CUDA build of torch with triton; make torch-cuda builds it"
+    if not Path(python).exists():
+        return {"skipped": f"no venv at {shown(python)} ({needs})"}
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env.pop("XLA_FLAGS", None)
+    kwargs = {"leg": "inductor", "out": str(out / "inductor"), "shapes": [shape], "parts": ["qkv"], "modes": ["fwd"],
+              "layouts": ["merged"], "variant": MAX_AUTOTUNE_VARIANT, "options": MAX_AUTOTUNE}
+    found = {"variants": [MAX_AUTOTUNE_VARIANT], "versions": versions(python, ("torch", "triton", "numpy"))}
+    try:
+        records = child.call("jaxgpt_tools.fusion.child:run_leg", kwargs, python=python, env=env, timeout_s=timeout_s,
+                             on_stderr_line=lambda line: log(line) if line.startswith("inductor ") else None)
+    except subprocess.TimeoutExpired:
+        return {**found, "records": [], "not_compiled": {MAX_AUTOTUNE_VARIANT: f"did not finish within {timeout_s:.0f} s"}}
+    except child.ChildFailed as failed:
+        return {**found, "records": [], "not_compiled": {MAX_AUTOTUNE_VARIANT: repo_relative_paths(failure_line(failed.stderr))}}
+    return {**found, "records": records}

@@ -29,7 +29,14 @@ from jaxgpt_tools.common import machine
 from jaxgpt_tools.common.artifacts import REPO_ROOT, repo_relative_paths
 from jaxgpt_tools.common.machine import cpu_flags, torch_threads
 from jaxgpt_tools.common.timing import timed
-from jaxgpt_tools.fusion.compile_only import FREEZING_ON_GPU, INDUCTOR_CPU_ABLATIONS, inductor_leg, xla_leg
+from jaxgpt_tools.fusion.compile_only import (
+    FREEZING_ON_GPU,
+    INDUCTOR_CPU_ABLATIONS,
+    inductor_leg,
+    inductor_max_autotune_leg,
+    xla_gemm_leg,
+    xla_leg,
+)
 from jaxgpt_tools.fusion.xla import COMPILE_ONLY, MODES, PARTS, SHAPES, Timing
 from jaxgpt_tools.gpu.compile_plan import CAVEAT
 
@@ -220,17 +227,30 @@ def load_results(roots: list[Path]) -> dict[str, Any]:
     return study
 
 
+# The compile-only H100 legs: name -> the compiler whose programs it makes. "xla" and "inductor"
+# are the columns; "xla_gemm" and "inductor_max_autotune" the GEMM choices an H100 would autotune
+# (compile_only.xla_gemm_leg, inductor_max_autotune_leg), runs of their own beside the columns'.
+GPU_LEGS = {"xla": "xla", "inductor": "inductor", "xla_gemm": "xla", "inductor_max_autotune": "inductor"}
+
+
+def run_leg(run: dict[str, Any]) -> str:
+    """The leg a run made: a compile-only leg's name (a column's is its compiler's), or "local"."""
+    return run.get("leg") or run.get("compiler") or "local"
+
+
 def run_compilers(run: dict[str, Any]) -> list[str]:
     """The compilers whose programs a run made (a compile-only leg's one; a local run's list)."""
     return [run["compiler"]] if run.get("compiler") else list(run.get("compilers", ["xla", "inductor"]))
 
 
 def merge_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Runs in order, a later run on the same device superseding an earlier one's compilers: the
-    earlier keeps those it alone made (`compilers`, the rest named in `superseded`), or goes."""
+    """Runs in order, a later run of the same leg on the same device superseding an earlier one's
+    compilers: the earlier keeps those it alone made (`compilers`, the rest named in `superseded`),
+    or goes. A GEMM-choice leg's run and a column's never supersede each other."""
     out = []
     for i, run in enumerate(runs):
-        covered = {c for later in runs[i + 1:] if later["device"] == run["device"] for c in run_compilers(later)}
+        covered = {c for later in runs[i + 1:] if later["device"] == run["device"] and run_leg(later) == run_leg(run)
+                   for c in run_compilers(later)}
         kept = [c for c in run_compilers(run) if c not in covered]
         if not kept:
             continue
@@ -271,19 +291,27 @@ def write_outputs(study: dict[str, Any], *, docs_dir: Path, artifacts_dir: Path,
 
 def compile_only(*, gpu_python: str, torch_cuda_python: str, shapes: list[str], parts: list[str], modes: list[str],
                  out: Path, ablation: bool, sweep: bool, command: str,
-                 compilers: tuple[str, ...] = ("xla", "inductor")) -> dict[str, Any]:
-    """The H100 legs, compiled without a GPU (fusion_compile_only), as a study of their own: a
-    run per compiler (its versions and command, or why it was skipped), records and the sweep."""
+                 compilers: tuple[str, ...] = tuple(GPU_LEGS)) -> dict[str, Any]:
+    """The H100 legs named in `compilers` (GPU_LEGS), compiled without a GPU (fusion_compile_only),
+    as a study of their own: a run per leg (its versions and command, or why it was skipped),
+    records and the sweep. The GEMM-choice legs take the last shape (XLA) and the smallest (Inductor)."""
     study = empty_study()
+    smallest = min(shapes, key=lambda name: SHAPES[name].seq_len * SHAPES[name].model_dim)
     legs = (("xla", lambda: xla_leg(gpu_python, shapes, parts, modes, out, sweep=sweep, log=log)),
-            ("inductor", lambda: inductor_leg(torch_cuda_python, shapes, modes, out, ablation=ablation, log=log)))
-    for compiler, leg in legs:
-        if compiler not in compilers:
+            ("inductor", lambda: inductor_leg(torch_cuda_python, shapes, modes, out, ablation=ablation, log=log)),
+            ("xla_gemm", lambda: xla_gemm_leg(gpu_python, shapes[-1], modes, out / "gemm_choice", log=log)),
+            ("inductor_max_autotune", lambda: inductor_max_autotune_leg(torch_cuda_python, smallest, out / "max_autotune",
+                                                                        log=log)))
+    for name, leg in legs:
+        if name not in compilers:
             continue
-        log(f"{compiler} h100 (compiled without a GPU): {', '.join(shapes)}")
+        compiler = GPU_LEGS[name]
+        log(f"{name} h100 (compiled without a GPU): {', '.join(shapes)}")
         leg_s, done = timed(leg)
         run: dict[str, Any] = {"device": COMPILE_ONLY, "compiler": compiler, "command": command, "caveat": CAVEAT,
                                "wall_s": leg_s}
+        if name != compiler:
+            run |= {"leg": name, "variants": done.get("variants", [])}
         if "skipped" in done:
             log(f"{compiler} h100 skipped: {done['skipped']}")
             study["runs"].append({**run, "skipped": done["skipped"]})
@@ -291,7 +319,9 @@ def compile_only(*, gpu_python: str, torch_cuda_python: str, shapes: list[str], 
         env = environment()
         run["environment"] = {**env, "versions": done["versions"], "compiler_flags": {
             "XLA_FLAGS": "", **({"inductor_compile_only": done["records"][0].get("compile_config", {})} if done["records"] else {})}}
-        if compiler == "inductor":
+        if done.get("not_compiled"):
+            run["not_compiled"] = done["not_compiled"]
+        elif name == "inductor":
             run["not_compiled"] = {"block": "torch_ref's block builds its flex-attention BlockMask by running on the "
                                             "device; not attempted without a GPU", "freezing_concat_linear": FREEZING_ON_GPU}
         study["runs"].append(run)
@@ -308,7 +338,7 @@ def compile_only(*, gpu_python: str, torch_cuda_python: str, shapes: list[str], 
 def run_study(*, device: str, shapes: list[str], compilers: list[str], parts: list[str], modes: list[str],
               timing: Timing | None, threads: int, cores: list[int], gpu: bool, gpu_python: str, torch_cuda_python: str,
               gpu_shapes: list[str], ablation: bool, sweep: bool, profile_shapes: tuple[str, ...], out: Path,
-              gpu_compilers: tuple[str, ...] = ("xla", "inductor"),
+              gpu_compilers: tuple[str, ...] = tuple(GPU_LEGS),
               write_docs: bool, docs_dir: Path, artifacts_dir: Path, command: str) -> dict[str, Any]:
     """Compile (and on this machine time) every program, write OUT/<device>/results.json per
     device and, with `write_docs`, the artifacts and docs; returns a summary."""
