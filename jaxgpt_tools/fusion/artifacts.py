@@ -59,12 +59,15 @@ def program_files(record: dict[str, Any]) -> list[tuple[str, Path]]:
 
 
 def unchanged_ablation(records: list[dict[str, Any]], record: dict[str, Any]) -> bool:
-    """Whether `record` is an ablation's program whose kernels equal its default's (the flag left it as it was)."""
+    """Whether `record` is an ablation's program whose kernels equal its default's or an earlier
+    ablation's of the same program (the flag left it as it was: that program's text is kept)."""
     if record.get("variant", "default") == "default":
         return False
     keys = ("compiler", "device", "part", "mode", "layout")
+    earlier = {id(other) for other in records[:next((i for i, other in enumerate(records) if other is record), len(records))]}
     return any(all(other[k] == record[k] for k in keys) and other["shape"]["name"] == record["shape"]["name"]
-               and other.get("variant", "default") == "default" and other.get("kernel_table") == record.get("kernel_table")
+               and (other.get("variant", "default") == "default" or id(other) in earlier) and other is not record
+               and other.get("kernel_table") == record.get("kernel_table")
                for other in records)
 
 

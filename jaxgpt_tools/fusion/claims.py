@@ -222,9 +222,11 @@ def _inductor_ablation(ablated, base, merged) -> str:
 def ablation_claims(records: list[dict[str, Any]], runs: list[dict[str, Any]]) -> list[Claim]:
     """The flags and passes that decide the merge, turned on the separate layout: XLA's
     dot-merger threshold, Inductor's batch_linear_lhs and freezing; what could not be compiled."""
+    from jaxgpt_tools.fusion.compile_only import GEMM_CHOICE_VARIANTS
+
     made = []
-    for ablated in [r for r in records if r.get("variant", "default") != "default" and r["layout"] == "separate"
-                    and r["part"] == "qkv"]:
+    for ablated in [r for r in records if r.get("variant", "default") not in ("default", *GEMM_CHOICE_VARIANTS)
+                    and r["layout"] == "separate" and r["part"] == "qkv"]:
         base = find(records, **{k: ablated[k] for k in ("compiler", "device", "part", "mode", "layout", "shape")})
         merged = find(records, **{k: ablated[k] for k in ("compiler", "device", "part", "mode", "shape")}, layout="merged")
         if base is None or merged is None:
@@ -235,7 +237,7 @@ def ablation_claims(records: list[dict[str, Any]], runs: list[dict[str, Any]]) -
                               gemms_per_call(a) == a["gemm_kernels"] and gemms_per_call(b) == b["gemm_kernels"]
                               and gemms_per_call(m) == m["gemm_kernels"] and kernels_per_call(a) == a["kernels"]
                               and abs(bytes_moved(a) - a["kernel_traffic_bytes"]) < 1)))
-    for run in runs:
+    for run in [run for run in runs if not run.get("leg")]:  # a GEMM-choice leg's: fusion/gemm_choice.py
         for what, why in (run.get("not_compiled") or {}).items():
             made.append(Claim(f"ablation.not_compiled_{run.get('compiler')}_{what}",
                               f"{COMPILER_NAMES.get(str(run.get('compiler')), '')} {DEVICE_NAMES.get(run['device'], run['device'])}: "
@@ -256,7 +258,8 @@ BYTES_TEXT = (
     "and its result in the optimized HLO; Inductor: the buffer arguments of a launch in its output code, by their in_ptr / "
     "out_ptr / in_out_ptr roles, an extern call's out=); a buffer a kernel reads only part of counts whole in both "
     "compilers (merged's (T, 3D) GEMM result, which the kernels after it split into q, k and v), one updated in place "
-    "counts read and written; the block's totals, which have no per-kernel table, are each compiler's own count. "
+    "counts read and written, and a cuBLAS call's workspace (the s8 scratch array XLA's custom call returns beside "
+    "its result) is left out; the block's totals, which have no per-kernel table, are each compiler's own count. "
     "*Minimum*: the program's arguments read once and results written once (XLA's memory_analysis of the same program).")
 KERNELS_TEXT = (
     "*Kernels*: launches per call (XLA: instructions that do work in the entry computation and loop bodies, once per "
@@ -333,6 +336,14 @@ def _gpu_run_text(run: dict[str, Any]) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in sorted(env.get("versions", {}).items()))
     head = (f"{COMPILER_NAMES.get(str(run.get('compiler')), '')} {DEVICE_NAMES[run['device']]} programs: `{run['command']}` at "
             f"commit {env.get('commit', 'unknown')} with {versions}; {run.get('caveat', 'compiled without a GPU, no autotuning')}")
+    if run.get("leg") == "xla_gemm":
+        return head + (" (jax's CUDA plugin, compile-only devices): the GEMM-choice leg, the QKV path at the record's "
+                       "shape with XLA's Triton GEMMs off (variants " + ", ".join(f"`{v}`" for v in run.get("variants", []))
+                       + ", each program naming its compiler options).")
+    if run.get("leg") == "inductor_max_autotune":
+        return head + (" (fake_cuda.py as in the Inductor leg): Inductor's `max_autotune=True` tried on the QKV path's "
+                       "merged forward at the smallest shape" + (", which did not compile (below)."
+                                                                 if run.get("not_compiled") else "."))
     if run.get("compiler") == "xla":
         return head + (" (jax's CUDA plugin, compile-only devices): GEMM tiles are XLA's defaults, nothing is timed, and "
                        "no compiler option is changed except the dot-merger threshold where a program says so.")
@@ -363,13 +374,14 @@ def method_claims(records: list[dict[str, Any]], runs: list[dict[str, Any]], equ
     made = [Claim("method.programs", programs_text(records), programs_hold)]
     for run in runs:
         compilers = [run["compiler"]] if run.get("compiler") else run.get("compilers", ["xla", "inductor"])
-        key = f"method.run_{run['device']}_{compilers[0] if len(compilers) == 1 else 'both'}"
+        key = f"method.run_{run['device']}_{run.get('leg') or (compilers[0] if len(compilers) == 1 else 'both')}"
         if run.get("skipped"):
             made.append(Claim(key, f"{COMPILER_NAMES.get(str(run.get('compiler')), '')} {DEVICE_NAMES.get(run['device'], run['device'])}: "
                               f"not compiled ({run['skipped']}).", lambda run=run: not any(
                                   r["device"] == run["device"] and r["compiler"] == run.get("compiler") for r in records)))
             continue
-        mine = [r for r in records if r["device"] == run["device"] and r["compiler"] in compilers]
+        mine = [r for r in records if r["device"] == run["device"] and r["compiler"] in compilers
+                and (not run.get("leg") or r.get("variant") in run.get("variants", []))]
         text = _gpu_run_text(run) if run["device"] == "h100-compile-only" else _cpu_run_text(run, mine)
         made.append(Claim(key, text, lambda mine=mine: all(
             t["min_ms"] <= t["p25_ms"] <= t["median_ms"] <= t["p75_ms"] <= t["max_ms"] and t["repeats"] >= 1

@@ -57,6 +57,8 @@ XLA_GEMM_CHOICES: dict[str, dict[str, Any]] = {
 # Inductor's autotuned GEMM templates, tried without a GPU on the smallest shape's merged forward.
 MAX_AUTOTUNE = {"max_autotune": True}
 MAX_AUTOTUNE_VARIANT = "max_autotune"
+# The variants the GEMM-choice legs make: not merge ablations (their own section of the page).
+GEMM_CHOICE_VARIANTS = frozenset({*XLA_GEMM_CHOICES, MAX_AUTOTUNE_VARIANT})
 
 
 def shown(path: str) -> str:
@@ -143,16 +145,16 @@ def inductor_leg(python: str, shapes: list[str], modes: list[str], out: Path, *,
 
 
 def failure_line(stderr: str, frames: int = 5) -> str:
-    """One line of a child's failure: its last exception line and the innermost `frames` frames
-    of its traceback that raised it (file name and function), e.g. "InductorError: ... (in
-    select_algorithm.py benchmark_in_current_process > ... > testing.py rand_strided)"."""
+    """One line of a child's failure: its last exception line and the innermost `frames` named
+    frames of its traceback (file name and function; comprehensions and lambdas left out), e.g.
+    "InductorError: ... (in select_algorithm.py get_inputs > ... > testing.py rand_strided)"."""
     lines = stderr.strip().splitlines()
     errors = [i for i, line in enumerate(lines) if re.match(r"^[\w.]+(Error|Exception)\b.*", line)]
     if not errors:
         return lines[-1].strip() if lines else "no stderr"
     last = errors[-1]
     found = [re.search(r'File "([^"]+)", line \d+, in (\S+)', line) for line in lines[:last]]
-    chain = [f"{Path(m.group(1)).name} {m.group(2)}" for m in found if m][-frames:]
+    chain = [f"{Path(m.group(1)).name} {m.group(2)}" for m in found if m and not m.group(2).startswith("<")][-frames:]
     return lines[last].strip() + (f" (in {' > '.join(chain)})" if chain else "")
 
 

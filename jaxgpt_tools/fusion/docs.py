@@ -14,7 +14,7 @@ from typing import Any
 
 from jaxgpt_tools.common.artifacts import REPO_ROOT, generated_header
 from jaxgpt_tools.fusion import claims as claims_lib
-from jaxgpt_tools.fusion import provenance, related, roofline_claims, width_claims
+from jaxgpt_tools.fusion import gemm_choice, provenance, related, roofline_claims, width_claims
 from jaxgpt_tools.fusion import reasons as reasons_lib
 from jaxgpt_tools.fusion import records as records_lib
 from jaxgpt_tools.fusion.records import MODE_NAMES, PART_NAMES, find, label, need, rows
@@ -31,7 +31,7 @@ def page_claims(study: dict[str, Any]) -> list[claims_lib.Claim]:
             + reasons_lib.reasons(records) + claims_lib.gap_claims(records, "qkv") + reasons_lib.sweep_claims(sweep)
             + reasons_lib.sweep_backward(sweep) + width_claims.threshold_claims(sweep, study.get("debug_options") or {})
             + width_claims.width_claims(study.get("width_sweep", []), sweep) + roofline_claims.roofline_claims(records, sweep)
-            + claims_lib.ablation_claims(records, runs) + claims_lib.block_claims(records)
+            + gemm_choice.gemm_choice_claims(records, runs) + claims_lib.ablation_claims(records, runs) + claims_lib.block_claims(records)
             + [related.related_claim(records, sweep)])
 
 
@@ -178,8 +178,10 @@ def sweep_table(sweep: list[dict[str, Any]]) -> list[str]:
 
 
 def ablation_table(table: list[dict[str, Any]]) -> list[str]:
+    from jaxgpt_tools.fusion.compile_only import GEMM_CHOICE_VARIANTS
+
     lines = ["| compiler | program | layout | flags | kernels (GEMMs) | MB moved | XLA scratch MB |", "|---|---|---|---|---|---|---|"]
-    for ablated in [r for r in table if r["variant"] != "default"]:
+    for ablated in [r for r in table if r["variant"] not in ("default", *GEMM_CHOICE_VARIANTS)]:
         base = find(table, **{k: ablated[k] for k in ("compiler", "device", "part", "mode", "layout", "shape")})
         for row, name in ((base, "default"), (ablated, ablated["variant"])):
             if row is not None:
@@ -222,8 +224,19 @@ def roofline_section(study: dict[str, Any], made: list) -> list[str]:
     return out + ["Per kernel, at the record's shape:", ""] + roofline_claims.kernel_tables(records)
 
 
+def gemm_choice_section(records: list[dict[str, Any]], made: list) -> list[str]:
+    """What compiling without a GPU cannot see, bounded: the GEMM choices' sentences and table."""
+    found = bullets(made, ("gemm_choice",))
+    if not found:
+        return []
+    return (["## What compiling without a GPU cannot see, bounded: the GEMM choices an H100 autotunes", ""] + found + [""]
+            + gemm_choice.gemm_choice_table(records))
+
+
 def page(study: dict[str, Any], *, command: str, artifacts_dir: Path, docs_dir: Path) -> str:
     """The whole of docs/FUSION.md."""
+    from jaxgpt_tools.fusion.compile_only import GEMM_CHOICE_VARIANTS
+
     records = study["records"]
     table = rows(records)
     made = page_claims(study)
@@ -251,7 +264,8 @@ def page(study: dict[str, Any], *, command: str, artifacts_dir: Path, docs_dir: 
                 f"({artifacts}/width_sweep.png)", ""]
         out += bullets(made, ("sweep.widths",)) + [""] + width_claims.width_table(study["width_sweep"], study["sweep"])
     out += roofline_section(study, made)
-    if any(r["variant"] != "default" for r in table) or any(c.key.startswith("ablation") for c in made):
+    out += gemm_choice_section(records, made)
+    if any(r["variant"] not in ("default", *GEMM_CHOICE_VARIANTS) for r in table) or any(c.key.startswith("ablation") for c in made):
         out += ["## The passes and flags that decide the merge", ""] + bullets(made, ("ablation",)) + [""] + ablation_table(table)
     out += ["## The QKV path, program by program", "",
             "Kernels launched per call (GEMMs among them); bytes every kernel reads and writes once, against the "
@@ -327,6 +341,8 @@ def plot(records: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from jaxgpt_tools.fusion.compile_only import GEMM_CHOICE_VARIANTS
+
     table = [r for r in rows(records) if r["part"] == "qkv"]
     shapes = shapes_of(table)
     metrics = [("kernels", "kernels per call", lambda r: r["kernels"]), ("bytes", "MB moved", lambda r: r["bytes"] / 1e6)]
@@ -340,7 +356,7 @@ def plot(records: list[dict[str, Any]], path: Path) -> None:
     for col, shape in enumerate(shapes):
         series = [(c, d, layout, "default") for c, d in columns(table, shape) for layout in LAYOUTS]
         series += sorted({(r["compiler"], r["device"], r["layout"], r["variant"]) for r in table
-                          if r["shape"] == shape and r["variant"] != "default"})
+                          if r["shape"] == shape and r["variant"] not in ("default", *GEMM_CHOICE_VARIANTS)})
         groups = sorted({(c, d) for c, d, _, _ in series}, key=lambda c: (c[0] != "xla", c[1]))
         width = 0.8 / max(1, max(sum(1 for s in series if s[:2] == g) for g in groups) * 2)
         for row_index, (key, ylabel, value) in enumerate(metrics):

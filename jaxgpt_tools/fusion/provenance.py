@@ -68,7 +68,8 @@ def versions_text(runs: list[dict[str, Any]]) -> str:
         found = {column: v["torch"] + (f" with triton {v['triton']}" if v.get("triton") else "") for column, v in torch.items()}
         count = len({v["torch"] for v in torch.values()})
         if count == 1:
-            parts.append(f"Inductor's columns were compiled by one torch, {next(iter(torch.values()))['torch']}")
+            parts.append(f"Inductor's columns were compiled by one torch, {next(iter(torch.values()))['torch']}"
+                         + build_text(runs) + kernels_as_before_text(runs))
         else:
             parts.append(f"Inductor's columns were compiled by {NUMBERS.get(count, count)} torch versions: "
                          + ", ".join(f"{v} for its {column} column" for column, v in found.items())
@@ -83,6 +84,31 @@ def versions_text(runs: list[dict[str, Any]]) -> str:
     return "; ".join(parts) + "." + (f" {ONE_TORCH_WHY_NOT}." if two_torches else "") if parts else ""
 
 
+def build_text(runs: list[dict[str, Any]]) -> str:
+    """The build of the one torch where its version string names one (torch.__version__'s local
+    label, e.g. `+cu130`, which the package metadata leaves out): the CUDA build compiles the CPU column too."""
+    labels = sorted({env["torch"].partition("+")[2] for run in runs if (env := run.get("environment") or {}).get("torch")
+                     and "+" in env["torch"] and not run.get("compiler")})
+    cuda = [label for label in labels if label.startswith("cu")]
+    return (f" (its CUDA build, torch.__version__ `{'`, `'.join('+' + label for label in cuda)}`, which compiles for the "
+            "CPU as well as for the H100)" if cuda else "")
+
+
+def kernels_as_before_text(runs: list[dict[str, Any]]) -> str:
+    """What a run that replaced an earlier one's programs found (report.load_results: `kernels_as_before`)."""
+    parts = []
+    for run in runs:
+        before = run.get("kernels_as_before")
+        if not before or run.get("compiler") or not before.get("versions"):
+            continue
+        was = ", ".join(f"{k} {v}" for k, v in sorted(before["versions"].items()))
+        parts.append(f"its {DEVICE_NAMES.get(run['device'], run['device'])} column, compiled before by {was}, came out the "
+                     f"same kernel for kernel in {before['same']} of its {before['programs']} programs"
+                     + (" (so `make test`, on CI's CPU-only wheel, still recompiles it against the stored kernels: "
+                        "tests/tools/fusion/test_drift.py)" if before["same"] == before["programs"] else ""))
+    return ("; " + "; ".join(parts)) if parts else ""
+
+
 def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min"
 
@@ -94,7 +120,7 @@ def times_text(runs: list[dict[str, Any]]) -> str:
         return ""
     def what(run: dict[str, Any]) -> str:
         if run.get("compiler"):
-            return f" {run['compiler']} leg"
+            return f" {run.get('leg') or run['compiler']} leg"
         made = sorted(set(run.get("compilers", ["xla", "inductor"])) | set(run.get("superseded", [])))
         timing = run.get("timing")
         return (f" legs ({' and '.join(made)}; " + (f"timed, a pair waiting up to {timing['idle_wait_s']:.0f} s for an idle "
@@ -107,11 +133,14 @@ def times_text(runs: list[dict[str, Any]]) -> str:
     return ("Measured wall time of the legs on this machine (2 cores shared with other jobs): " + "; ".join(parts) + ".")
 
 
-def wall_covers_compiles(run: dict[str, Any], records: list[dict[str, Any]], sweeps: list[dict[str, Any]]) -> bool:
-    """Second path for a leg's wall time: at least the compile seconds of the programs it made."""
+def wall_covers_compiles(run: dict[str, Any], records: list[dict[str, Any]], sweeps: list[dict[str, Any]],
+                         leg_variants: frozenset[str] = frozenset()) -> bool:
+    """Second path for a leg's wall time: at least the compile seconds of the programs it made (a
+    GEMM-choice leg's: its `variants`; a column's: the rest, `leg_variants` being the legs')."""
     made = [run["compiler"]] if run.get("compiler") else run.get("compilers", ["xla", "inductor"])
-    mine = [r for r in records if r["device"] == run["device"] and r["compiler"] in made]
-    swept = sweeps if run.get("compiler") == "xla" else []
+    mine = [r for r in records if r["device"] == run["device"] and r["compiler"] in made
+            and ((r.get("variant") in run["variants"]) if run.get("leg") else r.get("variant") not in leg_variants)]
+    swept = sweeps if run.get("compiler") == "xla" and not run.get("leg") else []
     return run["wall_s"] >= sum(r.get("compile_s", 0) for r in mine + swept)
 
 
@@ -123,10 +152,15 @@ def provenance_claim(runs: list[dict[str, Any]], records: list[dict[str, Any]] |
         return []
     text = "Provenance, as the stored runs record it: " + cpu_text(envs) + " " + versions_text(runs) + " " + times_text(runs)
 
+    legs = frozenset(v for run in runs if run.get("leg") for v in run.get("variants", []))
+
     def check() -> bool:  # another field: describe()'s own torch and jax against the package versions of the same process
         local = [run for run in runs if run.get("environment") and not run.get("compiler")]
-        return all(run["environment"].get("torch") == run["environment"]["versions"].get("torch")
+        release = lambda version: str(version).partition("+")[0] if version else version  # noqa: E731 - a CUDA build's +cu130 label
+        return all(release(run["environment"].get("torch")) == release(run["environment"]["versions"].get("torch"))
                    and run["environment"].get("jax") == run["environment"]["versions"].get("jax") for run in local) \
+            and all(0 <= run["kernels_as_before"]["same"] <= run["kernels_as_before"]["programs"]
+                    for run in runs if run.get("kernels_as_before")) \
             and all(set(e.get("isa", [])) <= set(e.get("cpu_flags") or e.get("isa", [])) for e in envs) \
-            and all(wall_covers_compiles(run, records or [], sweeps or []) for run in runs if run.get("wall_s"))
+            and all(wall_covers_compiles(run, records or [], sweeps or [], legs) for run in runs if run.get("wall_s"))
     return [Claim("method.provenance", text.strip(), check)]

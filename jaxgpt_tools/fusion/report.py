@@ -212,11 +212,22 @@ def load_results(roots: list[Path]) -> dict[str, Any]:
             raise ValueError(f"no results.json under {root}")
         for path in paths:
             result = json.loads(path.read_text())
-            study["runs"] += result.get("runs", [result["run"]] if "run" in result else [])
+            runs = result.get("runs", [result["run"]] if "run" in result else [])
+            replaced: dict[tuple[str, str], list[bool]] = {}
             for record in result["records"]:
                 if record.get("files"):  # a curated set: its program texts lie beside it
                     record["files_from"] = str(path.parent)
+                earlier = programs.get(record_key(record))
+                if earlier is not None:
+                    replaced.setdefault((record["device"], record["compiler"]), []).append(same_kernels(earlier, record))
                 programs[record_key(record)] = record
+            for (device, compiler), same in replaced.items():
+                before = last_run(study["runs"], device, compiler)
+                for run in runs:
+                    if run["device"] == device and compiler in run_compilers(run) and before is not None:
+                        run["kernels_as_before"] = {"versions": compiler_versions(before, compiler), "programs": len(same),
+                                                    "same": sum(same)}
+            study["runs"] += runs
             for key in ("sweep", "width_sweep", "debug_options"):
                 if result.get(key):
                     study[key] = result[key]
@@ -231,6 +242,32 @@ def load_results(roots: list[Path]) -> dict[str, Any]:
 # are the columns; "xla_gemm" and "inductor_max_autotune" the GEMM choices an H100 would autotune
 # (compile_only.xla_gemm_leg, inductor_max_autotune_leg), runs of their own beside the columns'.
 GPU_LEGS = {"xla": "xla", "inductor": "inductor", "xla_gemm": "xla", "inductor_max_autotune": "inductor"}
+
+
+# The packages whose versions decide a compiler's programs.
+COMPILER_PACKAGES = {"xla": ("jax", "jaxlib"), "inductor": ("torch",)}
+# A kernel-table row's fields that are bytes (under the one byte model or the compiler's own
+# count) or the graph's name: the rest say what the kernel is.
+_BYTE_FIELDS = ("read", "written", "own_read", "own_written", "graph")
+
+
+def same_kernels(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two records of one program launch the same kernels: counts, and every row of their
+    per-kernel tables (names, kinds, ops, buffers) but its byte totals, which the byte model derives."""
+    rows = lambda r: [{k: v for k, v in row.items() if k not in _BYTE_FIELDS} for row in r.get("kernel_table") or []]  # noqa: E731
+    return (a["kernels"], a["gemm_kernels"]) == (b["kernels"], b["gemm_kernels"]) and rows(a) == rows(b)
+
+
+def compiler_versions(run: dict[str, Any], compiler: str) -> dict[str, str]:
+    """The versions of the packages that decide `compiler`'s programs, as `run` records them."""
+    versions = (run.get("environment") or {}).get("versions", {})
+    return {p: versions[p] for p in COMPILER_PACKAGES[compiler] if p in versions}
+
+
+def last_run(runs: list[dict[str, Any]], device: str, compiler: str) -> dict[str, Any] | None:
+    """The last of `runs` that made `compiler`'s programs on `device` (a column's, not a GEMM-choice leg's)."""
+    return next((run for run in reversed(runs) if run["device"] == device and compiler in run_compilers(run)
+                 and run_leg(run) in (compiler, "local")), None)
 
 
 def run_leg(run: dict[str, Any]) -> str:
@@ -313,7 +350,7 @@ def compile_only(*, gpu_python: str, torch_cuda_python: str, shapes: list[str], 
         if name != compiler:
             run |= {"leg": name, "variants": done.get("variants", [])}
         if "skipped" in done:
-            log(f"{compiler} h100 skipped: {done['skipped']}")
+            log(f"{name} h100 skipped: {done['skipped']}")
             study["runs"].append({**run, "skipped": done["skipped"]})
             continue
         env = environment()
