@@ -81,6 +81,7 @@ def curate(study: dict[str, Any], dest: Path, command: str) -> dict[str, Any]:
     texts: dict[str, str] = {}
     for record in records:
         record.pop("files", None)
+        from_curated = "files_from" in record
         curated = Path(record.pop("files_from", dest))  # where results read back from a curated set keep them
         if record["part"] != "qkv" or keep.get((record["compiler"], record["device"])) != record["shape"]["name"]:
             continue
@@ -88,7 +89,9 @@ def curate(study: dict[str, Any], dest: Path, command: str) -> dict[str, Any]:
             continue  # its default's text is kept
         names = []
         for name, source in program_files(record):
-            for candidate in (source, curated / name):
+            # A curated record's text is the one kept beside it: its run's folder may since hold another
+            # run's program of the same name (a leg made again, e.g. by another compiler version).
+            for candidate in ((curated / name, source) if from_curated else (source, curated / name)):
                 if candidate.exists():
                     texts[name] = scrubbed(candidate.read_text())
                     names.append(name)

@@ -334,7 +334,8 @@ def _cpu_run_text(run: dict[str, Any], mine: list[dict[str, Any]]) -> str:
 def _gpu_run_text(run: dict[str, Any]) -> str:
     env = run.get("environment") or {}
     versions = ", ".join(f"{k} {v}" for k, v in sorted(env.get("versions", {}).items()))
-    head = (f"{COMPILER_NAMES.get(str(run.get('compiler')), '')} {DEVICE_NAMES[run['device']]} programs: `{run['command']}` at "
+    what = " GEMM-choice programs" if run.get("leg") else " programs"
+    head = (f"{COMPILER_NAMES.get(str(run.get('compiler')), '')} {DEVICE_NAMES[run['device']]}{what}: `{run['command']}` at "
             f"commit {env.get('commit', 'unknown')} with {versions}; {run.get('caveat', 'compiled without a GPU, no autotuning')}")
     if run.get("leg") == "xla_gemm":
         return head + (" (jax's CUDA plugin, compile-only devices): the GEMM-choice leg, the QKV path at the record's "

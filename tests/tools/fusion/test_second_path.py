@@ -60,7 +60,8 @@ def entry_instructions(hlo: str) -> list[tuple[str, str, str, list[str]]]:
 def xla_second_path(hlo: str) -> tuple[int, int, int]:
     """(kernels, GEMMs, bytes under the one byte model) of an optimized HLO module with no loops:
     every ENTRY instruction that launches work, reading its distinct operands and writing its
-    result, each whole; a GEMM is a dot, a GEMM custom call or a fusion whose computation has a dot."""
+    result, each whole (a cuBLAS call's s8 workspace, the last array of its result, not counted);
+    a GEMM is a dot, a GEMM custom call or a fusion whose computation has a dot."""
     assert " while(" not in hlo and " call(" not in hlo, "a module with loops or calls: this parser reads ENTRY only"
     entry = entry_instructions(hlo)
     types = {name: shape for name, shape, _, _ in entry}
@@ -70,10 +71,12 @@ def xla_second_path(hlo: str) -> tuple[int, int, int]:
         if opcode in NO_KERNEL:
             continue
         kernels += 1
-        moved += sum(type_bytes(types[o]) for o in dict.fromkeys(operands)) + type_bytes(shape)
         line = next(line for line in hlo.splitlines() if re.match(rf"\s*(?:ROOT )?%{re.escape(name)} = ", line))
         called = re.findall(r"calls=%([\w.\-]+)", line)
         target = re.search(r'custom_call_target="([^"]+)"', line)
+        workspace = re.search(r", (s8\[\d+\])(?:\{[^}]*\})?\)$", shape) if target and target.group(1).startswith("__cublas") else None
+        moved += sum(type_bytes(types[o]) for o in dict.fromkeys(operands)) + type_bytes(shape) \
+            - (type_bytes(workspace.group(1)) if workspace else 0)
         if opcode == "dot" or (target and re.search("gemm|matmul", target.group(1), re.I)) or any(
                 re.search(r" dot\(", computations.get(c, "")) for c in called):
             gemms += 1
