@@ -24,6 +24,7 @@ from jaxgpt_tools.fusion.records import (
     kernel_stages,
     kernels_per_call,
     label,
+    run_compilers,
 )
 
 
@@ -374,7 +375,7 @@ def method_claims(records: list[dict[str, Any]], runs: list[dict[str, Any]], equ
 
     made = [Claim("method.programs", programs_text(records), programs_hold)]
     for run in runs:
-        compilers = [run["compiler"]] if run.get("compiler") else run.get("compilers", ["xla", "inductor"])
+        compilers = run_compilers(run)
         key = f"method.run_{run['device']}_{run.get('leg') or (compilers[0] if len(compilers) == 1 else 'both')}"
         if run.get("skipped"):
             made.append(Claim(key, f"{COMPILER_NAMES.get(str(run.get('compiler')), '')} {DEVICE_NAMES.get(run['device'], run['device'])}: "

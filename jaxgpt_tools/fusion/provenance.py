@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from jaxgpt_tools.fusion.claims import Claim
-from jaxgpt_tools.fusion.records import DEVICE_NAMES
+from jaxgpt_tools.fusion.records import DEVICE_NAMES, run_compilers
 
 NUMBERS = {2: "two", 3: "three", 4: "four"}
 # Why the CPU column keeps CI's torch when the H100 column needs a CUDA build.
@@ -54,8 +54,7 @@ def _versions(runs: list[dict[str, Any]], compiler: str, package: str) -> dict[s
     out = {}
     for run in runs:
         versions = (run.get("environment") or {}).get("versions", {})
-        made = [run["compiler"]] if run.get("compiler") else run.get("compilers", ["xla", "inductor"])
-        if compiler in made and versions.get(package):
+        if compiler in run_compilers(run) and versions.get(package):
             out[DEVICE_NAMES.get(run["device"], run["device"]).split(" (")[0]] = versions
     return out
 
@@ -64,9 +63,9 @@ def versions_text(runs: list[dict[str, Any]]) -> str:
     """Which torch compiled each Inductor column and which jax each XLA column."""
     torch, jax = _versions(runs, "inductor", "torch"), _versions(runs, "xla", "jax")
     parts = []
+    count = len({v["torch"] for v in torch.values()})
     if torch:
         found = {column: v["torch"] + (f" with triton {v['triton']}" if v.get("triton") else "") for column, v in torch.items()}
-        count = len({v["torch"] for v in torch.values()})
         if count == 1:
             parts.append(f"Inductor's columns were compiled by one torch, {next(iter(torch.values()))['torch']}"
                          + build_text(runs) + kernels_as_before_text(runs))
@@ -80,8 +79,7 @@ def versions_text(runs: list[dict[str, Any]]) -> str:
         plugins = sorted({f"{k} {x}" for v in jax.values() for k, x in v.items() if k.startswith("jax-cuda")})
         parts.append("XLA's by " + (f"one jax, {numbers[0]}" if len(numbers) == 1 else "jax " + " and ".join(numbers))
                      + (f" (with {', '.join(plugins)} for the H100)" if plugins else ""))
-    two_torches = len({v["torch"] for v in torch.values()}) > 1
-    return "; ".join(parts) + "." + (f" {ONE_TORCH_WHY_NOT}." if two_torches else "") if parts else ""
+    return "; ".join(parts) + "." + (f" {ONE_TORCH_WHY_NOT}." if count > 1 else "") if parts else ""
 
 
 def build_text(runs: list[dict[str, Any]]) -> str:
@@ -137,8 +135,7 @@ def wall_covers_compiles(run: dict[str, Any], records: list[dict[str, Any]], swe
                          leg_variants: frozenset[str] = frozenset()) -> bool:
     """Second path for a leg's wall time: at least the compile seconds of the programs it made (a
     GEMM-choice leg's: its `variants`; a column's: the rest, `leg_variants` being the legs')."""
-    made = [run["compiler"]] if run.get("compiler") else run.get("compilers", ["xla", "inductor"])
-    mine = [r for r in records if r["device"] == run["device"] and r["compiler"] in made
+    mine = [r for r in records if r["device"] == run["device"] and r["compiler"] in run_compilers(run)
             and ((r.get("variant") in run["variants"]) if run.get("leg") else r.get("variant") not in leg_variants)]
     swept = sweeps if run.get("compiler") == "xla" and not run.get("leg") else []
     return run["wall_s"] >= sum(r.get("compile_s", 0) for r in mine + swept)

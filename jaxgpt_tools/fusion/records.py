@@ -175,3 +175,8 @@ def qkv_pair(records, compiler: str, device: str, mode: str, shape: str, variant
     """(merged, separate) QKV records of one compiler, device, mode and shape name."""
     return tuple(find(records, compiler=compiler, device=device, part="qkv", mode=mode, layout=layout, shape=shape,
                       variant=variant) for layout in ("merged", "separate"))
+
+
+def run_compilers(run: dict[str, Any]) -> list[str]:
+    """The compilers whose programs a run made (a compile-only leg's one; a local run's list)."""
+    return [run["compiler"]] if run.get("compiler") else list(run.get("compilers", ["xla", "inductor"]))

@@ -37,6 +37,7 @@ from jaxgpt_tools.fusion.compile_only import (
     xla_gemm_leg,
     xla_leg,
 )
+from jaxgpt_tools.fusion.records import run_compilers
 from jaxgpt_tools.fusion.xla import COMPILE_ONLY, MODES, PARTS, SHAPES, Timing
 from jaxgpt_tools.gpu.compile_plan import CAVEAT
 
@@ -273,11 +274,6 @@ def last_run(runs: list[dict[str, Any]], device: str, compiler: str) -> dict[str
 def run_leg(run: dict[str, Any]) -> str:
     """The leg a run made: a compile-only leg's name (a column's is its compiler's), or "local"."""
     return run.get("leg") or run.get("compiler") or "local"
-
-
-def run_compilers(run: dict[str, Any]) -> list[str]:
-    """The compilers whose programs a run made (a compile-only leg's one; a local run's list)."""
-    return [run["compiler"]] if run.get("compiler") else list(run.get("compilers", ["xla", "inductor"]))
 
 
 def merge_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
