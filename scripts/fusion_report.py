@@ -4,8 +4,10 @@
     python scripts/fusion_report.py --write-docs     # the study (make fusion): this CPU at T 256 and 2,048, both
                                                      #   compilers' H100 code compiled without a GPU at T 256 and 65,536,
                                                      #   XLA's dot-merger sweep -> artifacts/fusion/, docs/FUSION.md
-    python scripts/fusion_report.py --device cuda --shapes small,record_gpu --profile-shapes small,record_gpu \
-        --no-gpu-aot --out runs/fusion-gpu           # on a GPU machine: both compilers on its GPU, timed per kernel
+    python scripts/fusion_report.py --device cuda --shapes record_gpu --profile-shapes record_gpu --parts qkv \
+        --inductor-max-autotune --no-gpu-aot --deadline-s 420 --out runs/fusion-gpu
+                                                     # on a GPU machine: both compilers on its GPU, autotuned, timed
+                                                     #   per kernel (the lease's command: artifacts/gpu/README.md)
     python scripts/fusion_report.py --from-results artifacts/fusion runs/fusion-gpu --write-docs
                                                      # compile nothing: the page from earlier runs' results
 
@@ -61,6 +63,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="seconds to wait for an idle machine before each timed pair (default 60, --quick 0)")
     parser.add_argument("--threads", type=int, default=1,
                         help="cores this process is pinned to, so XLA's pool and torch's threads are equal (default 1)")
+    parser.add_argument("--inductor-max-autotune", action="store_true",
+                        help="Inductor's programs on this machine compiled again with max_autotune=True (its Triton GEMM "
+                             "templates timed against cuBLAS on a GPU), timed beside the default ones")
+    parser.add_argument("--deadline-s", type=float, default=None,
+                        help="seconds after which this machine's run starts no new program and skips its ablations, so "
+                             "that what it made is written (one device command's limit, less the writing)")
     parser.add_argument("--profile-shapes", default="record_cpu", help="shapes also profiled per kernel (or none)")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "runs" / "fusion", help="artifact root (per device below it)")
     parser.add_argument("--write-docs", action="store_true", help="write artifacts/fusion/ and docs/FUSION.md")
@@ -87,6 +95,10 @@ def main(argv: list[str] | None = None) -> int:
         check_request(shapes + gpu_shapes, compilers, parts, modes, args.threads)
         if set(gpu_legs) - set(GPU_LEGS):
             raise ValueError(f"unknown H100 leg: {', '.join(sorted(set(gpu_legs) - set(GPU_LEGS)))}")
+        if args.inductor_max_autotune and "inductor" not in compilers:
+            raise ValueError("--inductor-max-autotune compiles Inductor's programs again: add inductor to --compilers")
+        if args.deadline_s is not None and args.deadline_s <= 0:
+            raise ValueError(f"--deadline-s must be positive seconds, not {args.deadline_s:g}")
     except ValueError as err:
         command.usage_error(parser, err)
     if args.device == "cpu":
@@ -103,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
                 timing=Timing(target_s=time_s, idle_wait_s=wait) if time_s > 0 else None, threads=args.threads,
                 cores=cores, gpu=args.gpu_aot if args.gpu_aot is not None else not args.quick,
                 gpu_python=args.gpu_python, torch_cuda_python=args.torch_cuda_python, gpu_shapes=gpu_shapes,
-                gpu_compilers=gpu_legs,
+                gpu_compilers=gpu_legs, inductor_max_autotune=args.inductor_max_autotune, deadline_s=args.deadline_s,
                 ablation=not args.quick, sweep=args.sweep and not args.quick, profile_shapes=profile, out=args.out,
                 write_docs=args.write_docs, docs_dir=args.docs_dir, artifacts_dir=args.artifacts_dir,
                 command=command_line)))

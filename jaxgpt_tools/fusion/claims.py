@@ -156,9 +156,12 @@ def _time_answer(programs) -> Claim:
 
 
 def _inductor_merge_answer(records) -> list[Claim]:
+    from jaxgpt_tools.fusion.compile_only import GEMM_CHOICE_VARIANTS
+
     found: dict[tuple[str, str], Any] = {}
     for r in records:
-        if r["compiler"] == "inductor" and r.get("variant", "default") != "default" and r["mode"] == "fwd":
+        if r["compiler"] == "inductor" and r.get("variant", "default") not in ("default", *GEMM_CHOICE_VARIANTS) \
+                and r["mode"] == "fwd":
             base = find(records, **{k: r[k] for k in ("compiler", "device", "part", "mode", "layout", "shape")})
             if base is not None:
                 found.setdefault(r["variant"], []).append((r, base))
@@ -319,6 +322,12 @@ def _cpu_run_text(run: dict[str, Any], mine: list[dict[str, Any]]) -> str:
             f"`{flags.get('XLA_FLAGS') or '(unset)'}` (JAX_PLATFORMS `{flags.get('JAX_PLATFORMS') or '(unset)'}`), "
             "Inductor and AOTAutograd "
             + ", ".join(f"`{k}={v}`" for k, v in flags.get("inductor_cpu", {}).items()))
+    if run.get("inductor_variants"):
+        text += ("; Inductor's programs also compiled with `max_autotune=True` (variant "
+                 + ", ".join(f"`{v}`" for v in run["inductor_variants"]) + ") and timed the same way")
+    if run.get("not_started"):
+        text += (f"; its deadline ({run['deadline_s']:g} s, `--deadline-s`) left {len(run['not_started'])} programs not "
+                 f"started ({', '.join(run['not_started'])}) and its ablations and equality checks not run")
     times = [r["time"] for r in mine if r.get("time")]
     if not times:
         return text + "; compiled and counted, not timed."

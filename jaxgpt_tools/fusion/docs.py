@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from jaxgpt_tools.common.artifacts import REPO_ROOT, generated_header
+from jaxgpt_tools.fusion import autotune, gemm_choice, provenance, related, roofline_claims, width_claims
 from jaxgpt_tools.fusion import claims as claims_lib
-from jaxgpt_tools.fusion import gemm_choice, provenance, related, roofline_claims, width_claims
 from jaxgpt_tools.fusion import reasons as reasons_lib
 from jaxgpt_tools.fusion import records as records_lib
 from jaxgpt_tools.fusion.records import MODE_NAMES, PART_NAMES, find, label, need, rows
@@ -31,7 +31,8 @@ def page_claims(study: dict[str, Any]) -> list[claims_lib.Claim]:
             + reasons_lib.reasons(records) + claims_lib.gap_claims(records, "qkv") + reasons_lib.sweep_claims(sweep)
             + reasons_lib.sweep_backward(sweep) + width_claims.threshold_claims(sweep, study.get("debug_options") or {})
             + width_claims.width_claims(study.get("width_sweep", []), sweep) + roofline_claims.roofline_claims(records, sweep)
-            + gemm_choice.gemm_choice_claims(records, runs) + claims_lib.ablation_claims(records, runs) + claims_lib.block_claims(records)
+            + gemm_choice.gemm_choice_claims(records, runs) + autotune.autotune_claims(records)
+            + claims_lib.ablation_claims(records, runs) + claims_lib.block_claims(records)
             + [related.related_claim(records, sweep)])
 
 
@@ -233,6 +234,14 @@ def gemm_choice_section(records: list[dict[str, Any]], made: list) -> list[str]:
             + gemm_choice.gemm_choice_table(records))
 
 
+def autotune_section(records: list[dict[str, Any]], made: list) -> list[str]:
+    """Inductor's max_autotune where the machine that timed it ran it: sentences and table."""
+    found = bullets(made, ("autotune",))
+    if not found:
+        return []
+    return ["## Inductor with its GEMMs autotuned, where it ran", ""] + found + [""] + autotune.autotune_table(records)
+
+
 def page(study: dict[str, Any], *, command: str, artifacts_dir: Path, docs_dir: Path) -> str:
     """The whole of docs/FUSION.md."""
     from jaxgpt_tools.fusion.compile_only import GEMM_CHOICE_VARIANTS
@@ -265,6 +274,7 @@ def page(study: dict[str, Any], *, command: str, artifacts_dir: Path, docs_dir: 
         out += bullets(made, ("sweep.widths",)) + [""] + width_claims.width_table(study["width_sweep"], study["sweep"])
     out += roofline_section(study, made)
     out += gemm_choice_section(records, made)
+    out += autotune_section(records, made)
     if any(r["variant"] not in ("default", *GEMM_CHOICE_VARIANTS) for r in table) or any(c.key.startswith("ablation") for c in made):
         out += ["## The passes and flags that decide the merge", ""] + bullets(made, ("ablation",)) + [""] + ablation_table(table)
     out += ["## The QKV path, program by program", "",

@@ -36,6 +36,7 @@ from jaxgpt_tools.fusion.xla import (
     MODES,
     PARTS,
     Compiled,
+    Deadline,
     Shape,
     Timing,
     program_name,
@@ -448,8 +449,9 @@ def profile_kernels(run, trace_dir: Path, *, cuda: bool, calls: int = 3) -> dict
 
 def run(shapes: list[Shape], *, out_dir: Path, timing: Timing | None, log=print, parts=PARTS, modes=MODES,
         device: str = "cpu", options: dict[str, Any] | None = None, variant: str = "default",
-        profile_dir: Path | None = None, layouts=LAYOUTS, flat: bool = False) -> list[dict[str, Any]]:
+        profile_dir: Path | None = None, layouts=LAYOUTS, flat: bool = False,
+        deadline: Deadline | None = None) -> list[dict[str, Any]]:
     compile_one = functools.partial(compile_program, out_dir=out_dir, device=device, options=options, variant=variant,
                                     flat=flat)
     return run_programs(compile_one, shapes, timing=timing, profile_dir=profile_dir, log=log, parts=parts, modes=modes,
-                        layouts=layouts)
+                        layouts=layouts, deadline=deadline, variant=variant)

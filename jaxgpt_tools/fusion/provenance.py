@@ -128,7 +128,13 @@ def times_text(runs: list[dict[str, Any]]) -> str:
 
     parts = [f"{DEVICE_NAMES.get(run['device'], run['device'])}{what(run)} {_minutes(run['wall_s'])} (`{run['command']}`)"
              for run in timed]
-    return ("Measured wall time of the legs on this machine (2 cores shared with other jobs): " + "; ".join(parts) + ".")
+    cores = sorted({run["environment"].get("cpu_count") for run in timed if run.get("environment")} - {None})
+    text = (f"Measured wall time of the legs on this machine ({'/'.join(map(str, cores)) or 'unrecorded'} cores): "
+            + "; ".join(parts))
+    commands = {run["command"] for run in timed}
+    if len(timed) > 1 and len(commands) == 1:  # one command made every leg: its time, but for its start and the page
+        text += f"; in all {_minutes(sum(run['wall_s'] for run in timed))}, one `{commands.pop()}`"
+    return text + "."
 
 
 def wall_covers_compiles(run: dict[str, Any], records: list[dict[str, Any]], sweeps: list[dict[str, Any]],

@@ -32,13 +32,15 @@ from jaxgpt_tools.common.timing import timed
 from jaxgpt_tools.fusion.compile_only import (
     FREEZING_ON_GPU,
     INDUCTOR_CPU_ABLATIONS,
+    MAX_AUTOTUNE,
+    MAX_AUTOTUNE_VARIANT,
     inductor_leg,
     inductor_max_autotune_leg,
     xla_gemm_leg,
     xla_leg,
 )
 from jaxgpt_tools.fusion.records import run_compilers
-from jaxgpt_tools.fusion.xla import COMPILE_ONLY, MODES, PARTS, SHAPES, Timing
+from jaxgpt_tools.fusion.xla import COMPILE_ONLY, MODES, PARTS, SHAPES, Deadline, Timing
 from jaxgpt_tools.gpu.compile_plan import CAVEAT
 
 # Inductor settings every CPU program is compiled with that differ from Inductor's defaults (its
@@ -145,24 +147,30 @@ def environment() -> dict[str, Any]:
 
 
 def run_local(device: str, shapes: list[str], compilers: list[str], out: Path, timing: Timing | None,
-              parts=PARTS, modes=MODES, profile_shapes: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+              parts=PARTS, modes=MODES, profile_shapes: tuple[str, ...] = (), *, inductor_max_autotune: bool = False,
+              deadline: Deadline | None = None) -> list[dict[str, Any]]:
     """Both compilers on this machine ("cpu", or "cuda": jax's GPU and torch's CUDA device),
-    timed; the programs at `profile_shapes` also profiled per kernel."""
+    timed; the programs at `profile_shapes` also profiled per kernel; with `inductor_max_autotune`,
+    Inductor's programs compiled again with MAX_AUTOTUNE (variant MAX_AUTOTUNE_VARIANT), timed the
+    same way. Shape by shape, so that a `deadline` cuts the largest shapes of every compiler alike."""
     records = []
     profile_dir = out / "profiles"
-    for compiler in compilers:
-        for name in shapes:
-            profile = profile_dir if name in profile_shapes else None
+    for name in shapes:
+        profile = profile_dir if name in profile_shapes else None
+        for compiler in compilers:
             if compiler == "xla":
                 from jaxgpt_tools.fusion import xla as fusion_xla
 
                 records += fusion_xla.run([SHAPES[name]], device=None, out_dir=out / "xla", timing=timing, log=log,
-                                          parts=parts, modes=modes, profile_dir=profile)
-            else:
-                from jaxgpt_tools.fusion import inductor as fusion_inductor
+                                          parts=parts, modes=modes, profile_dir=profile, deadline=deadline)
+                continue
+            from jaxgpt_tools.fusion import inductor as fusion_inductor
 
+            variants = [("default", None)] + ([(MAX_AUTOTUNE_VARIANT, MAX_AUTOTUNE)] if inductor_max_autotune else [])
+            for variant, options in variants:
                 records += fusion_inductor.run([SHAPES[name]], out_dir=out / "inductor", timing=timing, log=log,
-                                               parts=parts, modes=modes, device=device, profile_dir=profile)
+                                               parts=parts, modes=modes, device=device, profile_dir=profile,
+                                               options=options, variant=variant, deadline=deadline)
     return records
 
 
@@ -371,17 +379,25 @@ def compile_only(*, gpu_python: str, torch_cuda_python: str, shapes: list[str], 
 def run_study(*, device: str, shapes: list[str], compilers: list[str], parts: list[str], modes: list[str],
               timing: Timing | None, threads: int, cores: list[int], gpu: bool, gpu_python: str, torch_cuda_python: str,
               gpu_shapes: list[str], ablation: bool, sweep: bool, profile_shapes: tuple[str, ...], out: Path,
-              gpu_compilers: tuple[str, ...] = tuple(GPU_LEGS),
+              gpu_compilers: tuple[str, ...] = tuple(GPU_LEGS), inductor_max_autotune: bool = False,
+              deadline_s: float | None = None,
               write_docs: bool, docs_dir: Path, artifacts_dir: Path, command: str) -> dict[str, Any]:
     """Compile (and on this machine time) every program, write OUT/<device>/results.json per
-    device and, with `write_docs`, the artifacts and docs; returns a summary."""
+    device and, with `write_docs`, the artifacts and docs; returns a summary. Past `deadline_s`
+    (seconds from the start) this machine's run starts no new program and skips its extras."""
     from jaxgpt_tools.fusion.records import summary
 
     start = time.perf_counter()  # the study's wall time, for the log
     command = repo_relative_paths(command)
     study = empty_study()
-    local = run_local(device, shapes, compilers, out / device, timing, parts, modes, profile_shapes)
-    if local and "qkv" in parts:
+    deadline = Deadline.after(deadline_s)
+    local = run_local(device, shapes, compilers, out / device, timing, parts, modes, profile_shapes,
+                      inductor_max_autotune=inductor_max_autotune, deadline=deadline)
+    if deadline.passed():
+        log(f"deadline ({deadline_s:g} s) passed: {len(deadline.not_started)} programs not started"
+            + "".join(f" ({', '.join(deadline.not_started)})" for _ in deadline.not_started[:1])
+            + "; no ablations or equality checks")
+    if local and "qkv" in parts and not deadline.passed():
         largest = max(shapes, key=lambda name: SHAPES[name].seq_len)
         extra, study["equality"] = local_extras(device, compilers, largest, out / device, modes) if ablation else ([], [])
         local += extra
@@ -390,7 +406,10 @@ def run_study(*, device: str, shapes: list[str], compilers: list[str], parts: li
         study["runs"].append({"device": label, "compilers": compilers, "command": command, "environment": environment(),
                               "threads": threads,
                               "cores": cores, "timing": asdict(timing) if timing else None,
-                              "wall_s": time.perf_counter() - start})
+                              "wall_s": time.perf_counter() - start,
+                              **({"inductor_variants": [MAX_AUTOTUNE_VARIANT]} if inductor_max_autotune else {}),
+                              **({"deadline_s": deadline_s, "not_started": deadline.not_started}
+                                 if deadline_s is not None else {})})
         study["records"] += local
         log(f"{label} results: {write_results(out / label, {**study, 'records': local})}")
     if gpu:

@@ -28,7 +28,7 @@ import re
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, cast
 
@@ -91,6 +91,22 @@ class Timing:
     max_repeats: int = 101
     idle_margin: float = 0.5
     idle_wait_s: float = 0.0
+
+
+@dataclass
+class Deadline:
+    """When a run starts no new program (time.perf_counter() seconds; None: never), so that a run
+    inside one device command ends with what it made written rather than killed with nothing; the
+    programs it did not start, by name, in `not_started`."""
+    at: float | None = None
+    not_started: list[str] = field(default_factory=list)
+
+    @classmethod
+    def after(cls, seconds: float | None) -> Deadline:
+        return cls(None if seconds is None else time.perf_counter() + seconds)
+
+    def passed(self) -> bool:
+        return self.at is not None and time.perf_counter() >= self.at
 
 
 def load_limit(timing: Timing) -> float:
@@ -310,14 +326,18 @@ def profile_kernels(run: Callable[[], Any], trace_dir: Path, calls: int = 5) -> 
 
 def run_programs(compile_one: Callable[..., Compiled], shapes: list[Shape], *, timing: Timing | None = None,
                  profile_dir: Path | None = None, log=print, parts=PARTS, modes=MODES,
-                 layouts=LAYOUTS) -> list[dict[str, Any]]:
+                 layouts=LAYOUTS, deadline: Deadline | None = None, variant: str = "default") -> list[dict[str, Any]]:
     """compile_one(part, mode, layout, shape) for every program, in the study's order, logged;
     the layouts of each program timed interleaved with `timing` where they run, and profiled
-    per kernel into `profile_dir`."""
+    per kernel into `profile_dir`; no pair started once `deadline` has passed (its names in
+    `deadline.not_started`, each `variant`'s program name)."""
     records = []
     for shape in shapes:
         for part in parts:
             for mode in modes:
+                if deadline is not None and deadline.passed():
+                    deadline.not_started += [program_name(part, mode, layout, shape, variant) for layout in layouts]
+                    continue
                 pair = [compile_one(part, mode, layout, shape) for layout in layouts]
                 runs = [c.run for c in pair if c.run is not None]
                 if timing is not None and len(runs) == len(pair):
@@ -338,7 +358,8 @@ def run_programs(compile_one: Callable[..., Compiled], shapes: list[Shape], *, t
 
 def run(shapes: list[Shape], *, device: str | None, out_dir: Path, timing: Timing | None, log=print,
         parts=PARTS, modes=MODES, compiler_options: dict[str, Any] | None = None, variant: str = "default",
-        profile_dir: Path | None = None) -> list[dict[str, Any]]:
+        profile_dir: Path | None = None, deadline: Deadline | None = None) -> list[dict[str, Any]]:
     compile_one = functools.partial(compile_program, device=device, out_dir=out_dir,
                                     compiler_options=compiler_options, variant=variant)
-    return run_programs(compile_one, shapes, timing=timing, profile_dir=profile_dir, log=log, parts=parts, modes=modes)
+    return run_programs(compile_one, shapes, timing=timing, profile_dir=profile_dir, log=log, parts=parts, modes=modes,
+                        deadline=deadline, variant=variant)
