@@ -376,10 +376,11 @@ def device_label(device: str) -> str:
 
 
 def compile_program(part: str, mode: str, layout: str, shape: Shape, *, out_dir: Path, device: str = "cpu",
-                    options: dict[str, Any] | None = None, variant: str = "default", flat: bool = False) -> Compiled:
-    """torch.compile one program on `device` (with Inductor config `options`, an ablation named
+                    options: dict[str, Any] | None = None, variant: str = "default", flat: bool = False,
+                    alone: bool = False) -> Compiled:
+    """torch.compile one program on `device` (with Inductor config `options`, a variant named
     `variant`), run it (which compiles) and read Inductor's trace in out_dir/<program>/; returns
-    its record, runner and profiler."""
+    its record, runner and profiler. `alone`: a program compiled without its other layout."""
     import torch
     import torch._dynamo
     import torch._functorch.config
@@ -393,10 +394,11 @@ def compile_program(part: str, mode: str, layout: str, shape: Shape, *, out_dir:
                        for x in inputs)
     generator = torch.Generator().manual_seed(1)
     cotangents: list = []
-    if layout == LAYOUTS[0] or variant != "default":
-        # A fresh start per pair of layouts (both stay compiled, to be timed interleaved); the other
-        # layout's module is a new instance, so it compiles anew rather than hitting this cache. An
-        # ablation (untimed, one layout) starts afresh too: Dynamo would reuse the default's graph.
+    if layout == LAYOUTS[0] or alone:
+        # A fresh start per pair of layouts, never between them: a reset would make the pair's first
+        # program compile again, outside its config patch, when it is timed. The other layout's
+        # module is a new instance, so it compiles anew rather than hitting this cache. A program
+        # alone (an untimed ablation) starts afresh too: Dynamo would reuse the default's graph.
         torch._dynamo.reset()
     # No cache hits: a graph loaded from Inductor's or AOTAutograd's cache writes no trace.
     no_cache = {"fx_graph_cache": False, "fx_graph_remote_cache": False}
@@ -452,6 +454,6 @@ def run(shapes: list[Shape], *, out_dir: Path, timing: Timing | None, log=print,
         profile_dir: Path | None = None, layouts=LAYOUTS, flat: bool = False,
         deadline: Deadline | None = None) -> list[dict[str, Any]]:
     compile_one = functools.partial(compile_program, out_dir=out_dir, device=device, options=options, variant=variant,
-                                    flat=flat)
+                                    flat=flat, alone=tuple(layouts) != tuple(LAYOUTS))
     return run_programs(compile_one, shapes, timing=timing, profile_dir=profile_dir, log=log, parts=parts, modes=modes,
                         layouts=layouts, deadline=deadline, variant=variant)

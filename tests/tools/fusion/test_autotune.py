@@ -126,3 +126,20 @@ def test_a_tiny_autotuned_run_reaches_the_page(tmp_path, capsys):
     page = (tmp_path / "docs" / "FUSION.md").read_text()
     assert "## Inductor with its GEMMs autotuned, where it ran" in page and claim.text in page
     assert "also compiled with `max_autotune=True` (variant `max_autotune`)" in page
+
+
+@pytest.mark.slow  # ~15 s: two tiny Inductor compiles, timed
+def test_a_timed_variant_pair_is_not_compiled_again_when_timed(tmp_path):
+    # Dynamo reset between a pair's layouts made its first program compile again at its first timed
+    # call, outside the variant's config patch (so max_autotune's merged was timed as the default's).
+    from torch._dynamo.utils import counters
+
+    from jaxgpt_tools.fusion import inductor
+    from jaxgpt_tools.fusion.compile_only import MAX_AUTOTUNE
+    from jaxgpt_tools.fusion.xla import Timing
+
+    counters.clear()
+    records = inductor.run([SHAPES["tiny"]], out_dir=tmp_path, timing=Timing(target_s=0.0, min_repeats=2, max_repeats=2),
+                           parts=["qkv"], modes=["fwd"], options=MAX_AUTOTUNE, variant=MAX_AUTOTUNE_VARIANT, log=lambda _: None)
+    assert [r["time"]["repeats"] for r in records] == [2, 2]
+    assert counters["stats"]["unique_graphs"] == 2  # one per layout, none made again
