@@ -223,12 +223,59 @@ def across_t_claim(records: list[dict[str, Any]], sweep: list[dict[str, Any]]) -
     return Claim("roofline.across_t", text, check)
 
 
+def _bounds_by_program(records: list[dict[str, Any]], sweep: list[dict[str, Any]]) -> dict[tuple, float]:
+    """(compiler, mode, layout, T) -> the H100 bound in seconds of the compiled-without-GPU program:
+    its kernel table's where the leg made it, else (XLA) the dot-merger sweep's at that T."""
+    found: dict[tuple, float] = {(s.compiler, s.mode, s.layout, s.seq_len): s.bound_s for s in roofline.qkv_programs(records)
+                                 if s.device == GPU and s.model_dim == 768}
+    for b in roofline.sweep_bounds(sweep):
+        found.setdefault(("xla", b.mode, b.layout, b.seq_len), b.bound_s)
+    return found
+
+
+def measured_claim(records: list[dict[str, Any]], sweep: list[dict[str, Any]]) -> Claim | None:
+    """Where the QKV path was timed on a GPU (`fusion_report.py --device cuda`): its median times
+    beside the compiled-without-GPU bound of the same program, and separate against merged in each."""
+    bounds = _bounds_by_program(records, sweep)
+    timed = [r for r in records if r["part"] == "qkv" and r.get("variant", "default") == "default" and r.get("time")
+             and r["device"] not in ("cpu", GPU)]
+    pairs: dict[tuple, dict[str, dict[str, Any]]] = {}
+    for r in timed:
+        pairs.setdefault((r["device"], r["compiler"], r["shape"]["seq_len"], r["mode"]), {})[r["layout"]] = r
+    parts, checked = [], []
+    for (device, compiler, seq_len, mode), pair in sorted(pairs.items(), key=lambda kv: (kv[0][0], kv[0][1] != "xla",
+                                                                                          -kv[0][2], kv[0][3])):
+        if set(pair) != {"merged", "separate"}:
+            continue
+        ms = {layout: pair[layout]["time"]["median_ms"] / 1e3 for layout in pair}
+        bound = {layout: bounds.get((compiler, mode, layout, seq_len)) for layout in pair}
+        text = (f"{label(compiler, device)} {MODE_NAMES[mode]} at T {seq_len:,}: merged {us(ms['merged'])} µs, separate "
+                f"{us(ms['separate'])} µs (separate {change(ms['separate'], ms['merged'])})")
+        if all(b is not None for b in bound.values()):
+            text += (f", against bounds of {us(bound['merged'])} and {us(bound['separate'])} µs "
+                     f"({change(bound['separate'], bound['merged'])}; measured "
+                     f"{ms['merged'] / bound['merged']:.2g}x and {ms['separate'] / bound['separate']:.2g}x the bound)")
+        parts.append(text)
+        checked += [(pair[layout], bound[layout]) for layout in pair]
+    if not parts:
+        return None
+    text = ("Measured on a GPU (median of the timed calls, µs per call) beside the H100 roofline bound of the same program "
+            "compiled without a GPU (the H100's datasheet peaks whatever the GPU): " + "; ".join(parts) + ".")
+
+    def check() -> bool:  # ordered times, none faster than the model's GEMM FLOPs at Hopper's matrix peak (H100 = H200)
+        return all(r["time"]["min_ms"] <= r["time"]["median_ms"] <= r["time"]["max_ms"]
+                   and r["time"]["min_ms"] / 1e3 >= roofline.model_gemm_flops(r["mode"], r["shape"]["seq_len"],
+                                                                              r["shape"]["model_dim"]) / H100.matrix_flop_s
+                   for r, _ in checked)
+    return Claim("roofline.measured", text, check)
+
+
 def roofline_claims(records: list[dict[str, Any]], sweep: list[dict[str, Any]]) -> list[Claim]:
     """The roofline section's sentences, in page order (none where no QKV program has a kernel table)."""
     if not roofline.qkv_programs(records):
         return []
     made = [method_claim(records), record_claim(records), gemm_claim(records), path_claim(records),
-            across_t_claim(records, sweep)]
+            across_t_claim(records, sweep), measured_claim(records, sweep)]
     return [c for c in made if c is not None]
 
 

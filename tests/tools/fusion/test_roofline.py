@@ -179,3 +179,37 @@ def test_the_sentences_checks_catch_a_changed_kernel_list(committed):
                   and r["layout"] == "merged" and r["shape"]["seq_len"] == 65536 and r.get("variant", "default") == "default")
     target["kernel_traffic_bytes"] *= 1.5
     assert not claims(skewed)["roofline.record"].check()
+
+
+def gpu_timed(committed, merged_ms: float, separate_ms: float, shapes=("record_gpu",)) -> list[dict]:
+    """The committed compile-only QKV programs as a GPU run's, timed (what `--device cuda` records)."""
+    import copy
+
+    made = []
+    for r in committed:
+        if (r["device"], r["part"], r.get("variant", "default")) == ("h100-compile-only", "qkv", "default") \
+                and r["shape"]["name"] in shapes:
+            timed = copy.deepcopy(r)
+            median = merged_ms if r["layout"] == "merged" else separate_ms
+            timed |= {"device": "h100", "time": {"min_ms": median * 0.98, "median_ms": median, "max_ms": median * 1.05}}
+            made.append(timed)
+    return made
+
+
+def test_gpu_times_sit_beside_their_bounds(committed):
+    from jaxgpt_tools.fusion.roofline_claims import measured_claim
+
+    sweep = load_results([ARTIFACTS / "results.json"])["sweep"]
+    assert measured_claim(committed, sweep) is None  # nothing timed on a GPU yet
+    claim = measured_claim(committed + gpu_timed(committed, 2.0, 1.6), sweep)
+    assert claim.key == "roofline.measured" and claim.check()
+    # XLA's forward bounds at T 65,536 (886 and 705 µs): the measured times against them
+    assert ("XLA H100 forward at T 65,536: merged 2,000 µs, separate 1,600 µs (separate -20%), against bounds of 886 and "
+            "705 µs (-20%; measured 2.3x and 2.3x the bound)") in claim.text
+    # A time under the model's GEMM FLOPs at the matrix peak (0.70 ms forward+backward) cannot be measured: the check fails.
+    assert not measured_claim(committed + gpu_timed(committed, 0.6, 0.6), sweep).check()
+    # Around the dot-merger switch only XLA's sweep has the program: XLA's times get its bound, Inductor's none.
+    switch = [r | {"shape": r["shape"] | {"name": "record_t21504", "seq_len": 21_504}} for r in gpu_timed(committed, 0.9, 0.8)]
+    text = measured_claim(committed + switch, sweep).text
+    assert "XLA H100 forward at T 21,504: merged 900 µs, separate 800 µs (separate -11%), against bounds of" in text
+    assert "Inductor H100 forward at T 21,504: merged 900 µs, separate 800 µs (separate -11%);" in text
