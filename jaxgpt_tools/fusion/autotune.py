@@ -28,7 +28,7 @@ def autotuned(records: list[dict[str, Any]]) -> dict[tuple[str, str, str, str], 
                   key=lambda k: (k[0], k[1], _seq_len(records, k[2]), k[3]))
     found = {}
     for device, part, shape, mode in keys:
-        made = {v: {layout: find(records, compiler="inductor", device=device, part=part, shape=shape, mode=mode,
+        made: dict[str, dict[str, Any]] = {v: {layout: find(records, compiler="inductor", device=device, part=part, shape=shape, mode=mode,
                                  layout=layout, variant=v) for layout in LAYOUTS} for v in VARIANTS}
         if all(r is not None for by_layout in made.values() for r in by_layout.values()):
             found[(device, part, shape, mode)] = made
@@ -53,13 +53,16 @@ def _counts_hold(record: dict[str, Any]) -> bool:
     return templates == record.get("generated_by_kind", {}).get("template", 0) and templates + extern == record["gemm_kernels"]
 
 
-def _ms(record: dict[str, Any]) -> float | None:
-    return record["time"]["median_ms"] if record.get("time") else None
+def _ms(record: dict[str, Any]) -> float:
+    """The median time of a timed program."""
+    return record["time"]["median_ms"]
 
 
 def _time_text(record: dict[str, Any]) -> str:
+    if not record.get("time"):
+        return "not timed"
     value = _ms(record)
-    return "not timed" if value is None else (f"{value:,.0f} ms" if value >= 100 else f"{value:.3g} ms")
+    return f"{value:,.0f} ms" if value >= 100 else f"{value:.3g} ms"
 
 
 def _program_text(made: dict[str, dict[str, dict[str, Any]]], shape: dict[str, Any], part: str, mode: str) -> str:
@@ -70,7 +73,7 @@ def _program_text(made: dict[str, dict[str, dict[str, Any]]], shape: dict[str, A
         per_layout.append(f"{layout} {_time_text(made['default'][layout])} -> {_time_text(tuned[layout])} "
                           f"({templates} of its {templates + extern} GEMM launches Triton templates)")
     text = f"{PART_NAMES[part]} {MODE_NAMES[mode]} at D {shape['model_dim']}, T {shape['seq_len']:,}: " + ", ".join(per_layout)
-    if all(_ms(r) is not None for by_layout in made.values() for r in by_layout.values()):
+    if all(r.get("time") for by_layout in made.values() for r in by_layout.values()):
         text += (f"; separate against merged {change(_ms(made['default']['separate']), _ms(made['default']['merged']))} "
                  f"by default, {change(_ms(tuned['separate']), _ms(tuned['merged']))} autotuned")
     return text
@@ -107,8 +110,8 @@ def autotune_table(records: list[dict[str, Any]]) -> list[str]:
             for variant in VARIANTS:
                 r = made[variant][layout]
                 templates, extern = gemm_launches(r)
-                base = _ms(made["default"][layout])
-                versus = "" if variant == "default" or base is None or _ms(r) is None else change(_ms(r), base)
+                base = made["default"][layout]
+                versus = change(_ms(r), _ms(base)) if variant != "default" and r.get("time") and base.get("time") else ""
                 lines.append(f"| {DEVICE_NAMES.get(device, device)} | {PART_NAMES[part]} {MODE_NAMES[mode]}, "
                              f"T {r['shape']['seq_len']:,} | {layout} | {'max_autotune' if variant != 'default' else 'default'} "
                              f"| {r['kernels']} | {templates} / {extern} | {_time_text(r).removesuffix(' ms')} | {versus} |")

@@ -133,7 +133,7 @@ def times_text(runs: list[dict[str, Any]]) -> str:
             + "; ".join(parts))
     commands = {run["command"] for run in timed}
     if len(timed) > 1 and len(commands) == 1:  # one command made every leg: its time, but for its start and the page
-        text += f"; in all {_minutes(sum(run['wall_s'] for run in timed))}, one `{commands.pop()}`"
+        text += f"; in all {_minutes(sum(run['wall_s'] for run in timed))}, every leg from one run of `{commands.pop()}`"
     return text + "."
 
 

@@ -251,10 +251,10 @@ def measured_claim(records: list[dict[str, Any]], sweep: list[dict[str, Any]]) -
         bound = {layout: bounds.get((compiler, mode, layout, seq_len)) for layout in pair}
         text = (f"{label(compiler, device)} {MODE_NAMES[mode]} at T {seq_len:,}: merged {us(ms['merged'])} µs, separate "
                 f"{us(ms['separate'])} µs (separate {change(ms['separate'], ms['merged'])})")
-        if all(b is not None for b in bound.values()):
-            text += (f", against bounds of {us(bound['merged'])} and {us(bound['separate'])} µs "
-                     f"({change(bound['separate'], bound['merged'])}; measured "
-                     f"{ms['merged'] / bound['merged']:.2g}x and {ms['separate'] / bound['separate']:.2g}x the bound)")
+        merged, separate = bound["merged"], bound["separate"]
+        if merged is not None and separate is not None:
+            text += (f", against bounds of {us(merged)} and {us(separate)} µs ({change(separate, merged)}; measured "
+                     f"{ms['merged'] / merged:.2g}x and {ms['separate'] / separate:.2g}x the bound)")
         parts.append(text)
         checked += [(pair[layout], bound[layout]) for layout in pair]
     if not parts:

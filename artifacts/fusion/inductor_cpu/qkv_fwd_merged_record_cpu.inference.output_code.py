@@ -18,7 +18,6 @@ aten = torch.ops.aten
 inductor_ops = torch.ops.inductor
 _quantized = torch.ops._quantized
 assert_size_stride = torch._C._dynamo.guards.assert_size_stride
-assert_size_stride_grouped = torch._C._dynamo.guards.assert_size_stride_grouped
 assert_alignment = torch._C._dynamo.guards.assert_alignment
 empty_strided_cpu = torch._C._dynamo.guards._empty_strided_cpu
 empty_strided_cpu_pinned = torch._C._dynamo.guards._empty_strided_cpu_pinned
@@ -265,7 +264,8 @@ class Runner:
         extern_kernels.mm(reinterpret_tensor(arg0_1, (2048, 768), (768, 1), 0), reinterpret_tensor(buf0, (768, 2304), (1, 768), 0), out=buf1)
         del arg0_1
         del buf0
-        assert_size_stride_grouped((arg4_1, arg5_1), ((2048, 64), (2048, 64)), ((64, 1), (64, 1)), 'input')
+        assert_size_stride(arg4_1, (2048, 64), (64, 1), 'input')
+        assert_size_stride(arg5_1, (2048, 64), (64, 1), 'input')
         buf2 = empty_strided_cpu((1, 2048, 6, 1), (12288, 6, 1, 12288), torch.float32)
         buf3 = empty_strided_cpu((1, 2048, 6, 1), (12288, 6, 1, 12288), torch.float32)
         buf6 = empty_strided_cpu((1, 2048, 6, 128), (1572864, 768, 128, 1), torch.float32)
@@ -274,7 +274,8 @@ class Runner:
         buf10 = empty_strided_cpu((1, 2048, 6, 128), (1572864, 768, 128, 1), torch.float32)
         buf8 = reinterpret_tensor(buf10, (1, 2048, 6, 64), (1572864, 768, 128, 1), 0)  # alias
         buf9 = reinterpret_tensor(buf10, (1, 2048, 6, 64), (1572864, 768, 128, 1), 64)  # alias
-        assert_size_stride_grouped((arg3_1, arg2_1), ((2, ), (2048, 768)), ((1, ), (768, 1)), 'input')
+        assert_size_stride(arg3_1, (2, ), (1, ), 'input')
+        assert_size_stride(arg2_1, (2048, 768), (768, 1), 'input')
         buf12 = empty_strided_cpu((1, 2048, 6, 128), (1572864, 768, 128, 1), torch.bfloat16)
         buf7 = empty_strided_cpu((1, 2048, 6, 128), (1572864, 768, 128, 1), torch.bfloat16)
         buf11 = empty_strided_cpu((1, 2048, 6, 128), (1572864, 768, 128, 1), torch.bfloat16)

@@ -18,7 +18,6 @@ aten = torch.ops.aten
 inductor_ops = torch.ops.inductor
 _quantized = torch.ops._quantized
 assert_size_stride = torch._C._dynamo.guards.assert_size_stride
-assert_size_stride_grouped = torch._C._dynamo.guards.assert_size_stride_grouped
 assert_alignment = torch._C._dynamo.guards.assert_alignment
 empty_strided_cpu = torch._C._dynamo.guards._empty_strided_cpu
 empty_strided_cpu_pinned = torch._C._dynamo.guards._empty_strided_cpu_pinned
@@ -305,7 +304,8 @@ class Runner:
         extern_kernels.mm(reinterpret_tensor(arg0_1, (2048, 768), (768, 1), 0), reinterpret_tensor(buf3, (768, 2304), (1, 768), 0), out=buf4)
         del arg0_1
         del buf3
-        assert_size_stride_grouped((arg6_1, arg7_1), ((2048, 64), (2048, 64)), ((64, 1), (64, 1)), 'input')
+        assert_size_stride(arg6_1, (2048, 64), (64, 1), 'input')
+        assert_size_stride(arg7_1, (2048, 64), (64, 1), 'input')
         buf5 = empty_strided_cpu((1, 2048, 6, 1), (12288, 6, 1, 12288), torch.float32)
         buf6 = empty_strided_cpu((1, 2048, 6, 1), (12288, 6, 1, 12288), torch.float32)
         buf9 = empty_strided_cpu((1, 2048, 6, 128), (1572864, 768, 128, 1), torch.float32)
@@ -314,7 +314,8 @@ class Runner:
         buf13 = empty_strided_cpu((1, 2048, 6, 128), (1572864, 768, 128, 1), torch.float32)
         buf11 = reinterpret_tensor(buf13, (1, 2048, 6, 64), (1572864, 768, 128, 1), 0)  # alias
         buf12 = reinterpret_tensor(buf13, (1, 2048, 6, 64), (1572864, 768, 128, 1), 64)  # alias
-        assert_size_stride_grouped((arg4_1, arg5_1), ((2, ), (2048, 768)), ((1, ), (768, 1)), 'input')
+        assert_size_stride(arg4_1, (2, ), (1, ), 'input')
+        assert_size_stride(arg5_1, (2048, 768), (768, 1), 'input')
         buf15 = empty_strided_cpu((1, 2048, 6, 128), (1572864, 768, 128, 1), torch.bfloat16)
         buf10 = empty_strided_cpu((1, 2048, 6, 128), (1572864, 768, 128, 1), torch.bfloat16)
         buf14 = empty_strided_cpu((1, 2048, 6, 128), (1572864, 768, 128, 1), torch.bfloat16)

@@ -18,7 +18,6 @@ aten = torch.ops.aten
 inductor_ops = torch.ops.inductor
 _quantized = torch.ops._quantized
 assert_size_stride = torch._C._dynamo.guards.assert_size_stride
-assert_size_stride_grouped = torch._C._dynamo.guards.assert_size_stride_grouped
 assert_alignment = torch._C._dynamo.guards.assert_alignment
 empty_strided_cpu = torch._C._dynamo.guards._empty_strided_cpu
 empty_strided_cpu_pinned = torch._C._dynamo.guards._empty_strided_cpu_pinned
@@ -29,9 +28,9 @@ reinterpret_tensor = torch._C._dynamo.guards._reinterpret_tensor
 alloc_from_pool = torch.ops.inductor._alloc_from_pool
 async_compile = AsyncCompile()
 empty_strided_p2p = torch._C._distributed_c10d._SymmetricMemory.empty_strided_p2p
-_frozen_param13 = None  # device(type='cpu') torch.bfloat16 (768, 2304) (2304, 1) 7f50fca337f0
-_frozen_param11 = None  # device(type='cpu') torch.float32 (1, 2048, 1, 64) (131072, 64, 64, 1) 7f50fd620960
-_frozen_param12 = None  # device(type='cpu') torch.float32 (1, 2048, 1, 64) (131072, 64, 64, 1) 7f51209dd360
+_frozen_param13 = None  # device(type='cpu') torch.bfloat16 (768, 2304) (2304, 1) 7f8e18cf04b0
+_frozen_param11 = None  # device(type='cpu') torch.float32 (1, 2048, 1, 64) (131072, 64, 64, 1) 7f8e13f3e8f0
+_frozen_param12 = None  # device(type='cpu') torch.float32 (1, 2048, 1, 64) (131072, 64, 64, 1) 7f8e18168370
 
 
 cpp_fused__to_copy__unsafe_view_add_mean_mul_pow_rsqrt_split_split_with_sizes_sub_view_0 = async_compile.cpp_pybinding(['const at::BFloat16*', 'const float*', 'const float*', 'const at::BFloat16*', 'const float*', 'const float*', 'float*', 'float*', 'float*', 'float*', 'float*', 'float*', 'at::BFloat16*', 'at::BFloat16*', 'at::BFloat16*'], r'''

@@ -18,7 +18,6 @@ aten = torch.ops.aten
 inductor_ops = torch.ops.inductor
 _quantized = torch.ops._quantized
 assert_size_stride = torch._C._dynamo.guards.assert_size_stride
-assert_size_stride_grouped = torch._C._dynamo.guards.assert_size_stride_grouped
 assert_alignment = torch._C._dynamo.guards.assert_alignment
 empty_strided_cpu = torch._C._dynamo.guards._empty_strided_cpu
 empty_strided_cpu_pinned = torch._C._dynamo.guards._empty_strided_cpu_pinned
@@ -378,21 +377,26 @@ class Runner:
     def call(self, args):
         primals_3, primals_4, primals_5, primals_6, view_1, mm, rsqrt, rsqrt_1, permute_3, tangents_1, tangents_2, tangents_3 = args
         args.clear()
-        assert_size_stride_grouped((tangents_2, primals_6, primals_5, tangents_1), ((1, 2048, 6, 128), (2048, 64), (2048, 64), (1, 2048, 6, 128)), ((1572864, 768, 128, 1), (64, 1), (64, 1), (1572864, 768, 128, 1)), 'input')
+        assert_size_stride(tangents_2, (1, 2048, 6, 128), (1572864, 768, 128, 1), 'input')
+        assert_size_stride(primals_6, (2048, 64), (64, 1), 'input')
+        assert_size_stride(primals_5, (2048, 64), (64, 1), 'input')
+        assert_size_stride(tangents_1, (1, 2048, 6, 128), (1572864, 768, 128, 1), 'input')
         buf2 = empty_strided_cpu((1, 2048, 6, 128), (1572864, 768, 128, 1), torch.float32)
         buf0 = reinterpret_tensor(buf2, (1, 2048, 6, 64), (1572864, 768, 128, 1), 0)  # alias
         buf1 = reinterpret_tensor(buf2, (1, 2048, 6, 64), (1572864, 768, 128, 1), 64)  # alias
         buf6 = empty_strided_cpu((1, 2048, 6, 128), (1572864, 768, 128, 1), torch.float32)
         buf4 = reinterpret_tensor(buf6, (1, 2048, 6, 64), (1572864, 768, 128, 1), 0)  # alias
         buf5 = reinterpret_tensor(buf6, (1, 2048, 6, 64), (1572864, 768, 128, 1), 64)  # alias
-        assert_size_stride_grouped((mm, rsqrt_1), ((2048, 2304), (1, 2048, 6, 1)), ((2304, 1), (12288, 6, 1, 1)), 'input')
+        assert_size_stride(mm, (2048, 2304), (2304, 1), 'input')
+        assert_size_stride(rsqrt_1, (1, 2048, 6, 1), (12288, 6, 1, 1), 'input')
         buf3 = empty_strided_cpu((1, 2048, 6, 1), (12288, 6, 1, 12288), torch.float32)
         buf15 = empty_strided_cpu((1, 2048, 18, 128), (4718592, 2304, 128, 1), torch.bfloat16)
         buf13 = reinterpret_tensor(buf15, (1, 2048, 6, 128), (4718592, 2304, 128, 1), 768)  # alias
         assert_size_stride(rsqrt, (1, 2048, 6, 1), (12288, 6, 1, 1), 'input')
         buf7 = empty_strided_cpu((1, 2048, 6, 1), (12288, 6, 1, 12288), torch.float32)
         buf12 = reinterpret_tensor(buf15, (1, 2048, 6, 128), (4718592, 2304, 128, 1), 0)  # alias
-        assert_size_stride_grouped((tangents_3, primals_3), ((1, 2048, 6, 128), (2048, 768)), ((1572864, 768, 128, 1), (768, 1)), 'input')
+        assert_size_stride(tangents_3, (1, 2048, 6, 128), (1572864, 768, 128, 1), 'input')
+        assert_size_stride(primals_3, (2048, 768), (768, 1), 'input')
         buf8 = empty_strided_cpu((), (), torch.bfloat16)
         assert_size_stride(primals_4, (2, ), (1, ), 'input')
         buf9 = empty_strided_cpu((1, 2048, 6, 128), (1572864, 768, 128, 1), torch.bfloat16)

@@ -18,7 +18,6 @@ aten = torch.ops.aten
 inductor_ops = torch.ops.inductor
 _quantized = torch.ops._quantized
 assert_size_stride = torch._C._dynamo.guards.assert_size_stride
-assert_size_stride_grouped = torch._C._dynamo.guards.assert_size_stride_grouped
 assert_alignment = torch._C._dynamo.guards.assert_alignment
 empty_strided_cpu = torch._C._dynamo.guards._empty_strided_cpu
 empty_strided_cpu_pinned = torch._C._dynamo.guards._empty_strided_cpu_pinned
@@ -319,7 +318,8 @@ class Runner:
         buf4 = reinterpret_tensor(buf3, (1, 2048, 6, 1), (12288, 6, 1, 1), 0); del buf3  # reuse
         buf9 = empty_strided_cpu((1, 2048, 6, 1), (12288, 6, 1, 12288), torch.float32)
         buf10 = reinterpret_tensor(buf9, (1, 2048, 6, 1), (12288, 6, 1, 1), 0); del buf9  # reuse
-        assert_size_stride_grouped((primals_5, primals_6), ((2048, 64), (2048, 64)), ((64, 1), (64, 1)), 'input')
+        assert_size_stride(primals_5, (2048, 64), (64, 1), 'input')
+        assert_size_stride(primals_6, (2048, 64), (64, 1), 'input')
         buf7 = empty_strided_cpu((1, 2048, 6, 128), (1572864, 768, 128, 1), torch.float32)
         buf5 = reinterpret_tensor(buf7, (1, 2048, 6, 64), (1572864, 768, 128, 1), 0)  # alias
         buf6 = reinterpret_tensor(buf7, (1, 2048, 6, 64), (1572864, 768, 128, 1), 64)  # alias
@@ -328,7 +328,8 @@ class Runner:
         buf12 = reinterpret_tensor(buf13, (1, 2048, 6, 64), (1572864, 768, 128, 1), 64)  # alias
         buf8 = empty_strided_cpu((1, 2048, 6, 128), (1572864, 768, 128, 1), torch.bfloat16)
         buf14 = empty_strided_cpu((1, 2048, 6, 128), (1572864, 768, 128, 1), torch.bfloat16)
-        assert_size_stride_grouped((primals_4, primals_3), ((2, ), (2048, 768)), ((1, ), (768, 1)), 'input')
+        assert_size_stride(primals_4, (2, ), (1, ), 'input')
+        assert_size_stride(primals_3, (2048, 768), (768, 1), 'input')
         buf2 = empty_strided_cpu((1, 2048, 6, 128), (1572864, 768, 128, 1), torch.bfloat16)
         cpp_fused__to_copy__unsafe_view_add_mean_mul_pow_rsqrt_select_split_sub_unsqueeze_view_1(buf4, buf10, buf1, primals_5, primals_6, buf7, buf13, primals_4, primals_3, buf5, buf6, buf11, buf12, buf8, buf14, buf2)
         return (buf8, buf14, buf2, primals_3, primals_4, primals_5, primals_6, reinterpret_tensor(primals_1, (2048, 768), (768, 1), 0), buf1, buf4, buf10, reinterpret_tensor(buf0, (2304, 768), (768, 1), 0), )

@@ -18,7 +18,6 @@ aten = torch.ops.aten
 inductor_ops = torch.ops.inductor
 _quantized = torch.ops._quantized
 assert_size_stride = torch._C._dynamo.guards.assert_size_stride
-assert_size_stride_grouped = torch._C._dynamo.guards.assert_size_stride_grouped
 assert_alignment = torch._C._dynamo.guards.assert_alignment
 empty_strided_cpu = torch._C._dynamo.guards._empty_strided_cpu
 empty_strided_cpu_pinned = torch._C._dynamo.guards._empty_strided_cpu_pinned
@@ -319,13 +318,15 @@ class Runner:
         buf5 = empty_strided_cpu((2048, 768), (768, 1), torch.bfloat16)
         # Topologically Sorted Source Nodes: [linear, linear_2], Original ATen: [aten.view, aten.mm]
         extern_kernels.mm(reinterpret_tensor(primals_1, (2048, 768), (768, 1), 0), buf4, out=buf5)
-        assert_size_stride_grouped((primals_6, primals_5), ((2, ), (2048, 768)), ((1, ), (768, 1)), 'input')
+        assert_size_stride(primals_6, (2, ), (1, ), 'input')
+        assert_size_stride(primals_5, (2048, 768), (768, 1), 'input')
         buf6 = empty_strided_cpu((1, 2048, 6, 128), (1572864, 768, 128, 1), torch.bfloat16)
         buf7 = empty_strided_cpu((1, 2048, 6, 1), (12288, 6, 1, 12288), torch.float32)
         buf8 = reinterpret_tensor(buf7, (1, 2048, 6, 1), (12288, 6, 1, 1), 0); del buf7  # reuse
         buf13 = empty_strided_cpu((1, 2048, 6, 1), (12288, 6, 1, 12288), torch.float32)
         buf14 = reinterpret_tensor(buf13, (1, 2048, 6, 1), (12288, 6, 1, 1), 0); del buf13  # reuse
-        assert_size_stride_grouped((primals_7, primals_8), ((2048, 64), (2048, 64)), ((64, 1), (64, 1)), 'input')
+        assert_size_stride(primals_7, (2048, 64), (64, 1), 'input')
+        assert_size_stride(primals_8, (2048, 64), (64, 1), 'input')
         buf11 = empty_strided_cpu((1, 2048, 6, 128), (1572864, 768, 128, 1), torch.float32)
         buf9 = reinterpret_tensor(buf11, (1, 2048, 6, 64), (1572864, 768, 128, 1), 0)  # alias
         buf10 = reinterpret_tensor(buf11, (1, 2048, 6, 64), (1572864, 768, 128, 1), 64)  # alias

@@ -18,7 +18,6 @@ aten = torch.ops.aten
 inductor_ops = torch.ops.inductor
 _quantized = torch.ops._quantized
 assert_size_stride = torch._C._dynamo.guards.assert_size_stride
-assert_size_stride_grouped = torch._C._dynamo.guards.assert_size_stride_grouped
 assert_alignment = torch._C._dynamo.guards.assert_alignment
 empty_strided_cpu = torch._C._dynamo.guards._empty_strided_cpu
 empty_strided_cpu_pinned = torch._C._dynamo.guards._empty_strided_cpu_pinned
@@ -356,7 +355,8 @@ class Runner:
         buf7 = reinterpret_tensor(buf6, (1, 2048, 6, 1), (12288, 6, 1, 1), 0); del buf6  # reuse
         buf12 = empty_strided_cpu((1, 2048, 6, 1), (12288, 6, 1, 12288), torch.float32)
         buf13 = reinterpret_tensor(buf12, (1, 2048, 6, 1), (12288, 6, 1, 1), 0); del buf12  # reuse
-        assert_size_stride_grouped((primals_7, primals_8), ((2048, 64), (2048, 64)), ((64, 1), (64, 1)), 'input')
+        assert_size_stride(primals_7, (2048, 64), (64, 1), 'input')
+        assert_size_stride(primals_8, (2048, 64), (64, 1), 'input')
         buf10 = empty_strided_cpu((1, 2048, 6, 128), (1572864, 768, 128, 1), torch.float32)
         buf8 = reinterpret_tensor(buf10, (1, 2048, 6, 64), (1572864, 768, 128, 1), 0)  # alias
         buf9 = reinterpret_tensor(buf10, (1, 2048, 6, 64), (1572864, 768, 128, 1), 64)  # alias
@@ -365,7 +365,8 @@ class Runner:
         buf15 = reinterpret_tensor(buf16, (1, 2048, 6, 64), (1572864, 768, 128, 1), 64)  # alias
         buf11 = empty_strided_cpu((1, 2048, 6, 128), (1572864, 768, 128, 1), torch.bfloat16)
         buf17 = empty_strided_cpu((1, 2048, 6, 128), (1572864, 768, 128, 1), torch.bfloat16)
-        assert_size_stride_grouped((primals_5, primals_6), ((2, ), (2048, 768)), ((1, ), (768, 1)), 'input')
+        assert_size_stride(primals_5, (2, ), (1, ), 'input')
+        assert_size_stride(primals_6, (2048, 768), (768, 1), 'input')
         buf5 = empty_strided_cpu((1, 2048, 6, 128), (1572864, 768, 128, 1), torch.bfloat16)
         cpp_fused__to_copy_add_mean_mul_pow_rsqrt_select_split_split_with_sizes_sub_unsqueeze_view_1(buf7, buf13, buf4, primals_7, primals_8, buf10, buf16, primals_5, primals_6, buf8, buf9, buf14, buf15, buf11, buf17, buf5)
         return (buf11, buf17, buf5, primals_5, primals_6, primals_7, primals_8, reinterpret_tensor(primals_1, (2048, 768), (768, 1), 0), reinterpret_tensor(buf4, (1, 2048, 6, 128), (4718592, 2304, 128, 1), 768), reinterpret_tensor(buf4, (1, 2048, 6, 128), (4718592, 2304, 128, 1), 0), reinterpret_tensor(buf4, (1, 2048, 6, 128), (4718592, 2304, 128, 1), 1536), buf7, buf13, buf3, )
