@@ -394,9 +394,9 @@ def run_study(*, device: str, shapes: list[str], compilers: list[str], parts: li
     local = run_local(device, shapes, compilers, out / device, timing, parts, modes, profile_shapes,
                       inductor_max_autotune=inductor_max_autotune, deadline=deadline)
     if deadline.passed():
-        log(f"deadline ({deadline_s:g} s) passed: {len(deadline.not_started)} programs not started"
-            + "".join(f" ({', '.join(deadline.not_started)})" for _ in deadline.not_started[:1])
-            + "; no ablations or equality checks")
+        names = f" ({', '.join(deadline.not_started)})" if deadline.not_started else ""
+        log(f"deadline ({deadline_s:g} s) passed: {len(deadline.not_started)} programs not started{names}; "
+            "no ablations or equality checks")
     if local and "qkv" in parts and not deadline.passed():
         largest = max(shapes, key=lambda name: SHAPES[name].seq_len)
         extra, study["equality"] = local_extras(device, compilers, largest, out / device, modes) if ablation else ([], [])
