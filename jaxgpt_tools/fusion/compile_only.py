@@ -66,10 +66,11 @@ def shown(path: str) -> str:
 
 
 def run_child(python: str, leg: str, out: Path, *, kwargs: dict[str, Any], timeout_s: float,
-              log: Callable[[str], None], needs: str) -> dict[str, Any]:
+              log: Callable[[str], None], needs: str, failure_of: str | None = None) -> dict[str, Any]:
     """{"records": the leg's JSON list} or {"skipped": why}: `fusion.child.run_leg(leg, out,
     **kwargs)` run by `python` through common.child; its progress lines passed to `log`; `needs`
-    says what builds the venv."""
+    says what builds the venv. With `failure_of` (a variant's name), a child that fails or times
+    out is a result, not a skip: {"records": [], "not_compiled": {failure_of: its one line}}."""
     if not Path(python).exists():
         return {"skipped": f"no venv at {shown(python)} ({needs})"}
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
@@ -83,8 +84,12 @@ def run_child(python: str, leg: str, out: Path, *, kwargs: dict[str, Any], timeo
         records = child.call("jaxgpt_tools.fusion.child:run_leg", {"leg": leg, "out": str(out), **kwargs},
                              python=python, env=env, timeout_s=timeout_s, on_stderr_line=progress)
     except subprocess.TimeoutExpired:
+        if failure_of:
+            return {"records": [], "not_compiled": {failure_of: f"did not finish within {timeout_s:.0f} s"}}
         return {"skipped": f"{leg} compiles did not finish within {timeout_s:.0f} s"}
     except child.ChildFailed as failed:
+        if failure_of:
+            return {"records": [], "not_compiled": {failure_of: repo_relative_paths(failure_line(failed.stderr))}}
         return {"skipped": f"{leg} child failed (rc {failed.returncode}): {repo_relative_paths(failed.stderr[-800:])}"}
     return {"records": records}
 
@@ -179,19 +184,10 @@ def inductor_max_autotune_leg(python: str, shape: str, out: Path, *, log: Callab
     """Inductor's QKV forward, merged, at `shape` with MAX_AUTOTUNE: {"records", "versions",
     "variants"} where it compiles, else {"records": [], "not_compiled": {variant: failure_line},
     ...}; {"skipped"} without the venv."""
-    needs = "a CUDA build of torch with triton; make torch-cuda builds it"
-    if not Path(python).exists():
-        return {"skipped": f"no venv at {shown(python)} ({needs})"}
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    env.pop("XLA_FLAGS", None)
-    kwargs = {"leg": "inductor", "out": str(out / "inductor"), "shapes": [shape], "parts": ["qkv"], "modes": ["fwd"],
-              "layouts": ["merged"], "variant": MAX_AUTOTUNE_VARIANT, "options": MAX_AUTOTUNE}
-    found = {"variants": [MAX_AUTOTUNE_VARIANT], "versions": versions(python, ("torch", "triton", "numpy"))}
-    try:
-        records = child.call("jaxgpt_tools.fusion.child:run_leg", kwargs, python=python, env=env, timeout_s=timeout_s,
-                             on_stderr_line=lambda line: log(line) if line.startswith("inductor ") else None)
-    except subprocess.TimeoutExpired:
-        return {**found, "records": [], "not_compiled": {MAX_AUTOTUNE_VARIANT: f"did not finish within {timeout_s:.0f} s"}}
-    except child.ChildFailed as failed:
-        return {**found, "records": [], "not_compiled": {MAX_AUTOTUNE_VARIANT: repo_relative_paths(failure_line(failed.stderr))}}
-    return {**found, "records": records}
+    kwargs = {"shapes": [shape], "parts": ["qkv"], "modes": ["fwd"], "layouts": ["merged"], "variant": MAX_AUTOTUNE_VARIANT,
+              "options": MAX_AUTOTUNE}
+    done = run_child(python, "inductor", out / "inductor", kwargs=kwargs, timeout_s=timeout_s, log=log,
+                     needs="a CUDA build of torch with triton; make torch-cuda builds it", failure_of=MAX_AUTOTUNE_VARIANT)
+    if "skipped" in done:
+        return done
+    return {"variants": [MAX_AUTOTUNE_VARIANT], "versions": versions(python, ("torch", "triton", "numpy")), **done}

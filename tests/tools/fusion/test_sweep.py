@@ -70,6 +70,11 @@ def test_a_leg_whose_child_fails_is_a_skip_with_its_exit_status_and_error(tmp_pa
                                          timeout_s=120, log=logged.append, needs="-")
     assert set(done) == {"skipped"} and done["skipped"].startswith("sweep child failed (rc 1): "), done
     assert "no_such_shape" in done["skipped"] and not logged
+    # A variant's leg (Inductor's max_autotune) keeps such a failure as its result: the variant not compiled, and why.
+    done = fusion_compile_only.run_child(sys.executable, "sweep", tmp_path, kwargs={"shapes": ["no_such_shape"]},
+                                         timeout_s=120, log=logged.append, needs="-", failure_of="max_autotune")
+    assert done["records"] == [] and set(done["not_compiled"]) == {"max_autotune"}, done
+    assert "no_such_shape" in done["not_compiled"]["max_autotune"] and "\n" not in done["not_compiled"]["max_autotune"]
 
 
 def test_fake_cuda_refuses_a_cpu_torch():
