@@ -14,10 +14,9 @@ from jaxgpt_tools.fusion.claims import Claim
 from jaxgpt_tools.fusion.compile_only import MAX_AUTOTUNE_VARIANT
 from jaxgpt_tools.fusion.records import DEVICE_NAMES, MODE_NAMES, PART_NAMES, find
 from jaxgpt_tools.fusion.roofline_claims import change
+from jaxgpt_tools.fusion.xla import COMPILE_ONLY, LAYOUTS
 
-COMPILE_ONLY = "h100-compile-only"
 VARIANTS = ("default", MAX_AUTOTUNE_VARIANT)
-LAYOUTS = ("merged", "separate")
 
 
 def autotuned(records: list[dict[str, Any]]) -> dict[tuple[str, str, str, str], dict[str, dict[str, dict[str, Any]]]]:

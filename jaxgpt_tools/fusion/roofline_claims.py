@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from jaxgpt_tools.fusion import roofline
+from jaxgpt_tools.fusion import sweep as sweep_lib
 from jaxgpt_tools.fusion.claims import Claim
 from jaxgpt_tools.fusion.records import COMPILER_NAMES, MODE_NAMES, label
 from jaxgpt_tools.fusion.roofline import GROUPS, H100, ProgramBound
@@ -224,12 +225,12 @@ def across_t_claim(records: list[dict[str, Any]], sweep: list[dict[str, Any]]) -
 
 
 def _bounds_by_program(records: list[dict[str, Any]], sweep: list[dict[str, Any]]) -> dict[tuple, float]:
-    """(compiler, mode, layout, T) -> the H100 bound in seconds of the compiled-without-GPU program:
+    """(compiler, mode, layout, T, D) -> the H100 bound in seconds of the compiled-without-GPU program:
     its kernel table's where the leg made it, else (XLA) the dot-merger sweep's at that T."""
-    found: dict[tuple, float] = {(s.compiler, s.mode, s.layout, s.seq_len): s.bound_s for s in roofline.qkv_programs(records)
-                                 if s.device == GPU and s.model_dim == 768}
+    found: dict[tuple, float] = {(s.compiler, s.mode, s.layout, s.seq_len, s.model_dim): s.bound_s
+                                 for s in roofline.qkv_programs(records) if s.device == GPU}
     for b in roofline.sweep_bounds(sweep):
-        found.setdefault(("xla", b.mode, b.layout, b.seq_len), b.bound_s)
+        found.setdefault(("xla", b.mode, b.layout, b.seq_len, sweep_lib.MODEL_DIM), b.bound_s)
     return found
 
 
@@ -241,14 +242,16 @@ def measured_claim(records: list[dict[str, Any]], sweep: list[dict[str, Any]]) -
              and r["device"] not in ("cpu", GPU)]
     pairs: dict[tuple, dict[str, dict[str, Any]]] = {}
     for r in timed:
-        pairs.setdefault((r["device"], r["compiler"], r["shape"]["seq_len"], r["mode"]), {})[r["layout"]] = r
-    parts, checked = [], []
-    for (device, compiler, seq_len, mode), pair in sorted(pairs.items(), key=lambda kv: (kv[0][0], kv[0][1] != "xla",
-                                                                                          -kv[0][2], kv[0][3])):
+        pairs.setdefault((r["device"], r["compiler"], r["shape"]["seq_len"], r["shape"]["model_dim"], r["mode"]),
+                         {})[r["layout"]] = r
+    parts: list[str] = []
+    checked: list[dict[str, Any]] = []
+    for (device, compiler, seq_len, dim, mode), pair in sorted(pairs.items(), key=lambda kv: (
+            kv[0][0], kv[0][1] != "xla", -kv[0][2], -kv[0][3], kv[0][4])):
         if set(pair) != {"merged", "separate"}:
             continue
         ms = {layout: pair[layout]["time"]["median_ms"] / 1e3 for layout in pair}
-        bound = {layout: bounds.get((compiler, mode, layout, seq_len)) for layout in pair}
+        bound = {layout: bounds.get((compiler, mode, layout, seq_len, dim)) for layout in pair}
         text = (f"{label(compiler, device)} {MODE_NAMES[mode]} at T {seq_len:,}: merged {us(ms['merged'])} µs, separate "
                 f"{us(ms['separate'])} µs (separate {change(ms['separate'], ms['merged'])})")
         merged, separate = bound["merged"], bound["separate"]
@@ -256,7 +259,7 @@ def measured_claim(records: list[dict[str, Any]], sweep: list[dict[str, Any]]) -
             text += (f", against bounds of {us(merged)} and {us(separate)} µs ({change(separate, merged)}; measured "
                      f"{ms['merged'] / merged:.2g}x and {ms['separate'] / separate:.2g}x the bound)")
         parts.append(text)
-        checked += [(pair[layout], bound[layout]) for layout in pair]
+        checked += pair.values()
     if not parts:
         return None
     text = ("Measured on a GPU (median of the timed calls, µs per call) beside the H100 roofline bound of the same program "
@@ -266,7 +269,7 @@ def measured_claim(records: list[dict[str, Any]], sweep: list[dict[str, Any]]) -
         return all(r["time"]["min_ms"] <= r["time"]["median_ms"] <= r["time"]["max_ms"]
                    and r["time"]["min_ms"] / 1e3 >= roofline.model_gemm_flops(r["mode"], r["shape"]["seq_len"],
                                                                               r["shape"]["model_dim"]) / H100.matrix_flop_s
-                   for r, _ in checked)
+                   for r in checked)
     return Claim("roofline.measured", text, check)
 
 
